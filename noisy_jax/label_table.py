@@ -1,0 +1,144 @@
+"""The label table: the single source of training targets.
+
+Every training example i owns row i of the table (its index in the training split). The train step reads
+`soft_labels[idx]` and `weights[idx]` for the batch's indices; methods change the table only through the pure
+functions below, at epoch boundaries (relabelling, pruning) or inside the step (recording predictions).
+
+  noisy_labels  [N] int32      the labels as given (possibly wrong); never changed
+  soft_labels   [N, C] float32 current targets; starts as one_hot(noisy_labels)
+  weights       [N] float32    per-example weights; starts at 1 (truncated Lq sets them to {0, 1})
+  history       [H, N, C]      ring buffer of recorded softmax outputs (H may be 0)
+  history_filled [H] bool      which ring slots have been written at least once
+
+Joint Optimization (Tanaka et al., CVPR 2018, arXiv 1803.11364) records each example's softmax once per epoch
+into slot `epoch % H` and relabels from the mean of the filled slots (the original code uses H = 10).
+Truncated Lq (Zhang & Sabuncu, NeurIPS 2018) sets w_i = [p_y(x_i) > k].
+
+All functions are pure, jit-able and never leave the device. Indices outside [0, N) are dropped on write (the
+trainer uses index N to pad a short final batch) and read as row N - 1 (their results are masked out by the caller).
+"""
+
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from noisy_jax import _checks
+
+RELABEL_MODES = ("soft", "hard")
+
+
+@flax.struct.dataclass
+class LabelTable:
+  """Per-example targets, weights and prediction history (see the module docstring for shapes)."""
+  noisy_labels: jax.Array
+  soft_labels: jax.Array
+  weights: jax.Array
+  history: jax.Array
+  history_filled: jax.Array
+
+  @property
+  def num_examples(self) -> int:
+    return self.soft_labels.shape[0]
+
+  @property
+  def num_classes(self) -> int:
+    return self.soft_labels.shape[1]
+
+  @property
+  def history_length(self) -> int:
+    return self.history.shape[0]
+
+
+def create(noisy_labels, num_classes: int, *, history_length: int = 0) -> LabelTable:
+  """Builds the initial table: soft_labels = one_hot(noisy_labels), weights = 1, empty history.
+
+  Args:
+    noisy_labels: [N] integer class ids in [0, num_classes).
+    num_classes: C.
+    history_length: H >= 0, the number of epochs of predictions kept (Joint Optimization: 10).
+  """
+  if int(num_classes) < 2:
+    raise ValueError(f"num_classes={num_classes!r} must be at least 2.")
+  if int(history_length) < 0:
+    raise ValueError(f"history_length={history_length!r} must be >= 0.")
+  labels = _checks.check_labels("noisy_labels", noisy_labels, num_classes)
+  n = labels.shape[0]
+  return LabelTable(
+      noisy_labels=jnp.asarray(labels, jnp.int32),
+      soft_labels=jax.nn.one_hot(labels, num_classes, dtype=jnp.float32),
+      weights=jnp.ones((n,), jnp.float32),
+      history=jnp.zeros((history_length, n, num_classes), jnp.float32),
+      history_filled=jnp.zeros((history_length,), bool),
+  )
+
+
+def targets(table: LabelTable, indices: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Returns (soft_labels[indices] [B, C], weights[indices] [B]) for the batch's example indices [B]."""
+  return (jnp.take(table.soft_labels, indices, axis=0, mode="clip"),
+          jnp.take(table.weights, indices, axis=0, mode="clip"))
+
+
+def record(table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, slot) -> LabelTable:
+  """Writes history[slot % H, indices[b]] = probabilities[b] and marks the slot filled.
+
+  Args:
+    indices: [B] example indices; entries outside [0, N) are dropped (padding).
+    probabilities: [B, C] softmax outputs.
+    slot: int or scalar int array; the trainer passes the epoch number so the ring cycles over H epochs.
+  """
+  if table.history_length == 0:
+    raise ValueError("record() needs a table with history_length > 0; create it with history_length=H.")
+  _checks.check_same_shape("probabilities", probabilities, "soft_labels[indices]",
+                           np.empty((np.shape(indices)[0], table.num_classes)))
+  ring_slot = jnp.asarray(slot, jnp.int32) % table.history_length
+  history = table.history.at[ring_slot, indices].set(
+      probabilities.astype(table.history.dtype), mode="drop")
+  return table.replace(history=history, history_filled=table.history_filled.at[ring_slot].set(True))
+
+
+def history_mean(table: LabelTable) -> jax.Array:
+  """Mean of the filled history slots, [N, C]; the current soft labels where no slot is filled yet."""
+  if table.history_length == 0:
+    return table.soft_labels
+  filled = table.history_filled.astype(table.history.dtype)
+  count = jnp.sum(filled)
+  total = jnp.einsum("h,hnc->nc", filled, table.history)
+  return jnp.where(count > 0, total / jnp.maximum(count, 1.0), table.soft_labels)
+
+
+def relabel(table: LabelTable, *, mode: str = "soft") -> LabelTable:
+  """Joint Optimization's label update from the history mean s_bar_i.
+
+  soft: y_i = s_bar_i (the paper's better variant and the original code's); hard: y_i = one_hot(argmax s_bar_i).
+  """
+  _checks.check_choice("relabel mode", mode, RELABEL_MODES)
+  mean = history_mean(table)
+  if mode == "hard":
+    mean = jax.nn.one_hot(jnp.argmax(mean, axis=-1), table.num_classes, dtype=table.soft_labels.dtype)
+  return table.replace(soft_labels=mean.astype(table.soft_labels.dtype))
+
+
+def set_weights(table: LabelTable, indices: jax.Array, weights: jax.Array) -> LabelTable:
+  """weights[indices[b]] = weights[b]; out-of-range indices are dropped."""
+  _checks.check_same_shape("weights", weights, "indices", indices)
+  return table.replace(
+      weights=table.weights.at[indices].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
+
+
+def set_all_weights(table: LabelTable, weights: jax.Array) -> LabelTable:
+  """Replaces the whole weight vector [N]."""
+  _checks.check_same_shape("weights", weights, "table.weights", table.weights)
+  return table.replace(weights=jnp.asarray(weights, table.weights.dtype))
+
+
+def current_labels(table: LabelTable) -> jax.Array:
+  """argmax of the soft labels, [N] int32 (what label-recovery accuracy compares to the clean labels)."""
+  return jnp.argmax(table.soft_labels, axis=-1).astype(jnp.int32)
+
+
+def changed(table: LabelTable) -> jax.Array:
+  """[N] bool: the current argmax label differs from the given (noisy) label, i.e. the example was relabelled."""
+  return current_labels(table) != table.noisy_labels
