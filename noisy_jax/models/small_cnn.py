@@ -1,0 +1,37 @@
+"""A small convolutional network for 28x28 (MNIST) and 8x8 (digits) grey images."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class SmallCNN(nn.Module):
+  """[Conv3x3 -> BatchNorm -> ReLU -> MaxPool2x2] per width -> global average pool -> Dense(num_classes).
+
+  Input [B, H, W, C] (flat [B, D] inputs are not images: use the MLP), output float32 logits [B, num_classes].
+  Pooling is skipped once the feature map is 2x2 or smaller, so 8x8 inputs work with the same widths.
+  Convolutions are bias-free (BatchNorm follows) and He-normal initialised.
+  """
+  num_classes: int
+  widths: Sequence[int] = (32, 64, 128)
+  bn_axis_name: str | None = None
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, *, train: bool):
+    if x.ndim != 4:
+      raise ValueError(f"SmallCNN needs images [B, H, W, C], got shape {x.shape}; use the 'mlp' model.")
+    x = x.astype(self.dtype)
+    for width in self.widths:
+      x = nn.Conv(width, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype,
+                  kernel_init=nn.initializers.he_normal())(x)
+      x = nn.BatchNorm(use_running_average=not train, momentum=0.9, axis_name=self.bn_axis_name,
+                       dtype=self.dtype)(x)
+      x = nn.relu(x)
+      if min(x.shape[1:3]) > 2:
+        x = nn.max_pool(x, (2, 2), strides=(2, 2))
+    x = jnp.mean(x, axis=(1, 2))
+    return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
