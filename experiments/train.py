@@ -1,0 +1,30 @@
+r"""Runs an experiment: flags -> config -> noisy_jax.train.run(config, workdir).
+
+  python -m experiments.train --config=experiments/configs/default.py --workdir=/tmp/noisy_jax/default
+  python -m experiments.train --config=experiments/configs/gce.py --config.noise.rate=0.4 --workdir=/tmp/gce
+
+Any config field can be overridden with --config.FIELD=VALUE.
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from noisy_jax import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, summaries (and checkpoints).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  logging.set_verbosity(logging.INFO)
+  train.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config"])
+  app.run(main)

@@ -1,0 +1,172 @@
+"""Training methods: a batch objective that reads the label table, plus a label-table policy.
+
+A method is built from `config.method` (an ml_collections ConfigDict) by `make(method_config)`:
+
+  name = 'loss'                any loss of noisy_jax.losses, `loss` = its name, `loss_kwargs` = its hyper-parameters
+  name = 'truncated_lq'        Zhang & Sabuncu (NeurIPS 2018) alternating convex search (ACS): the objective is
+                               (1/B) sum_i w_i (Lq_i - Lq(k)); before epoch `prune_start` and every `prune_every`
+                               epochs after it, w_i = [p_y(x_i) > k] over the training set, with p computed by the
+                               best-validation parameters (`prune_params='best_val'`, the paper) or the current ones
+                               (`prune_params='current'`).
+  name = 'joint_optimization'  Tanaka et al. (CVPR 2018) stage 1: Lc + alpha Lp + beta Le against the table's soft
+                               labels; every epoch records the softmax of each example into the history ring; from
+                               epoch `begin` on, relabels (soft or hard) from the mean of the last H epochs.
+                               Stage 2 (a fresh network, CE on the stage-1 labels) is run by the trainer.
+  name = 'encouraging'         Zhao et al. (AAAI 2022) encouraging loss with `log_end`, optional label smoothing.
+
+The batch objective has the signature
+  objective(logits [B, C], soft_labels [B, C], weights [B], valid [B], axis_name) -> scalar
+and returns the loss of the *global* batch: sums are `psum`-ed over `axis_name` (the device axis) and divided by
+the global number of valid rows. Padding rows (valid = 0) contribute nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from noisy_jax import _checks
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import losses
+
+METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging")
+PRUNE_PARAMS = ("best_val", "current")
+
+
+def _psum(x, axis_name):
+  return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def weighted_batch_mean(per_example: jax.Array, weights: jax.Array, valid: jax.Array, axis_name=None):
+  """sum_i valid_i w_i l_i / sum_i valid_i over the global batch (psum over `axis_name`).
+
+  Dividing by the number of examples (not by sum w_i) follows the truncated-Lq port: pruned examples lower the
+  loss instead of re-scaling the others. The denominator is at least 1.
+  """
+  valid = valid.astype(per_example.dtype)
+  total = _psum(jnp.sum(per_example * weights.astype(per_example.dtype) * valid), axis_name)
+  count = _psum(jnp.sum(valid), axis_name)
+  return total / jnp.maximum(count, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """A batch objective plus the label-table policy applied between epochs.
+
+  Attributes:
+    name: the method's name (for tables and logs).
+    objective: see the module docstring.
+    history_length: H, the number of epochs of predictions the label table keeps (0: none recorded).
+    table_update: pure `(table, train_probs [N, C] or None) -> table`, applied after the epochs where
+      `update_due(epoch)` is true (epochs are 1-based). None: the table never changes.
+    needs_train_probs: whether `table_update` needs the softmax of the whole training set.
+    prune_params: for truncated Lq, which parameters compute those probabilities ('best_val' or 'current').
+    stage2: whether the trainer runs Joint Optimization's second stage after this one.
+  """
+  name: str
+  objective: Callable[..., jax.Array]
+  history_length: int = 0
+  table_update: Callable | None = None
+  update_due: Callable[[int], bool] = lambda epoch: False
+  needs_train_probs: bool = False
+  prune_params: str = "current"
+  stage2: bool = False
+
+
+def loss_method(loss_name: str, **loss_kwargs) -> Method:
+  """Any per-example loss of `noisy_jax.losses`, averaged over the batch with the table's weights."""
+  loss_fn = losses.get(loss_name)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    return weighted_batch_mean(loss_fn(logits, soft_labels, **loss_kwargs), weights, valid, axis_name)
+
+  return Method(name=loss_name, objective=objective)
+
+
+def prune_weights(table: label_table_lib.LabelTable, train_probs: jax.Array, *, k: float):
+  """Truncated Lq's pruning step: w_i = [p_y(x_i) > k], p_y = sum_c y_ic p_ic with y the table's labels."""
+  p_target = jnp.sum(table.soft_labels * train_probs, axis=-1)
+  return label_table_lib.set_all_weights(table, (p_target > k).astype(jnp.float32))
+
+
+def truncated_lq_method(*, q: float = 0.7, k: float = 0.5, prune_start: int = 40, prune_every: int = 10,
+                        prune_params: str = "best_val") -> Method:
+  """Zhang & Sabuncu's truncated Lq optimised by ACS (see the module docstring)."""
+  _checks.check_range("q", q, 0.0, 1.0, low_open=True)
+  _checks.check_range("k", k, 0.0, 1.0, low_open=True, high_open=True)
+  _checks.check_choice("prune_params", prune_params, PRUNE_PARAMS)
+  if prune_start < 1 or prune_every < 1:
+    raise ValueError(f"prune_start={prune_start!r} and prune_every={prune_every!r} must both be >= 1 (epochs).")
+  lq_at_k = (1.0 - k ** q) / q
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    per_example = losses.generalized_cross_entropy(logits, soft_labels, q=q) - lq_at_k
+    return weighted_batch_mean(per_example, weights, valid, axis_name)
+
+  def update_due(epoch: int) -> bool:
+    # Weights are set before epoch prune_start, prune_start + prune_every, ...: after the epoch before it.
+    upcoming = epoch + 1
+    return upcoming >= prune_start and (upcoming - prune_start) % prune_every == 0
+
+  return Method(name="truncated_lq", objective=objective,
+                table_update=lambda table, probs: prune_weights(table, probs, k=k),
+                update_due=update_due, needs_train_probs=True, prune_params=prune_params)
+
+
+def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, history_length: int = 10,
+                              relabel: str = "soft", stage2: bool = True) -> Method:
+  """Tanaka et al.'s stage 1 (see the module docstring). `prior` is the class prior [C]."""
+  _checks.check_choice("relabel", relabel, label_table_lib.RELABEL_MODES)
+  if history_length < 1:
+    raise ValueError(f"history_length={history_length!r} must be >= 1 for Joint Optimization.")
+  if begin < 1:
+    raise ValueError(f"begin={begin!r} must be >= 1 (the first epoch after which labels are updated).")
+  prior = jnp.asarray(prior, jnp.float32)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    del weights  # Joint Optimization has no per-example weights.
+    return losses.joint_optimization_loss(logits, soft_labels, prior=prior, alpha=alpha, beta=beta,
+                                          axis_name=axis_name, where=valid)
+
+  return Method(name="joint_optimization", objective=objective, history_length=history_length,
+                table_update=lambda table, probs: label_table_lib.relabel(table, mode=relabel),
+                update_due=lambda epoch: epoch >= begin, stage2=stage2)
+
+
+def encouraging_method(*, log_end: float = 0.75, label_smoothing: float = 0.0) -> Method:
+  """Zhao et al.'s encouraging loss; label smoothing eps gives (1-eps) EL_y + eps mean_c EL_c."""
+  _checks.check_range("label_smoothing", label_smoothing, 0.0, 1.0)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    if label_smoothing:
+      soft_labels = losses.smooth_labels(soft_labels, epsilon=label_smoothing)
+    per_example = losses.encouraging_loss(logits, soft_labels, log_end=log_end)
+    return weighted_batch_mean(per_example, weights, valid, axis_name)
+
+  return Method(name="encouraging", objective=objective)
+
+
+def uniform_prior(num_classes: int) -> jax.Array:
+  return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
+
+
+def make(method_config, *, num_classes: int) -> Method:
+  """Builds a Method from `config.method` (see the module docstring for the fields of each name)."""
+  name = method_config.name
+  _checks.check_choice("method name", name, METHOD_NAMES)
+  if name == "loss":
+    return loss_method(method_config.loss, **dict(method_config.get("loss_kwargs", {})))
+  if name == "truncated_lq":
+    return truncated_lq_method(q=method_config.q, k=method_config.k, prune_start=method_config.prune_start,
+                               prune_every=method_config.prune_every, prune_params=method_config.prune_params)
+  if name == "joint_optimization":
+    prior = method_config.get("prior", "uniform")
+    prior = uniform_prior(num_classes) if isinstance(prior, str) and prior == "uniform" else prior
+    return joint_optimization_method(alpha=method_config.alpha, beta=method_config.beta, prior=prior,
+                                     begin=method_config.begin, history_length=method_config.history_length,
+                                     relabel=method_config.relabel, stage2=method_config.get("stage2", True))
+  return encouraging_method(log_end=method_config.log_end,
+                            label_smoothing=method_config.get("label_smoothing", 0.0))

@@ -1,0 +1,503 @@
+"""Training: TrainState + LabelTable, a per-device step mapped over a device mesh, and the epoch loop.
+
+The flow of one run (`run_single`):
+
+  root key --split--> init | data order | noise | stage-2 init
+  dataset (clean) --noise.corrupt_labels--> noisy training labels --> LabelTable
+  for epoch in 1..E:   (TrainState, LabelTable) --epoch program--> (TrainState, LabelTable)
+                       evaluate; the method's label-table policy at the epoch boundary (pure, jitted)
+  Joint Optimization: stage 2 trains a fresh network with CE on the stage-1 soft labels.
+
+The epoch program is one compiled call: the permutation, batching, data gather, `lax.scan` over the train steps
+and the label-table writes all run on device. It is written per device (named axis `batch`; gradients and batch
+statistics are `lax.pmean`-ed; the batch's indices and probabilities are `lax.all_gather`-ed so every replica
+writes the same rows into its copy of the table) and mapped over the mesh with `jax.shard_map` under `jax.jit`
+with the state and table donated. `check_vma=False` keeps pmap semantics: the explicit `pmean` of the gradients
+is what averages them (see shared/DESIGN.md). One device is a mesh of one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+from absl import logging
+import flax
+from flax.training import train_state
+import jax
+from jax import lax
+import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+import ml_collections
+import numpy as np
+import optax
+
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
+from noisy_jax import metrics as metrics_lib
+from noisy_jax import noise as noise_lib
+
+AXIS = "batch"
+
+
+class TrainState(train_state.TrainState):
+  """Flax TrainState with BatchNorm statistics."""
+  batch_stats: Any = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Construction
+
+
+def make_mesh(num_devices: int | None = None) -> Mesh:
+  """A 1-D mesh with axis `batch` over the first `num_devices` local devices (all by default)."""
+  devices = jax.local_devices()
+  num_devices = len(devices) if num_devices is None else num_devices
+  if not 1 <= num_devices <= len(devices):
+    raise ValueError(f"num_devices={num_devices!r} must be in [1, {len(devices)}] (the local device count).")
+  return Mesh(np.asarray(devices[:num_devices]), (AXIS,))
+
+
+def learning_rate_schedule(config, steps_per_epoch: int) -> optax.Schedule:
+  """Per-epoch piecewise-constant schedule: lr, multiplied by `lr_decay` at each epoch in `lr_boundaries`."""
+  boundaries = {int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1))
+                for epoch in config.get("lr_boundaries", ())}
+  return optax.piecewise_constant_schedule(float(config.learning_rate), boundaries)
+
+
+def make_optimizer(config, steps_per_epoch: int) -> optax.GradientTransformation:
+  """SGD with momentum and coupled (PyTorch-style, before momentum) weight decay on every parameter."""
+  return optax.chain(
+      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+      optax.sgd(learning_rate_schedule(config, steps_per_epoch), momentum=float(config.get("momentum", 0.9)),
+                nesterov=bool(config.get("nesterov", False))),
+  )
+
+
+def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
+  variables = model.init(key, jnp.zeros((1, *input_shape), jnp.float32), train=False)
+  return TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
+                           batch_stats=variables.get("batch_stats", flax.core.FrozenDict()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The step and the epoch program
+
+
+def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax.Array, indices: jax.Array,
+               valid: jax.Array, *, method: methods_lib.Method, epoch, axis_name: str | None = AXIS):
+  """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
+
+  Args:
+    state, table: replicated.
+    images: [b, ...] this device's inputs; indices [b] their rows in the table; valid [b] False for padding.
+    epoch: scalar int, the history slot that predictions are recorded into (ring position epoch % H).
+    axis_name: the device axis (None outside any mapping).
+  """
+  soft_labels, weights = label_table_lib.targets(table, indices)
+
+  def loss_fn(params):
+    logits, updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, images, train=True,
+                                     mutable=["batch_stats"])
+    logits = logits.astype(jnp.float32)
+    loss = method.objective(logits, soft_labels, weights, valid, axis_name)
+    return loss, (logits, updates["batch_stats"])
+
+  (loss, (logits, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  if axis_name is not None:
+    grads = lax.pmean(grads, axis_name)
+    batch_stats = lax.pmean(batch_stats, axis_name)
+  state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
+
+  probs = jax.nn.softmax(logits)
+  if method.history_length:
+    write_rows = jnp.where(valid, indices, table.num_examples)  # padding rows are dropped by the write
+    if axis_name is not None:
+      write_rows = lax.all_gather(write_rows, axis_name, tiled=True)
+      probs_all = lax.all_gather(probs, axis_name, tiled=True)
+    else:
+      probs_all = probs
+    table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
+
+  given = jnp.argmax(soft_labels, axis=-1)
+  valid_f = valid.astype(jnp.float32)
+  correct = jnp.sum((jnp.argmax(logits, axis=-1) == given) * valid_f)
+  count = jnp.sum(valid_f)
+  if axis_name is not None:
+    correct, count = lax.psum(correct, axis_name), lax.psum(count, axis_name)
+  return state, table, {"loss": loss * count, "correct": correct, "count": count}
+
+
+def epoch_batches(key: jax.Array, num_examples: int, batch_size: int):
+  """A shuffled epoch as fixed-size batches: (indices [S, B], valid [S, B]), S = ceil(N / B).
+
+  The last batch is filled up with the first examples of the permutation, marked invalid: every example is used
+  exactly once, and BatchNorm never sees a batch of repeated padding.
+  """
+  steps = math.ceil(num_examples / batch_size)
+  perm = jax.random.permutation(key, num_examples)
+  pad = steps * batch_size - num_examples
+  indices = jnp.concatenate([perm, perm[:pad]]) if pad else perm
+  valid = jnp.arange(steps * batch_size) < num_examples
+  return indices.reshape(steps, batch_size), valid.reshape(steps, batch_size)
+
+
+def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int) -> Callable:
+  """Compiles `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
+  is the history slot. State and table are donated: do not reuse the arguments after the call.
+  """
+  num_devices = mesh.devices.size
+  if batch_size % num_devices:
+    raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
+  local = batch_size // num_devices
+
+  def per_device(state, table, images, key, epoch):
+    indices, valid = epoch_batches(key, num_examples, batch_size)
+    start = lax.axis_index(AXIS) * local
+    indices = lax.dynamic_slice_in_dim(indices, start, local, axis=1)
+    valid = lax.dynamic_slice_in_dim(valid, start, local, axis=1)
+
+    def body(carry, batch):
+      state, table = carry
+      rows, ok = batch
+      x = jnp.take(images, rows, axis=0)
+      state, table, step_metrics = train_step(state, table, x, rows, ok, method=method, epoch=epoch)
+      return (state, table), step_metrics
+
+    (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid))
+    totals = jax.tree.map(jnp.sum, step_metrics)
+    return state, table, {"train_loss": totals["loss"] / totals["count"],
+                          "train_accuracy_given": totals["correct"] / totals["count"]}
+
+  mapped = jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P(), P(), P(), P()), out_specs=(P(), P(), P()),
+                         check_vma=False)
+  return jax.jit(mapped, donate_argnums=(0, 1))
+
+
+def make_predict_fn(model, *, batch_size: int = 500) -> Callable:
+  """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks."""
+
+  @jax.jit
+  def predict(variables, images):
+    n = images.shape[0]
+    chunks = math.ceil(n / batch_size)
+    pad = chunks * batch_size - n
+    padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
+    padded = padded.reshape(chunks, batch_size, *images.shape[1:])
+    logits = lax.map(lambda x: model.apply(variables, x, train=False), padded)
+    return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(jnp.float32))[:n]
+
+  return predict
+
+
+def replicate(tree, mesh: Mesh):
+  """A replicated copy of `tree` on every device of `mesh` (never an alias: the epoch program donates it)."""
+  return jax.device_put(tree, jax.sharding.NamedSharding(mesh, P()), may_alias=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The epoch loop
+
+
+def _variables(state: TrainState):
+  return {"params": state.params, "batch_stats": state.batch_stats}
+
+
+def _to_python(tree):
+  return jax.tree.map(lambda x: x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x, jax.device_get(tree))
+
+
+def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable, dataset, clean_train_labels,
+        config, key: jax.Array, mesh: Mesh, stage: str = "", log_fn: Callable | None = None):
+  """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
+
+  config fields: batch_size, num_epochs, optimizer (learning_rate, momentum, weight_decay, lr_boundaries,
+  lr_decay), eval_train (bool: also score the training split each epoch).
+  """
+  init_key, order_key = jax.random.split(key)
+  num_examples = dataset.x_train.shape[0]
+  steps_per_epoch = math.ceil(num_examples / config.batch_size)
+  tx = make_optimizer(config.optimizer, steps_per_epoch)
+  state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
+  table = replicate(table, mesh)
+  images = replicate(jnp.asarray(dataset.x_train), mesh)
+  epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples)
+  predict = make_predict_fn(model)
+  update_table = jax.jit(method.table_update) if method.table_update is not None else None
+
+  clean = np.asarray(clean_train_labels)
+  given = np.asarray(table.noisy_labels)
+  is_noisy = clean != given
+  has_val = dataset.x_val.shape[0] > 0
+  best_val, best_variables, history = -1.0, None, []
+  for epoch in range(1, config.num_epochs + 1):
+    start = time.perf_counter()
+    state, table, train_metrics = epoch_fn(state, table, images, jax.random.fold_in(order_key, epoch),
+                                           jnp.asarray(epoch, jnp.int32))
+    variables = _variables(state)
+    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}
+    test_probs = predict(variables, dataset.x_test)
+    record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
+    if has_val:
+      record["val_accuracy"] = float(metrics_lib.accuracy(predict(variables, dataset.x_val), dataset.y_val))
+    if has_val and record["val_accuracy"] > best_val:
+      best_val = record["val_accuracy"]
+      best_variables = jax.tree.map(jnp.copy, variables)  # the state's buffers are donated next epoch
+
+    train_probs = None
+    if config.get("eval_train", True) or method.needs_train_probs:
+      train_probs = predict(variables, dataset.x_train)
+    if train_probs is not None:
+      predicted = np.asarray(jnp.argmax(train_probs, axis=-1))
+      record["train_accuracy_clean"] = float(np.mean(predicted == clean))
+      if is_noisy.any():
+        record["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
+
+    if update_table is not None and method.update_due(epoch):
+      probs_for_table = None
+      if method.needs_train_probs:
+        use_best = method.prune_params == "best_val" and best_variables is not None
+        probs_for_table = predict(best_variables, dataset.x_train) if use_best else train_probs
+      table = update_table(table, probs_for_table)
+    record.update(table_metrics(table, clean, method))
+    record["seconds"] = time.perf_counter() - start
+    history.append(record)
+    if log_fn is not None:
+      log_fn(record)
+  if best_variables is None:
+    best_variables = jax.tree.map(jnp.copy, _variables(state))
+  return state, table, history, best_variables
+
+
+def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:
+  """Label recovery (for relabelling methods) and noise detection (pruned or relabelled examples)."""
+  out = {}
+  given = np.asarray(table.noisy_labels)
+  is_noisy = clean != given
+  if method.history_length:
+    recovery = metrics_lib.label_recovery(table.soft_labels, clean, given)
+    out.update({f"label_recovery_{k}": float(v) for k, v in recovery.items()})
+    flagged = np.asarray(label_table_lib.changed(table))
+  elif method.needs_train_probs:
+    flagged = np.asarray(table.weights) == 0
+    out["pruned_fraction"] = float(np.mean(flagged))
+  else:
+    return out
+  detection = metrics_lib.detection_scores(flagged, is_noisy)
+  out.update({f"detection_{k}": float(v) for k, v in detection.items()})
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Runs
+
+
+def noisy_training_labels(config, dataset, key: jax.Array):
+  """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
+  noise_config = config.noise
+  transition = noise_lib.make_transition(noise_config.type, dataset.num_classes, float(noise_config.rate),
+                                         dataset=noise_config.get("dataset") or None)
+  seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
+  noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
+  return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
+
+
+def load_dataset(config):
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
+  dataset = data.load(config.dataset, **dict(config.get("dataset_kwargs", {})))
+  return data.standardize(dataset, config.get("normalization", "per_channel"))
+
+
+def build_model(model_config, num_classes: int):
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+  return models.get(model_config.name, num_classes=num_classes, bn_axis_name=AXIS,
+                    **dict(model_config.get("kwargs", {})))
+
+
+def _summary_of(history: list[dict]) -> dict:
+  tests = [r["test_accuracy"] for r in history]
+  out = {"best_test_accuracy": max(tests), "last_test_accuracy": tests[-1]}
+  if "val_accuracy" in history[0]:
+    best = int(np.argmax([r["val_accuracy"] for r in history]))
+    out["test_accuracy_at_best_val"] = tests[best]
+    out["best_val_epoch"] = history[best]["epoch"]
+  return out
+
+
+def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
+               log_fn: Callable | None = None) -> dict:
+  """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
+
+  The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
+  per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
+  `summary.json` there.
+  """
+  start = time.perf_counter()
+  dataset = load_dataset(config) if dataset is None else dataset
+  mesh = make_mesh(config.get("num_devices") or None) if mesh is None else mesh
+  root = jax.random.PRNGKey(int(config.seed))
+  stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
+  noisy, report = noisy_training_labels(config, dataset, noise_key)
+  method = methods_lib.make(config.method, num_classes=dataset.num_classes)
+  table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
+  model = build_model(config.model, dataset.num_classes)
+
+  jsonl = None
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
+
+  def log(record):
+    if jsonl is not None:
+      jsonl.write(json.dumps(record) + "\n")
+      jsonl.flush()
+    if log_fn is not None:
+      log_fn(record)
+
+  try:
+    _, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
+                               clean_train_labels=dataset.y_train, config=config, key=stage1_key, mesh=mesh,
+                               stage="stage1", log_fn=log)
+    summary = {"method": method.name, "seed": int(config.seed), "stage1": _summary_of(history)}
+    summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
+                                                                                       "pruned_"))})
+    final_history = history
+    if method.stage2:
+      stage2_config = ml_collections.ConfigDict(config.to_dict())
+      stage2_config.update(config.stage2)
+      stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
+          soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
+      _, _, final_history, _ = fit(model=model, method=methods_lib.loss_method("cross_entropy"),
+                                   table=stage2_table, dataset=dataset, clean_train_labels=dataset.y_train,
+                                   config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2", log_fn=log)
+      summary["stage2"] = _summary_of(final_history)
+      history = history + final_history
+  finally:
+    if jsonl is not None:
+      jsonl.close()
+  summary.update(_summary_of(final_history))
+  summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
+                      "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  summary["seconds"] = time.perf_counter() - start
+  summary["history"] = history
+  if workdir:
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+      json.dump(summary, f, indent=1)
+  return summary
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comparisons: several methods x seeds, one table
+
+TABLE_COLUMNS = (  # (summary key, header, format)
+    ("best_test_accuracy", "best test", "{:.2%}"),
+    ("last_test_accuracy", "last test", "{:.2%}"),
+    ("label_recovery_overall", "label recovery", "{:.2%}"),
+    ("detection_precision", "detect P", "{:.2%}"),
+    ("detection_recall", "detect R", "{:.2%}"),
+    ("realised_noise_rate", "noise", "{:.2%}"),
+    ("seconds", "wall s", "{:.1f}"),
+)
+
+
+def merged_run_config(config, run_name: str, seed: int):
+  """config.shared updated with config.runs[run_name] and the seed: the config of one run of a comparison."""
+  merged = ml_collections.ConfigDict(config.shared.to_dict())
+  merged.update(config.runs[run_name].to_dict())
+  merged.seed = int(seed)
+  return merged
+
+
+def _flat_metrics(summary: dict) -> dict:
+  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "seconds")}
+  flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
+  for k, v in summary["stage1"].items():
+    if k.startswith(("label_recovery", "detection_", "pruned_")):
+      flat[k] = v
+  return flat
+
+
+def aggregate(per_seed: list[dict]) -> dict:
+  """Mean and (population) std over seeds of each flat metric present in every seed."""
+  keys = set.intersection(*(set(s) for s in per_seed))
+  return {k: {"mean": float(np.mean([s[k] for s in per_seed])), "std": float(np.std([s[k] for s in per_seed]))}
+          for k in sorted(keys)}
+
+
+def format_table(results: dict[str, dict], num_seeds: int) -> str:
+  """Plain-text table of mean (and std when several seeds) per method."""
+  header = ["method"] + [h for _, h, _ in TABLE_COLUMNS]
+  rows = [header]
+  for name, agg in results.items():
+    row = [name]
+    for key, _, fmt in TABLE_COLUMNS:
+      if key not in agg:
+        row.append("-")
+        continue
+      text = fmt.format(agg[key]["mean"])
+      if num_seeds > 1:
+        text += " ±" + fmt.format(agg[key]["std"]).rstrip("%")
+      row.append(text)
+    rows.append(row)
+  widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+  lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
+def _progress(record: dict, prefix: str) -> None:
+  parts = [f"{prefix} {record['stage']} epoch {record['epoch']:3d}", f"loss {record['train_loss']:.4f}",
+           f"test {record['test_accuracy']:.2%}"]
+  if "val_accuracy" in record:
+    parts.append(f"val {record['val_accuracy']:.2%}")
+  if "label_recovery_overall" in record:
+    parts.append(f"recovery {record['label_recovery_overall']:.2%}")
+  if "pruned_fraction" in record:
+    parts.append(f"pruned {record['pruned_fraction']:.2%}")
+  parts.append(f"{record['seconds']:.2f}s")
+  logging.info("  ".join(parts))
+
+
+def run(config, workdir: str | None = None) -> dict:
+  """Entry point of `experiments/train.py`.
+
+  A config with `runs` (and `shared`) is a comparison: every run x every seed of `config.shared.seeds`, a table
+  printed at the end and `summary.json` in the workdir. Any other config is a single run (`config.seed`).
+  """
+  if "runs" not in config:
+    summary = run_single(config, workdir, log_fn=functools.partial(_progress, prefix=config.method.name))
+    print(format_table({summary["method"]: aggregate([_flat_metrics(summary)])}, 1))
+    return summary
+
+  seeds = tuple(config.shared.get("seeds", (config.shared.get("seed", 0),)))
+  start = time.perf_counter()
+  dataset = load_dataset(config.shared)
+  mesh = make_mesh(config.shared.get("num_devices") or None)
+  results, summaries = {}, {}
+  for name in config.runs:
+    per_seed = []
+    for seed in seeds:
+      run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
+      summary = run_single(merged_run_config(config, name, seed), run_dir, dataset=dataset, mesh=mesh,
+                           log_fn=functools.partial(_progress, prefix=f"{name} seed {seed}"))
+      per_seed.append(_flat_metrics(summary))
+      logging.info("%s seed %d: last test %.2f%%, %.1fs", name, seed, 100 * summary["last_test_accuracy"],
+                   summary["seconds"])
+    results[name] = aggregate(per_seed)
+    summaries[name] = per_seed
+  table = format_table(results, len(seeds))
+  total = time.perf_counter() - start
+  print(f"\n{config.get('title', 'comparison')}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
+  out = {"title": config.get("title", ""), "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
+         "seconds": total, "config": config.to_dict()}
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+      json.dump(out, f, indent=1)
+  return out

@@ -1,0 +1,77 @@
+"""Run in its own process by test_multidevice.py: trains the same epochs on a 1-device and an N-device mesh.
+
+Environment (set by the caller before jax is imported): XLA_FLAGS=--xla_force_host_platform_device_count=N and
+PJRT_NPROC=2N (without it, collectives on simulated CPU devices deadlock on a 2-core machine).
+Prints one JSON line: for each method, the largest absolute difference of params, batch stats and label table.
+"""
+
+import json
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
+from noisy_jax import models
+from noisy_jax import train
+
+
+def _max_diff(a, b):
+  diffs = jax.tree.map(lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)), initial=0.0)),
+                       a, b)
+  return max(jax.tree.leaves(diffs), default=0.0)
+
+
+def main(num_devices: int, epochs: int):
+  assert jax.device_count() >= num_devices, jax.devices()
+  rng = np.random.default_rng(0)
+  n, c = 300, 5  # 300 = 2 full batches of 128 + one padded batch of 44: exercises the padding path too.
+  images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
+  noisy = rng.integers(0, c, n)
+  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=train.AXIS)
+  opt = ml_collections.ConfigDict({"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4,
+                                   "lr_boundaries": (1,), "lr_decay": 0.5})
+  tx = train.make_optimizer(opt, steps_per_epoch=3)
+  state0 = train.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
+  variants = {
+      "cross_entropy": methods_lib.loss_method("cross_entropy"),
+      "truncated_lq": methods_lib.truncated_lq_method(prune_start=1, prune_every=1),
+      "joint_optimization": methods_lib.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
+  }
+  pruned = jnp.asarray(rng.random(n) > 0.3, jnp.float32)  # truncated Lq: some examples weigh 0
+  out = {}
+  for name, method in variants.items():
+    results = []
+    for devices in (1, num_devices):
+      mesh = train.make_mesh(devices)
+      table = label_table_lib.create(noisy, c, history_length=method.history_length)
+      if name == "truncated_lq":
+        table = label_table_lib.set_all_weights(table, pruned)
+      state = train.replicate(jax.tree.map(jnp.copy, state0), mesh)
+      table = train.replicate(table, mesh)
+      x = train.replicate(jnp.asarray(images), mesh)
+      epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n)
+      losses = []
+      for epoch in range(1, epochs + 1):
+        state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))
+        jax.block_until_ready((state, table))
+        losses.append(float(metrics["train_loss"]))
+      if method.history_length:
+        table = label_table_lib.relabel(table, mode="soft")
+      results.append({"params": jax.device_get(state.params), "batch_stats": jax.device_get(state.batch_stats),
+                      "table": jax.device_get(table), "losses": losses})
+    one, many = results
+    out[name] = {"params": _max_diff(one["params"], many["params"]),
+                 "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
+                 "table": _max_diff(one["table"], many["table"]),
+                 "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
+                 "param_change": _max_diff(state0.params, one["params"])}
+  print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+  main(int(sys.argv[1]), int(sys.argv[2]))

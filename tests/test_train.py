@@ -1,0 +1,168 @@
+"""End-to-end training: every method on the bundled digits data, determinism, outputs, the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from experiments.configs import ce
+from experiments.configs import default
+from experiments.configs import encouraging
+from experiments.configs import gce
+from experiments.configs import joint_optimization
+from experiments.configs import truncated_lq
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
+           "encouraging": encouraging}
+
+
+def tiny(config_module, **overrides):
+  """A method's config shrunk to a few epochs of the 8x8 digits with 40% symmetric noise."""
+  config = config_module.get_config()
+  config.dataset = "digits"
+  config.noise.rate = 0.4
+  config.num_epochs = 6
+  config.optimizer.lr_boundaries = (4,)
+  config.model.name = "mlp"
+  config.model.kwargs = {"hidden_sizes": (64,)}
+  if config.method.name == "truncated_lq":
+    config.method.prune_start, config.method.prune_every = 3, 2
+  if config.method.name == "joint_optimization":
+    config.method.begin, config.method.history_length = 3, 2
+    config.stage2.num_epochs = 4
+    config.stage2.optimizer.lr_boundaries = (3,)
+  for key, value in overrides.items():
+    config[key] = value
+  return config
+
+
+@pytest.fixture(scope="module")
+def summaries():
+  return {name: train.run_single(tiny(module)) for name, module in CONFIGS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_each_method_learns_on_digits(summaries, name):
+  summary = summaries[name]
+  history = summary["history"]
+  assert summary["noise"]["realised_rate"] == pytest.approx(0.4, abs=0.005)
+  assert all(np.isfinite(r["train_loss"]) for r in history)
+  # 10 classes: chance is 10%. Six epochs of an MLP on 40%-noisy digits must do far better.
+  assert summary["last_test_accuracy"] > 0.6, summary["last_test_accuracy"]
+  assert summary["best_test_accuracy"] >= summary["last_test_accuracy"]
+
+
+def test_truncated_lq_prunes_mostly_noisy_examples(summaries):
+  stage1 = summaries["truncated_lq"]["stage1"]
+  assert 0.0 < stage1["pruned_fraction"] < 1.0
+  # Pruning finds the mislabelled examples: precision clearly above the 40% base rate, high recall.
+  assert stage1["detection_precision"] > 0.5, stage1
+  assert stage1["detection_recall"] > 0.8, stage1
+
+
+def test_joint_optimization_relabels_and_runs_stage2(summaries):
+  summary = summaries["joint_optimization"]
+  stages = [r["stage"] for r in summary["history"]]
+  assert stages == ["stage1"] * 6 + ["stage2"] * 4
+  # Relabelling from the history recovers more correct labels than the 60% that were given correctly.
+  assert summary["stage1"]["label_recovery_overall"] > 0.7
+  assert "stage2" in summary and summary["last_test_accuracy"] == summary["stage2"]["last_test_accuracy"]
+
+
+def test_same_seed_same_numbers_different_seed_different_noise():
+  config = tiny(joint_optimization)
+  config.num_epochs, config.stage2.num_epochs = 4, 2
+  first, second = train.run_single(config), train.run_single(config)
+  strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]
+  assert strip(first["history"]) == strip(second["history"])
+  assert first["noise"]["sha256"] == second["noise"]["sha256"]
+  config.seed = 1
+  third = train.run_single(config)
+  assert third["noise"]["sha256"] != first["noise"]["sha256"]
+
+
+def test_workdir_outputs(tmp_path):
+  config = tiny(gce, num_epochs=3)
+  summary = train.run_single(config, str(tmp_path))
+  lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+  assert [json.loads(l)["epoch"] for l in lines] == [1, 2, 3]
+  on_disk = json.loads((tmp_path / "summary.json").read_text())
+  assert on_disk["last_test_accuracy"] == summary["last_test_accuracy"]
+
+
+def test_epoch_program_uses_every_example_once():
+  indices, valid = train.epoch_batches(jax.random.PRNGKey(0), 300, 128)
+  assert indices.shape == valid.shape == (3, 128)
+  used = np.asarray(indices)[np.asarray(valid)]
+  np.testing.assert_array_equal(np.sort(used), np.arange(300))
+
+
+def test_epoch_program_compiles_once():
+  """The whole epoch is one compiled program, traced once however many epochs run."""
+  from noisy_jax import methods, models
+  traces = []
+  method = methods.loss_method("cross_entropy")
+  traced = methods.Method(name="counted", objective=lambda *a: (traces.append(1), method.objective(*a))[1])
+  model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=train.AXIS)
+  mesh = train.make_mesh(1)
+  cfg = ml_collections.ConfigDict({"learning_rate": 0.1})
+  state = train.replicate(train.create_train_state(model, jax.random.PRNGKey(0), (4,), train.make_optimizer(cfg, 2)),
+                          mesh)
+  table = train.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
+  x = train.replicate(jnp.ones((40, 4)), mesh)
+  epoch_fn = train.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40)
+  for epoch in range(1, 5):
+    state, table, _ = epoch_fn(state, table, x, jax.random.PRNGKey(epoch), jnp.int32(epoch))
+  assert len(traces) == 1
+
+
+def test_comparison_table_and_summary(tmp_path, capsys):
+  config = default.get_config()
+  config.shared.dataset = "digits"
+  config.shared.noise.rate = 0.4
+  config.shared.model = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (32,)}})
+  config.shared.seeds = (0, 1)
+  runs = ml_collections.ConfigDict()
+  for name in ("ce", "truncated_lq"):
+    run = tiny(CONFIGS[name])
+    runs[name] = {k: run[k] for k in ("method", "num_epochs", "optimizer")}
+  config.runs = runs
+  out = train.run(config, str(tmp_path))
+  printed = capsys.readouterr().out
+  assert "truncated_lq" in printed and "last test" in printed and "±" in printed
+  assert set(out["mean_std"]) == {"ce", "truncated_lq"}
+  per_seed = [s["last_test_accuracy"] for s in out["per_seed"]["ce"]]
+  assert out["mean_std"]["ce"]["last_test_accuracy"]["mean"] == pytest.approx(np.mean(per_seed))
+  assert json.loads((tmp_path / "summary.json").read_text())["seeds"] == [0, 1]
+  assert (tmp_path / "ce" / "seed1" / "metrics.jsonl").exists()
+
+
+def test_command_line(tmp_path):
+  cmd = [sys.executable, "-m", "experiments.train", "--config=experiments/configs/ce.py",
+         f"--workdir={tmp_path}", "--config.dataset=digits", "--config.num_epochs=2",
+         "--config.model.name=mlp", "--config.noise.rate=0.2"]
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "last test" in proc.stdout
+  assert json.loads((tmp_path / "summary.json").read_text())["method"] == "cross_entropy"
+
+
+def test_default_config_is_the_issue_setting():
+  config = default.get_config()
+  assert config.shared.dataset == "mnist5k"
+  assert config.shared.noise.type == "symmetric" and config.shared.noise.rate == 0.6
+  assert set(config.runs) == {"ce", "gce", "truncated_lq", "joint_optimization", "encouraging"}
+  assert config.runs.gce.method.loss_kwargs.q == 0.7
+  assert config.runs.truncated_lq.method.q == 0.7 and config.runs.truncated_lq.method.k == 0.5
+  assert config.runs.joint_optimization.method.relabel == "soft"
+  assert config.runs.joint_optimization.method.stage2
+  assert config.runs.joint_optimization.optimizer.lr_boundaries == ()  # stage 1: constant lr (paper)
