@@ -36,6 +36,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from noisy_jax import _checks
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
@@ -146,38 +147,75 @@ def epoch_batches(key: jax.Array, num_examples: int, batch_size: int):
   return indices.reshape(steps, batch_size), valid.reshape(steps, batch_size)
 
 
-def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int) -> Callable:
-  """Compiles `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+EPOCH_MODES = ("auto", "scan", "steps")
+
+
+def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
+                  mode: str = "auto") -> Callable:
+  """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
 
   `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
   is the history slot. State and table are donated: do not reuse the arguments after the call.
+
+  mode: 'scan' compiles the whole epoch into one program (`lax.scan` over the steps): no host work between steps,
+  what accelerators want. 'steps' dispatches one compiled step per batch from the host: XLA's CPU backend runs
+  convolutions inside a while loop ~4x slower than at top level (measured on this project's 2-core CPU), so this
+  is faster there. 'auto' picks 'steps' on CPU and 'scan' elsewhere. Both trace the step once per run.
   """
+  _checks.check_choice("epoch mode", mode, EPOCH_MODES)
+  if mode == "auto":
+    mode = "steps" if mesh.devices.flat[0].platform == "cpu" else "scan"
   num_devices = mesh.devices.size
   if batch_size % num_devices:
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
   local = batch_size // num_devices
 
-  def per_device(state, table, images, key, epoch):
-    indices, valid = epoch_batches(key, num_examples, batch_size)
+  def local_step(state, table, images, indices, valid, epoch):
+    """This device's slice of the global batch `indices`/`valid` [B], then one train step."""
     start = lax.axis_index(AXIS) * local
-    indices = lax.dynamic_slice_in_dim(indices, start, local, axis=1)
-    valid = lax.dynamic_slice_in_dim(valid, start, local, axis=1)
+    rows = lax.dynamic_slice_in_dim(indices, start, local)
+    ok = lax.dynamic_slice_in_dim(valid, start, local)
+    x = jnp.take(images, rows, axis=0)
+    return train_step(state, table, x, rows, ok, method=method, epoch=epoch)
 
-    def body(carry, batch):
-      state, table = carry
-      rows, ok = batch
-      x = jnp.take(images, rows, axis=0)
-      state, table, step_metrics = train_step(state, table, x, rows, ok, method=method, epoch=epoch)
-      return (state, table), step_metrics
+  def finish(totals):
+    return {"train_loss": totals["loss"] / totals["count"],
+            "train_accuracy_given": totals["correct"] / totals["count"]}
 
-    (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid))
-    totals = jax.tree.map(jnp.sum, step_metrics)
-    return state, table, {"train_loss": totals["loss"] / totals["count"],
-                          "train_accuracy_given": totals["correct"] / totals["count"]}
+  def shard(fn, num_in, num_out):
+    return jax.shard_map(fn, mesh=mesh, in_specs=(P(),) * num_in, out_specs=(P(),) * num_out, check_vma=False)
 
-  mapped = jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P(), P(), P(), P()), out_specs=(P(), P(), P()),
-                         check_vma=False)
-  return jax.jit(mapped, donate_argnums=(0, 1))
+  if mode == "scan":
+    def per_device_epoch(state, table, images, key, epoch):
+      indices, valid = epoch_batches(key, num_examples, batch_size)
+
+      def body(carry, batch):
+        state, table, step_metrics = local_step(*carry, images, *batch, epoch)
+        return (state, table), step_metrics
+
+      (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid))
+      return state, table, finish(jax.tree.map(jnp.sum, step_metrics))
+
+    return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1))
+
+  def per_device_step(state, table, totals, images, indices, valid, step, epoch):
+    state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch)
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  step_fn = jax.jit(shard(per_device_step, 8, 3), donate_argnums=(0, 1, 2))
+  batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
+  finish_fn = jax.jit(finish)
+  num_steps = math.ceil(num_examples / batch_size)
+
+  def epoch_fn(state, table, images, key, epoch):
+    indices, valid = batches_fn(key)
+    totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+    totals = jax.device_put(totals, jax.sharding.NamedSharding(mesh, P()))
+    for step in range(num_steps):
+      state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch)
+    return state, table, finish_fn(totals)
+
+  return epoch_fn
 
 
 def make_predict_fn(model, *, batch_size: int = 500) -> Callable:
@@ -227,7 +265,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
   table = replicate(table, mesh)
   images = replicate(jnp.asarray(dataset.x_train), mesh)
-  epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples)
+  epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
+                           mode=config.get("epoch_mode", "auto"))
   predict = make_predict_fn(model)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
 
@@ -471,7 +510,7 @@ def run(config, workdir: str | None = None) -> dict:
   printed at the end and `summary.json` in the workdir. Any other config is a single run (`config.seed`).
   """
   if "runs" not in config:
-    summary = run_single(config, workdir, log_fn=functools.partial(_progress, prefix=config.method.name))
+    summary = run_single(config, workdir, log_fn=functools.partial(_progress, prefix=config.method.get("loss", config.method.name)))
     print(format_table({summary["method"]: aggregate([_flat_metrics(summary)])}, 1))
     return summary
 
