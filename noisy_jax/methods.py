@@ -153,10 +153,22 @@ def uniform_prior(num_classes: int) -> jax.Array:
   return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
 
 
+_METHOD_FIELDS = {
+    "loss": {"name", "loss", "loss_kwargs"},
+    "truncated_lq": {"name", "q", "k", "prune_start", "prune_every", "prune_params"},
+    "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "stage2"},
+    "encouraging": {"name", "log_end", "label_smoothing"},
+}
+
+
 def make(method_config, *, num_classes: int) -> Method:
   """Builds a Method from `config.method` (see the module docstring for the fields of each name)."""
   name = method_config.name
   _checks.check_choice("method name", name, METHOD_NAMES)
+  unknown = sorted(set(method_config.keys()) - _METHOD_FIELDS[name])
+  if unknown:
+    raise ValueError(f"Unknown field(s) {unknown} in config.method for method {name!r}; allowed: "
+                     f"{sorted(_METHOD_FIELDS[name])}.")
   if name == "loss":
     return loss_method(method_config.loss, **dict(method_config.get("loss_kwargs", {})))
   if name == "truncated_lq":

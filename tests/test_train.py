@@ -166,3 +166,13 @@ def test_default_config_is_the_issue_setting():
   assert config.runs.joint_optimization.method.relabel == "soft"
   assert config.runs.joint_optimization.method.stage2
   assert config.runs.joint_optimization.optimizer.lr_boundaries == ()  # stage 1: constant lr (paper)
+
+
+def test_method_config_rejects_unknown_fields():
+  from noisy_jax import methods as methods_lib
+  bad = ml_collections.ConfigDict({"name": "joint_optimization", "alpha": 1.2, "beta": 0.8, "begin": 5,
+                                   "history_length": 3, "relabel": "soft", "bgein": 7})
+  with pytest.raises(ValueError, match=r"bgein.*'joint_optimization'"):
+    methods_lib.make(bad, num_classes=10)
+  for run in default.get_config().runs.values():  # every shipped config only uses known fields
+    methods_lib.make(run.method, num_classes=10)

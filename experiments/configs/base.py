@@ -23,7 +23,9 @@ def get_shared() -> ml_collections.ConfigDict:
   config.model = ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}})
   config.batch_size = 128
   config.num_devices = 0  # 0: every local device
-  config.eval_train = True
+  # Score the whole training split every epoch (train accuracy on clean labels, fraction of noisy labels
+  # memorised). Off by default: it costs ~25% of an epoch of the small CNN on a 2-core CPU.
+  config.eval_train = False
   return config
 
 
