@@ -295,8 +295,11 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     if train_probs is not None:
       predicted = np.asarray(jnp.argmax(train_probs, axis=-1))
       record["train_accuracy_clean"] = float(np.mean(predicted == clean))
-      if is_noisy.any():
+      if (~is_noisy).any():  # examples whose given label is right: fitted = predicted as that label
+        record["train_accuracy_on_clean_examples"] = float(np.mean(predicted[~is_noisy] == given[~is_noisy]))
+      if is_noisy.any():  # examples whose given label is wrong: memorised = predicted as the wrong label
         record["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
+        record["train_accuracy_true_on_noisy_examples"] = float(np.mean(predicted[is_noisy] == clean[is_noisy]))
 
     if update_table is not None and method.update_due(epoch):
       probs_for_table = None

@@ -176,3 +176,15 @@ def test_method_config_rejects_unknown_fields():
     methods_lib.make(bad, num_classes=10)
   for run in default.get_config().runs.values():  # every shipped config only uses known fields
     methods_lib.make(run.method, num_classes=10)
+
+
+def test_training_split_metrics_are_consistent():
+  config = tiny(ce, num_epochs=2, eval_train=True)
+  summary = train.run_single(config)
+  rate = summary["noise"]["realised_rate"]
+  for r in summary["history"]:
+    # On correctly-labelled examples the given label is the clean one, so overall clean accuracy splits exactly.
+    split = (1 - rate) * r["train_accuracy_on_clean_examples"] + rate * r["train_accuracy_true_on_noisy_examples"]
+    assert r["train_accuracy_clean"] == pytest.approx(split, abs=1e-9)
+    # A noisy example cannot be predicted both as its (wrong) given label and as its clean label.
+    assert r["memorised_fraction"] + r["train_accuracy_true_on_noisy_examples"] <= 1.0 + 1e-12
