@@ -41,6 +41,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import noise as noise_lib
+from noisy_jax import reporting
 
 AXIS = "batch"
 
@@ -280,7 +281,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     state, table, train_metrics = epoch_fn(state, table, images, jax.random.fold_in(order_key, epoch),
                                            jnp.asarray(epoch, jnp.int32))
     variables = _variables(state)
-    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}
+    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
+    record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
     test_probs = predict(variables, dataset.x_test)
     record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
     if has_val:
@@ -390,15 +392,17 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
   model = build_model(config.model, dataset.num_classes)
 
-  jsonl = None
+  jsonl, scalar_writer = None, None
   if workdir:
     os.makedirs(workdir, exist_ok=True)
     jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
+    scalar_writer = reporting.ScalarWriter(workdir)
 
   def log(record):
     if jsonl is not None:
       jsonl.write(json.dumps(record) + "\n")
       jsonl.flush()
+      scalar_writer.write(record)
     if log_fn is not None:
       log_fn(record)
 
@@ -423,6 +427,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   finally:
     if jsonl is not None:
       jsonl.close()
+      scalar_writer.close()
   summary.update(_summary_of(final_history))
   summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
                       "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
@@ -431,7 +436,18 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   if workdir:
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
+    if config.get("plots", False):
+      reporting.save_curves(history, os.path.join(workdir, "curves.png"),
+                            title=f"{method.name}, seed {int(config.seed)}")
   return summary
+
+
+def total_epochs(config) -> int:
+  """Epochs of one run of `config`: stage 1, plus stage 2 for methods that have one (Joint Optimization)."""
+  epochs = int(config.num_epochs)
+  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+    epochs += int(config.stage2.num_epochs)
+  return epochs
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -453,6 +469,8 @@ def merged_run_config(config, run_name: str, seed: int):
   merged = ml_collections.ConfigDict(config.shared.to_dict())
   merged.update(config.runs[run_name].to_dict())
   merged.seed = int(seed)
+  if "plots" in config:
+    merged.plots = bool(config.plots)
   return merged
 
 
@@ -493,19 +511,6 @@ def format_table(results: dict[str, dict], num_seeds: int) -> str:
   return "\n".join(lines)
 
 
-def _progress(record: dict, prefix: str) -> None:
-  parts = [f"{prefix} {record['stage']} epoch {record['epoch']:3d}", f"loss {record['train_loss']:.4f}",
-           f"test {record['test_accuracy']:.2%}"]
-  if "val_accuracy" in record:
-    parts.append(f"val {record['val_accuracy']:.2%}")
-  if "label_recovery_overall" in record:
-    parts.append(f"recovery {record['label_recovery_overall']:.2%}")
-  if "pruned_fraction" in record:
-    parts.append(f"pruned {record['pruned_fraction']:.2%}")
-  parts.append(f"{record['seconds']:.2f}s")
-  logging.info("  ".join(parts))
-
-
 def run(config, workdir: str | None = None) -> dict:
   """Entry point of `experiments/train.py`.
 
@@ -513,21 +518,28 @@ def run(config, workdir: str | None = None) -> dict:
   printed at the end and `summary.json` in the workdir. Any other config is a single run (`config.seed`).
   """
   if "runs" not in config:
-    summary = run_single(config, workdir, log_fn=functools.partial(_progress, prefix=config.method.get("loss", config.method.name)))
+    progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
+    summary = run_single(config, workdir, log_fn=progress)
     print(format_table({summary["method"]: aggregate([_flat_metrics(summary)])}, 1))
     return summary
 
   seeds = tuple(config.shared.get("seeds", (config.shared.get("seed", 0),)))
+  title = config.get("title") or (f"{config.shared.dataset}, {config.shared.noise.rate:.0%} "
+                                  f"{config.shared.noise.type} noise")
   start = time.perf_counter()
   dataset = load_dataset(config.shared)
   mesh = make_mesh(config.shared.get("num_devices") or None)
-  results, summaries = {}, {}
+  results, summaries, first_seed_histories = {}, {}, {}
+  progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs)
+                                * len(seeds))
   for name in config.runs:
     per_seed = []
     for seed in seeds:
       run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
+      progress.prefix = f"{name} seed {seed}"
       summary = run_single(merged_run_config(config, name, seed), run_dir, dataset=dataset, mesh=mesh,
-                           log_fn=functools.partial(_progress, prefix=f"{name} seed {seed}"))
+                           log_fn=progress)
+      first_seed_histories.setdefault(name, summary["history"])
       per_seed.append(_flat_metrics(summary))
       logging.info("%s seed %d: last test %.2f%%, %.1fs", name, seed, 100 * summary["last_test_accuracy"],
                    summary["seconds"])
@@ -535,11 +547,14 @@ def run(config, workdir: str | None = None) -> dict:
     summaries[name] = per_seed
   table = format_table(results, len(seeds))
   total = time.perf_counter() - start
-  print(f"\n{config.get('title', 'comparison')}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
-  out = {"title": config.get("title", ""), "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
+  print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
+  out = {"title": title, "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
          "seconds": total, "config": config.to_dict()}
   if workdir:
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)
+    if config.get("plots", False):
+      reporting.save_comparison(first_seed_histories, os.path.join(workdir, "comparison.png"),
+                                title=f"{title}: test accuracy, seed {seeds[0]}")
   return out
