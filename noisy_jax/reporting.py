@@ -111,7 +111,8 @@ CURVE_PANELS = (
     ("accuracy", ("test_accuracy", "val_accuracy", "train_accuracy_given")),
     ("training loss", ("train_loss",)),
     ("training split vs clean and given labels",
-     ("train_accuracy_on_clean_examples", "memorised_fraction", "train_accuracy_true_on_noisy_examples")),
+     ("train_accuracy_given_labels", "train_accuracy_on_clean_examples", "memorised_fraction",
+      "train_accuracy_true_on_noisy_examples")),
     ("label table", ("label_recovery_overall", "label_recovery_on_noisy", "pruned_fraction")),
 )
 

@@ -302,6 +302,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
       if is_noisy.any():  # examples whose given label is wrong: memorised = predicted as the wrong label
         record["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
         record["train_accuracy_true_on_noisy_examples"] = float(np.mean(predicted[is_noisy] == clean[is_noisy]))
+      record["train_accuracy_given_labels"] = float(np.mean(predicted == given))  # what the loss is fitting
 
     if update_table is not None and method.update_due(epoch):
       probs_for_table = None
@@ -511,6 +512,22 @@ def format_table(results: dict[str, dict], num_seeds: int) -> str:
   return "\n".join(lines)
 
 
+def format_epoch_table(history: list[dict], keys) -> str:
+  """Plain-text table of `keys` (record fields) per epoch; '-' where an epoch lacks a field."""
+  header = ["stage", "epoch", *keys]
+  rows = [header]
+  for r in history:
+    cells = [str(r.get("stage", "")), str(r["epoch"])]
+    for k in keys:
+      v = r.get(k)
+      cells.append("-" if v is None else (f"{v:.4f}" if "loss" in k else f"{v:.2%}"))
+    rows.append(cells)
+  widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+  lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
 def run(config, workdir: str | None = None) -> dict:
   """Entry point of `experiments/train.py`.
 
@@ -545,6 +562,9 @@ def run(config, workdir: str | None = None) -> dict:
                    summary["seconds"])
     results[name] = aggregate(per_seed)
     summaries[name] = per_seed
+  for key_list in ([tuple(config.epoch_table)] if config.get("epoch_table") else []):
+    for name, history in first_seed_histories.items():
+      print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, key_list)}")
   table = format_table(results, len(seeds))
   total = time.perf_counter() - start
   print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")

@@ -187,5 +187,7 @@ def test_training_split_metrics_are_consistent():
     # On correctly-labelled examples the given label is the clean one, so overall clean accuracy splits exactly.
     split = (1 - rate) * r["train_accuracy_on_clean_examples"] + rate * r["train_accuracy_true_on_noisy_examples"]
     assert r["train_accuracy_clean"] == pytest.approx(split, abs=1e-9)
+    fit_given = (1 - rate) * r["train_accuracy_on_clean_examples"] + rate * r["memorised_fraction"]
+    assert r["train_accuracy_given_labels"] == pytest.approx(fit_given, abs=1e-9)
     # A noisy example cannot be predicted both as its (wrong) given label and as its clean label.
     assert r["memorised_fraction"] + r["train_accuracy_true_on_noisy_examples"] <= 1.0 + 1e-12
