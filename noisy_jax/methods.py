@@ -33,6 +33,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import losses
 
 METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging")
+JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
 
 
@@ -117,9 +118,18 @@ def truncated_lq_method(*, q: float = 0.7, k: float = 0.5, prune_start: int = 40
 
 
 def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, history_length: int = 10,
-                              relabel: str = "soft", stage2: bool = True) -> Method:
-  """Tanaka et al.'s stage 1 (see the module docstring). `prior` is the class prior [C]."""
-  _checks.check_choice("relabel", relabel, label_table_lib.RELABEL_MODES)
+                              relabel: str = "soft", relabel_k: int = 0, stage2: bool = True) -> Method:
+  """Tanaka et al.'s stage 1 (see the module docstring). `prior` is the class prior [C].
+
+  relabel: 'soft' (y_i = history mean, the paper's choice), 'hard' (one-hot of its argmax, every example) or
+  'hard_top_k' (hard, only the `relabel_k` examples whose mean prediction disagrees most with their label;
+  `label_table.relabel_top_k`).
+  """
+  _checks.check_choice("relabel", relabel, JO_RELABEL_MODES)
+  if relabel == "hard_top_k" and (not isinstance(relabel_k, int) or relabel_k < 1):
+    raise ValueError(f"relabel_k={relabel_k!r} must be a positive int with relabel='hard_top_k'.")
+  if relabel != "hard_top_k" and relabel_k:
+    raise ValueError(f"relabel_k={relabel_k!r} is only used with relabel='hard_top_k', not {relabel!r}.")
   if history_length < 1:
     raise ValueError(f"history_length={history_length!r} must be >= 1 for Joint Optimization.")
   if begin < 1:
@@ -132,7 +142,10 @@ def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, h
                                           axis_name=axis_name, where=valid)
 
   return Method(name="joint_optimization", objective=objective, history_length=history_length,
-                table_update=lambda table, probs: label_table_lib.relabel(table, mode=relabel),
+                table_update=(
+                    (lambda table, probs: label_table_lib.relabel_top_k(table, relabel_k))
+                    if relabel == "hard_top_k" else
+                    (lambda table, probs: label_table_lib.relabel(table, mode=relabel))),
                 update_due=lambda epoch: epoch >= begin, stage2=stage2)
 
 
@@ -156,7 +169,8 @@ def uniform_prior(num_classes: int) -> jax.Array:
 _METHOD_FIELDS = {
     "loss": {"name", "loss", "loss_kwargs"},
     "truncated_lq": {"name", "q", "k", "prune_start", "prune_every", "prune_params"},
-    "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "stage2"},
+    "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "relabel_k",
+                           "stage2"},
     "encouraging": {"name", "log_end", "label_smoothing"},
 }
 
@@ -179,6 +193,7 @@ def make(method_config, *, num_classes: int) -> Method:
     prior = uniform_prior(num_classes) if isinstance(prior, str) and prior == "uniform" else prior
     return joint_optimization_method(alpha=method_config.alpha, beta=method_config.beta, prior=prior,
                                      begin=method_config.begin, history_length=method_config.history_length,
-                                     relabel=method_config.relabel, stage2=method_config.get("stage2", True))
+                                     relabel=method_config.relabel, relabel_k=method_config.get("relabel_k", 0),
+                                     stage2=method_config.get("stage2", True))
   return encouraging_method(log_end=method_config.log_end,
                             label_smoothing=method_config.get("label_smoothing", 0.0))

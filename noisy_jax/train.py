@@ -329,6 +329,7 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: 
     recovery = metrics_lib.label_recovery(table.soft_labels, clean, given)
     out.update({f"label_recovery_{k}": float(v) for k, v in recovery.items()})
     flagged = np.asarray(label_table_lib.changed(table))
+    out["relabelled_fraction"] = float(np.mean(flagged))  # argmax of the table differs from the given label
   elif method.needs_train_probs:
     flagged = np.asarray(table.weights) == 0
     out["pruned_fraction"] = float(np.mean(flagged))
@@ -413,7 +414,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                stage="stage1", log_fn=log)
     summary = {"method": method.name, "seed": int(config.seed), "stage1": _summary_of(history)}
     summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
-                                                                                       "pruned_"))})
+                                                                                       "pruned_", "relabelled_"))})
     final_history = history
     if method.stage2:
       stage2_config = ml_collections.ConfigDict(config.to_dict())
@@ -528,6 +529,26 @@ def format_epoch_table(history: list[dict], keys) -> str:
   return "\n".join(lines)
 
 
+def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int = 1) -> str:
+  """Plain-text table of one record field: a row per epoch (every `every`-th and the last), a column per run."""
+  if every < 1:
+    raise ValueError(f"every={every} must be >= 1.")
+  names = list(histories)
+  length = max(len(h) for h in histories.values())
+  steps = sorted(set(range(every - 1, length, every)) | {length - 1})
+  rows = [["epoch", *names]]
+  for i in steps:
+    cells = [str(i + 1)]
+    for name in names:
+      h = histories[name]
+      cells.append(f"{h[i][key]:.2%}" if i < len(h) and key in h[i] else "-")
+    rows.append(cells)
+  widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
+  lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
 def run(config, workdir: str | None = None) -> dict:
   """Entry point of `experiments/train.py`.
 
@@ -565,6 +586,9 @@ def run(config, workdir: str | None = None) -> dict:
   for key_list in ([tuple(config.epoch_table)] if config.get("epoch_table") else []):
     for name, history in first_seed_histories.items():
       print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, key_list)}")
+  if config.get("curve_table"):
+    key, every = config.curve_table.key, int(config.curve_table.get("every", 1))
+    print(f"\n{key}, seed {seeds[0]}, per epoch:\n{format_curve_table(first_seed_histories, key, every=every)}")
   table = format_table(results, len(seeds))
   total = time.perf_counter() - start
   print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
@@ -575,6 +599,7 @@ def run(config, workdir: str | None = None) -> dict:
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)
     if config.get("plots", False):
-      reporting.save_comparison(first_seed_histories, os.path.join(workdir, "comparison.png"),
-                                title=f"{title}: test accuracy, seed {seeds[0]}")
+      plot_key = config.get("plot_key", "test_accuracy")
+      reporting.save_comparison(first_seed_histories, os.path.join(workdir, "comparison.png"), key=plot_key,
+                                title=f"{title}: {plot_key.replace('_', ' ')}, seed {seeds[0]}")
   return out

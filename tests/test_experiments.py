@@ -38,3 +38,33 @@ def test_format_epoch_table():
   assert lines[0].split() == ["stage", "epoch", "train_loss", "test_accuracy"]
   assert lines[2].split() == ["stage1", "1", "2.5000", "50.00%"]
   assert lines[3].split() == ["stage1", "2", "1.2500", "-"]
+
+
+def test_relabel_ablation_config(tmp_path, capsys):
+  from experiments.configs import relabel_ablation
+  config = shrink(relabel_ablation.get_config(), epochs=4)
+  for run in config.runs.values():
+    run.method.begin, run.method.history_length = 2, 2
+  config.curve_table.every = 2
+  out = train.run(config, str(tmp_path))
+  printed = capsys.readouterr().out
+  assert "label_recovery_overall, seed 0, per epoch:" in printed
+  header = [l for l in printed.splitlines() if l.strip().startswith("epoch")][0].split()
+  # ConfigDict keeps runs in sorted order.
+  assert header == ["epoch", "hard_all", "hard_top36", "hard_top360", "hard_top4", "soft"]
+  assert set(out["mean_std"]) == set(header[1:])
+  # Top-K relabels at most K examples per update (3 updates: after epochs 2, 3, 4).
+  for k in relabel_ablation.TOP_K:
+    summary = json.loads((tmp_path / f"hard_top{k}" / "seed0" / "summary.json").read_text())
+    assert "stage2" not in summary
+    changed = summary["history"][-1]["relabelled_fraction"] * 1258  # digits: 1,258 training examples
+    assert changed <= 3 * k + 1e-6
+  assert (tmp_path / "comparison.png").stat().st_size > 5000
+
+
+def test_format_curve_table():
+  histories = {"a": [{"x": 0.1}, {"x": 0.2}, {"x": 0.3}], "b": [{"x": 0.5}, {}]}
+  lines = train.format_curve_table(histories, "x", every=2).splitlines()
+  assert [l.split() for l in lines[2:]] == [["2", "20.00%", "-"], ["3", "30.00%", "-"]]
+  with pytest.raises(ValueError, match="every=0"):
+    train.format_curve_table(histories, "x", every=0)

@@ -134,3 +134,24 @@ def test_record_needs_history_and_bad_mode():
     label_table.record(table, jnp.array([0]), jnp.array([[0.5, 0.5]]), slot=0)
   with pytest.raises(ValueError, match="'medium'"):
     label_table.relabel(table, mode="medium")
+
+
+def test_relabel_top_k_matches_numpy():
+  rng = np.random.default_rng(3)
+  n, c, k = 40, 5, 7
+  noisy = rng.integers(0, c, n)
+  table = label_table.create(noisy, c, history_length=2)
+  probs = [_random_probs(rng, n, c) for _ in range(2)]
+  for slot, p in enumerate(probs):
+    table = label_table.record(table, jnp.arange(n), jnp.asarray(p, jnp.float32), slot=slot)
+  new = jax.jit(label_table.relabel_top_k, static_argnums=1)(table, k)
+  # NumPy: cross entropy of the current (one-hot) label under the mean prediction; the k largest go hard.
+  mean = (probs[0] + probs[1]) / 2
+  disagreement = -np.log(mean[np.arange(n), noisy])
+  chosen = np.argsort(-disagreement, kind="stable")[:k]
+  expected = np.eye(c)[noisy]
+  expected[chosen] = np.eye(c)[mean[chosen].argmax(axis=1)]
+  np.testing.assert_allclose(new.soft_labels, expected, atol=1e-6)
+  assert int(np.sum(np.any(np.asarray(new.soft_labels) != np.eye(c)[noisy], axis=1))) <= k
+  with pytest.raises(ValueError, match=r"k=0 must be an int in \[1, 40\]"):
+    label_table.relabel_top_k(table, 0)

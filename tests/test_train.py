@@ -191,3 +191,14 @@ def test_training_split_metrics_are_consistent():
     assert r["train_accuracy_given_labels"] == pytest.approx(fit_given, abs=1e-9)
     # A noisy example cannot be predicted both as its (wrong) given label and as its clean label.
     assert r["memorised_fraction"] + r["train_accuracy_true_on_noisy_examples"] <= 1.0 + 1e-12
+
+
+def test_joint_optimization_relabel_options_are_checked():
+  from noisy_jax import methods as methods_lib
+  kwargs = dict(alpha=1.0, beta=0.5, prior=np.full(10, 0.1), begin=2)
+  with pytest.raises(ValueError, match="relabel_k=0 must be a positive int"):
+    methods_lib.joint_optimization_method(relabel="hard_top_k", **kwargs)
+  with pytest.raises(ValueError, match="relabel_k=5 is only used with relabel='hard_top_k'"):
+    methods_lib.joint_optimization_method(relabel="soft", relabel_k=5, **kwargs)
+  with pytest.raises(ValueError, match="hard_top_k"):  # the error lists the allowed modes
+    methods_lib.joint_optimization_method(relabel="top_k", **kwargs)
