@@ -68,6 +68,23 @@ def accuracy(predictions, labels) -> jax.Array:
   return _mean_or_nan(predicted == labels.astype(jnp.int32), jnp.ones(labels.shape, bool))
 
 
+def log_margins(probs, labels) -> jax.Array:
+  """Per-example margin log p_y - max_{c != y} log p_c of probabilities [N, C] for class ids [N]; returns [N].
+
+  Equal to the logit margin z_y - max_{c != y} z_c (softmax preserves logit differences); positive exactly when
+  the example is classified correctly (ties aside). Probabilities are floored at 1e-30 before the log.
+  """
+  probs = jnp.asarray(probs, jnp.float32)
+  labels = jnp.asarray(labels)
+  if probs.ndim != 2 or labels.ndim != 1:
+    raise ValueError(f"probs must be [N, C] and labels [N], got shapes {probs.shape} and {labels.shape}.")
+  _check_length("probs", probs, "labels", labels)
+  log_p = jnp.log(jnp.maximum(probs, 1e-30))
+  target = jnp.take_along_axis(log_p, labels[:, None].astype(jnp.int32), axis=1)[:, 0]
+  others = jnp.where(jax.nn.one_hot(labels, probs.shape[1], dtype=bool), -jnp.inf, log_p)
+  return target - jnp.max(others, axis=1)
+
+
 def label_recovery(table_labels, clean_labels, given_labels) -> dict[str, jax.Array]:
   """Label recovery accuracy of a label table (Tanaka et al., CVPR 2018, "recovery accuracy").
 

@@ -257,7 +257,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
   config fields: batch_size, num_epochs, optimizer (learning_rate, momentum, weight_decay, lr_boundaries,
-  lr_decay), eval_train (bool: also score the training split each epoch).
+  lr_decay), eval_train (bool, default False: also score the training split each epoch).
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
@@ -285,6 +285,9 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
     test_probs = predict(variables, dataset.x_test)
     record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
+    margins = np.asarray(metrics_lib.log_margins(test_probs, dataset.y_test))
+    if (margins > 0).any():  # the confidence gap of the test examples the network gets right
+      record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
     if has_val:
       record["val_accuracy"] = float(metrics_lib.accuracy(predict(variables, dataset.x_val), dataset.y_val))
     if has_val and record["val_accuracy"] > best_val:
@@ -292,7 +295,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
       best_variables = jax.tree.map(jnp.copy, variables)  # the state's buffers are donated next epoch
 
     train_probs = None
-    if config.get("eval_train", True) or method.needs_train_probs:
+    if config.get("eval_train", False) or method.needs_train_probs:
       train_probs = predict(variables, dataset.x_train)
     if train_probs is not None:
       predicted = np.asarray(jnp.argmax(train_probs, axis=-1))
@@ -461,6 +464,7 @@ TABLE_COLUMNS = (  # (summary key, header, format)
     ("label_recovery_overall", "label recovery", "{:.2%}"),
     ("detection_precision", "detect P", "{:.2%}"),
     ("detection_recall", "detect R", "{:.2%}"),
+    ("test_margin_correct", "margin", "{:.2f}"),
     ("realised_noise_rate", "noise", "{:.2%}"),
     ("seconds", "wall s", "{:.1f}"),
 )
@@ -479,6 +483,9 @@ def merged_run_config(config, run_name: str, seed: int):
 def _flat_metrics(summary: dict) -> dict:
   flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "seconds")}
   flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
+  last = summary["history"][-1]
+  if "test_margin_correct" in last:
+    flat["test_margin_correct"] = last["test_margin_correct"]
   for k, v in summary["stage1"].items():
     if k.startswith(("label_recovery", "detection_", "pruned_")):
       flat[k] = v

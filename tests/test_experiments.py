@@ -68,3 +68,17 @@ def test_format_curve_table():
   assert [l.split() for l in lines[2:]] == [["2", "20.00%", "-"], ["3", "30.00%", "-"]]
   with pytest.raises(ValueError, match="every=0"):
     train.format_curve_table(histories, "x", every=0)
+
+
+def test_log_end_sweep_config(tmp_path, capsys):
+  from experiments.configs import log_end_sweep
+  config = shrink(log_end_sweep.get_config(), epochs=2)
+  out = train.run(config, str(tmp_path))
+  assert set(out["mean_std"]) == {f"{n}_{m}" for n in ("clean", "noisy60") for m in ("ce", "el50", "el75", "el100")}
+  for name, agg in out["mean_std"].items():
+    expected_rate = 0.0 if name.startswith("clean") else 0.6
+    assert agg["realised_noise_rate"]["mean"] == pytest.approx(expected_rate, abs=0.005)
+    assert agg["test_margin_correct"]["mean"] > 0  # margins of correctly classified examples are positive
+  summary = json.loads((tmp_path / "clean_el50" / "seed0" / "summary.json").read_text())
+  assert summary["method"] == "encouraging"
+  assert "margin" in capsys.readouterr().out

@@ -133,3 +133,17 @@ def test_confusion_matrix_under_jit_drops_out_of_range_ids():
 def test_value_errors(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def test_log_margins_equal_logit_margins():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(20, 5)) * 3
+  labels = rng.integers(0, 5, 20)
+  probs = np.exp(logits - logits.max(1, keepdims=True))
+  probs /= probs.sum(1, keepdims=True)
+  others = np.where(np.eye(5, dtype=bool)[labels], -np.inf, logits)
+  expected = logits[np.arange(20), labels] - others.max(1)
+  np.testing.assert_allclose(metrics.log_margins(probs, labels), expected, rtol=1e-4, atol=1e-4)
+  assert np.array_equal(np.asarray(metrics.log_margins(probs, labels)) > 0, logits.argmax(1) == labels)
+  with pytest.raises(ValueError, match="probs must be"):
+    metrics.log_margins(probs[0], labels)
