@@ -499,6 +499,15 @@ def aggregate(per_seed: list[dict]) -> dict:
           for k in sorted(keys)}
 
 
+def _text_table(rows: list[list[str]], *, left_align: bool = False) -> str:
+  """Columns padded to their widest cell, a dashed rule under the first (header) row."""
+  widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
+  pad = (lambda cell, w: cell.ljust(w)) if left_align else (lambda cell, w: cell.rjust(w))
+  lines = ["  ".join(pad(cell, w) for cell, w in zip(row, widths)) for row in rows]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
 def format_table(results: dict[str, dict], num_seeds: int) -> str:
   """Plain-text table of mean (and std when several seeds) per method."""
   header = ["method"] + [h for _, h, _ in TABLE_COLUMNS]
@@ -514,10 +523,7 @@ def format_table(results: dict[str, dict], num_seeds: int) -> str:
         text += " ±" + fmt.format(agg[key]["std"]).rstrip("%")
       row.append(text)
     rows.append(row)
-  widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-  lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
-  lines.insert(1, "  ".join("-" * w for w in widths))
-  return "\n".join(lines)
+  return _text_table(rows, left_align=True)
 
 
 def format_epoch_table(history: list[dict], keys) -> str:
@@ -530,10 +536,7 @@ def format_epoch_table(history: list[dict], keys) -> str:
       v = r.get(k)
       cells.append("-" if v is None else (f"{v:.4f}" if "loss" in k else f"{v:.2%}"))
     rows.append(cells)
-  widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-  lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
-  lines.insert(1, "  ".join("-" * w for w in widths))
-  return "\n".join(lines)
+  return _text_table(rows)
 
 
 def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int = 1) -> str:
@@ -550,10 +553,7 @@ def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int
       h = histories[name]
       cells.append(f"{h[i][key]:.2%}" if i < len(h) and key in h[i] else "-")
     rows.append(cells)
-  widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
-  lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
-  lines.insert(1, "  ".join("-" * w for w in widths))
-  return "\n".join(lines)
+  return _text_table(rows)
 
 
 def run(config, workdir: str | None = None) -> dict:
