@@ -82,3 +82,20 @@ def test_log_end_sweep_config(tmp_path, capsys):
   summary = json.loads((tmp_path / "clean_el50" / "seed0" / "summary.json").read_text())
   assert summary["method"] == "encouraging"
   assert "margin" in capsys.readouterr().out
+
+
+def test_lr_noise_grid_config(tmp_path):
+  from experiments.configs import lr_noise_grid
+  config = shrink(lr_noise_grid.get_config(), epochs=3)
+  for run in config.runs.values():
+    run.method.begin, run.method.history_length = 2, 2
+  out = train.run(config, str(tmp_path))
+  assert len(out["mean_std"]) == 9
+  for lr in lr_noise_grid.LEARNING_RATES:
+    for rate in lr_noise_grid.NOISE_RATES:
+      agg = out["mean_std"][lr_noise_grid.run_name(lr, rate)]
+      assert agg["realised_noise_rate"]["mean"] == pytest.approx(rate, abs=0.005)
+      assert 0.0 <= agg["label_recovery_overall"]["mean"] <= 1.0
+  per_run = json.loads((tmp_path / lr_noise_grid.run_name(0.08, 0.7) / "seed0" / "summary.json").read_text())
+  assert "stage2" not in per_run
+  assert lr_noise_grid.run_name(0.005, 0.3) == "lr0005_noise30"
