@@ -41,6 +41,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import noise as noise_lib
+from noisy_jax import pseudo_labels as pseudo_labels_lib
 from noisy_jax import reporting
 
 AXIS = "batch"
@@ -347,12 +348,22 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: 
 # Runs
 
 
+# config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.pseudo_labels): a fraction `rate` of the
+# training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
+PSEUDO_LABEL_NOISE = "pseudo_labels"
+
+
 def noisy_training_labels(config, dataset, key: jax.Array):
   """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
   noise_config = config.noise
+  seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
+  if noise_config.type == PSEUDO_LABEL_NOISE:
+    features = pseudo_labels_lib.pca_features(dataset.x_train, int(noise_config.get("num_components", 50)))
+    noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
+        features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed)
+    return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
   transition = noise_lib.make_transition(noise_config.type, dataset.num_classes, float(noise_config.rate),
                                          dataset=noise_config.get("dataset") or None)
-  seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
   noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
 
@@ -436,6 +447,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   summary.update(_summary_of(final_history))
   summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
                       "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  if "pseudo_label_accuracy" in report:
+    summary["noise"]["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
   summary["seconds"] = time.perf_counter() - start
   summary["history"] = history
   if workdir:
@@ -483,6 +496,8 @@ def merged_run_config(config, run_name: str, seed: int):
 def _flat_metrics(summary: dict) -> dict:
   flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "seconds")}
   flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
+  if "pseudo_label_accuracy" in summary["noise"]:
+    flat["pseudo_label_accuracy"] = summary["noise"]["pseudo_label_accuracy"]
   last = summary["history"][-1]
   if "test_margin_correct" in last:
     flat["test_margin_correct"] = last["test_margin_correct"]
@@ -599,6 +614,9 @@ def run(config, workdir: str | None = None) -> dict:
   table = format_table(results, len(seeds))
   total = time.perf_counter() - start
   print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
+  pseudo = [agg["pseudo_label_accuracy"]["mean"] for agg in results.values() if "pseudo_label_accuracy" in agg]
+  if pseudo:
+    print(f"pseudo-labels: {pseudo[0]:.2%} of the training set's cluster-matched labels are right (mean over seeds)")
   out = {"title": title, "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
          "seconds": total, "config": config.to_dict()}
   if workdir:

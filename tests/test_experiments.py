@@ -99,3 +99,16 @@ def test_lr_noise_grid_config(tmp_path):
   per_run = json.loads((tmp_path / lr_noise_grid.run_name(0.08, 0.7) / "seed0" / "summary.json").read_text())
   assert "stage2" not in per_run
   assert lr_noise_grid.run_name(0.005, 0.3) == "lr0005_noise30"
+
+
+def test_pseudo_label_noise_config(tmp_path, capsys):
+  from experiments.configs import pseudo_label_noise
+  config = shrink(pseudo_label_noise.get_config(), epochs=2)
+  config.runs = {"ce": config.runs.ce}
+  out = train.run(config, str(tmp_path))
+  agg = out["mean_std"]["ce"]
+  assert 0.0 < agg["pseudo_label_accuracy"]["mean"] < 1.0
+  # Exactly 40% took their pseudo-label; those that were right keep the clean label, so fewer than 40% flip.
+  realised = agg["realised_noise_rate"]["mean"]
+  assert realised == pytest.approx(0.4 * (1 - agg["pseudo_label_accuracy"]["mean"]), abs=0.05)
+  assert "pseudo-labels:" in capsys.readouterr().out
