@@ -605,9 +605,9 @@ def run(config, workdir: str | None = None) -> dict:
                    summary["seconds"])
     results[name] = aggregate(per_seed)
     summaries[name] = per_seed
-  for key_list in ([tuple(config.epoch_table)] if config.get("epoch_table") else []):
+  if config.get("epoch_table"):
     for name, history in first_seed_histories.items():
-      print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, key_list)}")
+      print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, tuple(config.epoch_table))}")
   if config.get("curve_table"):
     key, every = config.curve_table.key, int(config.curve_table.get("every", 1))
     print(f"\n{key}, seed {seeds[0]}, per epoch:\n{format_curve_table(first_seed_histories, key, every=every)}")

@@ -31,6 +31,19 @@ def get_shared() -> ml_collections.ConfigDict:
   return config
 
 
+def comparison(title: str = "", *, plots: bool = False) -> ml_collections.ConfigDict:
+  """The frame of a comparison config: `title` (empty: made from the shared settings), `shared` settings, `plots`.
+
+  `plots` lives at the top (--config.plots=True: curves.png per run and comparison.png); the caller adds `runs`.
+  """
+  config = ml_collections.ConfigDict()
+  config.title = title
+  config.shared = get_shared()
+  del config.shared.plots
+  config.plots = plots
+  return config
+
+
 def optimizer(learning_rate: float, *, weight_decay: float = 5e-4, lr_boundaries=(), lr_decay: float = 0.1,
               momentum: float = 0.9) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({

@@ -19,12 +19,7 @@ from experiments.configs import truncated_lq
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.title = ""  # empty: made from the shared settings, e.g. "mnist5k, 60% symmetric noise"
-  config.shared = base.get_shared()
-  # --config.plots=True: curves.png of every run and comparison.png (test accuracy of each method, first seed).
-  config.plots = False
-  del config.shared.plots
+  config = base.comparison()  # title from the shared settings: "mnist5k, 60% symmetric noise"
   config.runs = ml_collections.ConfigDict({
       "ce": ce.get_run(),
       "gce": gce.get_run(),

@@ -20,11 +20,7 @@ NOISE = {"clean": {"type": "none", "rate": 0.0}, "noisy60": {"type": "symmetric"
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.title = "mnist5k, log_end sweep, clean and 60% symmetric noise"
-  config.shared = base.get_shared()
-  del config.shared.plots
-  config.plots = True
+  config = base.comparison("mnist5k, log_end sweep, clean and 60% symmetric noise", plots=True)
   runs = {}
   for noise_name, noise in NOISE.items():
     run = ce.get_run()

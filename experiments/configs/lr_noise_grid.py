@@ -24,11 +24,7 @@ def run_name(learning_rate: float, noise_rate: float) -> str:
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.title = "mnist5k, Joint Optimization stage 1, learning rate x symmetric noise rate"
-  config.shared = base.get_shared()
-  del config.shared.plots
-  config.plots = True
+  config = base.comparison("mnist5k, Joint Optimization stage 1, learning rate x symmetric noise rate", plots=True)
   config.plot_key = "label_recovery_overall"
   runs = {}
   for learning_rate in LEARNING_RATES:

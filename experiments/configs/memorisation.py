@@ -17,14 +17,10 @@ from experiments.configs import ce
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.title = ""
-  config.shared = base.get_shared()
+  config = base.comparison(plots=True)
   config.shared.noise.type = "symmetric_include_true"
   config.shared.noise.rate = 0.9
   config.shared.eval_train = True  # the memorisation curves need the training split scored every epoch
-  del config.shared.plots
-  config.plots = True
   config.epoch_table = ("train_loss", "train_accuracy_given_labels", "memorised_fraction", "test_accuracy")
   run = ce.get_run()
   run.num_epochs = 60

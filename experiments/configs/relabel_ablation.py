@@ -18,11 +18,7 @@ TOP_K = (4, 36, 360)
 
 
 def get_config():
-  config = ml_collections.ConfigDict()
-  config.title = ""
-  config.shared = base.get_shared()
-  del config.shared.plots
-  config.plots = True
+  config = base.comparison(plots=True)
   config.plot_key = "label_recovery_overall"
   config.curve_table = {"key": "label_recovery_overall", "every": 5}
   runs = {}
