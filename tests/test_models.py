@@ -249,9 +249,34 @@ def test_small_cnn_rejects_vectors_and_bad_fields():
 
 
 def test_registry_errors():
-  assert set(models.MODELS) == {"mlp", "small_cnn"}
+  assert set(models.MODELS) == {"mlp", "small_cnn", "preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34"}
   assert isinstance(models.get("mlp", num_classes=3), models.MLP)
   with pytest.raises(ValueError, match=r"'resnet9'.*'mlp'.*'small_cnn'"):
     models.get("resnet9", num_classes=10)
   with pytest.raises(ValueError, match=r"num_classes=0"):
     models.get("mlp", num_classes=0)
+
+
+@pytest.mark.parametrize("name", ["mlp", "small_cnn"])
+def test_fused_batch_norm_gives_the_same_training_step(name):
+  """batch_norm='fused' (hand-written backward) and 'flax' give the same logits, statistics and gradients."""
+  import optax
+  shape = (8, 8, 1)
+  x = jax.random.normal(jax.random.PRNGKey(0), (16, *shape))
+  y = jax.random.randint(jax.random.PRNGKey(1), (16,), 0, 3)
+  outs = []
+  for kind in ("flax", "fused"):
+    model = models.get(name, num_classes=3, batch_norm=kind)
+    variables = model.init(jax.random.PRNGKey(2), x[:1], train=False)
+
+    def loss(params):
+      logits, upd = model.apply({"params": params, "batch_stats": variables["batch_stats"]}, x, train=True,
+                                mutable=["batch_stats"])
+      return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), upd
+
+    (value, upd), grads = jax.value_and_grad(loss, has_aux=True)(variables["params"])
+    outs.append((value, upd, grads))
+  for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError, match=r"batch_norm 'torch'.*'fused'.*'flax'"):
+    _init(models.get(name, num_classes=3, batch_norm="torch"), shape)

@@ -7,6 +7,8 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax.models.batch_norm import make_batch_norm
+
 
 class MLP(nn.Module):
   """Flatten -> [Dense -> BatchNorm -> ReLU (-> Dropout)] per hidden size -> Dense(num_classes).
@@ -24,6 +26,7 @@ class MLP(nn.Module):
   dropout_rate: float = 0.0
   bn_axis_name: str | None = None
   dtype: Any = jnp.float32
+  batch_norm: str = "flax"  # or 'fused' (models.batch_norm): same numbers, hand-written backward
 
   @nn.compact
   def __call__(self, x, *, train: bool):
@@ -31,8 +34,7 @@ class MLP(nn.Module):
     for width in self.hidden_sizes:
       x = nn.Dense(width, use_bias=not self.use_batch_norm, dtype=self.dtype)(x)
       if self.use_batch_norm:
-        x = nn.BatchNorm(use_running_average=not train, momentum=0.9, axis_name=self.bn_axis_name,
-                         dtype=self.dtype)(x)
+        x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype)(x)
       x = nn.relu(x)
       if self.dropout_rate:
         x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)

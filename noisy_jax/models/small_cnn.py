@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from noisy_jax import _checks
+from noisy_jax.models.batch_norm import make_batch_norm
 
 HEADS = ("flatten", "avg")
 
@@ -47,6 +48,7 @@ class SmallCNN(nn.Module):
   head: str = "flatten"
   bn_axis_name: str | None = None
   dtype: Any = jnp.float32
+  batch_norm: str = "flax"  # or 'fused' (models.batch_norm): same numbers, hand-written backward
 
   @nn.compact
   def __call__(self, x, *, train: bool):
@@ -62,8 +64,7 @@ class SmallCNN(nn.Module):
         x = max_pool_2x2(x)
       x = nn.Conv(width, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype,
                   kernel_init=nn.initializers.he_normal())(x)
-      x = nn.BatchNorm(use_running_average=not train, momentum=0.9, axis_name=self.bn_axis_name,
-                       dtype=self.dtype)(x)
+      x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype)(x)
       x = nn.relu(x)
     x = x.reshape((x.shape[0], -1)) if self.head == "flatten" else jnp.mean(x, axis=(1, 2))
     if self.dense_size:
