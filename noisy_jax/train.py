@@ -37,6 +37,8 @@ import numpy as np
 import optax
 
 from noisy_jax import _checks
+from noisy_jax import augment as augment_lib
+from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
@@ -151,13 +153,27 @@ def epoch_batches(key: jax.Array, num_examples: int, batch_size: int):
 
 EPOCH_MODES = ("auto", "scan", "steps")
 
+# The epoch key orders the data (`jax.random.permutation` in `epoch_batches` uses its children 0 and 1, and theirs;
+# split(key)[i] == fold_in(key, i) with JAX's default partitionable threefry); the epoch's augmentation uses its child
+# number AUGMENT_STREAM, a different stream, so the data order is the same with and without augmentation.
+AUGMENT_STREAM = 0x61756721
+
+
+def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
+  """The key that augments train step `step` of an epoch: fold_in(fold_in(epoch_key, AUGMENT_STREAM), step)."""
+  return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
+
 
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
-                  mode: str = "auto") -> Callable:
+                  mode: str = "auto", augment: augment_lib.AugmentFn | None = None) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
 
   `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
   is the history slot. State and table are donated: do not reuse the arguments after the call.
+
+  augment: None, or `augment(key, x [b, H, W, C], rows [b]) -> x` (noisy_jax.augment.make_augment), applied to
+  each device's gathered batch with the step's `augmentation_key(key, step)`. Each example's randomness depends
+  only on that key and its row, so the result does not depend on the number of devices.
 
   mode: 'scan' compiles the whole epoch into one program (`lax.scan` over the steps): no host work between steps,
   what accelerators want. 'steps' dispatches one compiled step per batch from the host: XLA's CPU backend runs
@@ -172,12 +188,14 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
   local = batch_size // num_devices
 
-  def local_step(state, table, images, indices, valid, epoch):
-    """This device's slice of the global batch `indices`/`valid` [B], then one train step."""
+  def local_step(state, table, images, indices, valid, epoch, key, step):
+    """This device's slice of the global batch `indices`/`valid` [B], augmented, then one train step."""
     start = lax.axis_index(AXIS) * local
     rows = lax.dynamic_slice_in_dim(indices, start, local)
     ok = lax.dynamic_slice_in_dim(valid, start, local)
     x = jnp.take(images, rows, axis=0)
+    if augment is not None:
+      x = augment(augmentation_key(key, step), x, rows)
     return train_step(state, table, x, rows, ok, method=method, epoch=epoch)
 
   def finish(totals):
@@ -190,21 +208,23 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   if mode == "scan":
     def per_device_epoch(state, table, images, key, epoch):
       indices, valid = epoch_batches(key, num_examples, batch_size)
+      steps = jnp.arange(indices.shape[0], dtype=jnp.int32)
 
       def body(carry, batch):
-        state, table, step_metrics = local_step(*carry, images, *batch, epoch)
+        indices, valid, step = batch
+        state, table, step_metrics = local_step(*carry, images, indices, valid, epoch, key, step)
         return (state, table), step_metrics
 
-      (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid))
+      (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
       return state, table, finish(jax.tree.map(jnp.sum, step_metrics))
 
     return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1))
 
-  def per_device_step(state, table, totals, images, indices, valid, step, epoch):
-    state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch)
+  def per_device_step(state, table, totals, images, indices, valid, step, epoch, key):
+    state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch, key, step)
     return state, table, jax.tree.map(jnp.add, totals, step_metrics)
 
-  step_fn = jax.jit(shard(per_device_step, 8, 3), donate_argnums=(0, 1, 2))
+  step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2))
   batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
   finish_fn = jax.jit(finish)
   num_steps = math.ceil(num_examples / batch_size)
@@ -214,7 +234,7 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
     totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
     totals = jax.device_put(totals, jax.sharding.NamedSharding(mesh, P()))
     for step in range(num_steps):
-      state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch)
+      state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
     return state, table, finish_fn(totals)
 
   return epoch_fn
@@ -254,11 +274,20 @@ def _to_python(tree):
 
 
 def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable, dataset, clean_train_labels,
-        config, key: jax.Array, mesh: Mesh, stage: str = "", log_fn: Callable | None = None):
+        config, key: jax.Array, mesh: Mesh, stage: str = "", log_fn: Callable | None = None,
+        checkpoint_dir: str | None = None, on_resume: Callable[[list[dict]], None] | None = None):
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
+  checkpoint_dir: None (no checkpoints) or this stage's checkpoint directory (noisy_jax.checkpoint). If it holds a
+  checkpoint, training resumes after its epoch (seed, key and config must match, else ValueError); `on_resume` is
+  then called once with the restored per-epoch records, and `log_fn` only sees the epochs trained here. A checkpoint
+  is written every `config.checkpoint_every` epochs (default 1) and after the last epoch, keeping the newest
+  `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax finishes
+  it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
+
   config fields: batch_size, num_epochs, optimizer (learning_rate, momentum, weight_decay, lr_boundaries,
-  lr_decay), eval_train (bool, default False: also score the training split each epoch).
+  lr_decay), eval_train (bool, default False: also score the training split each epoch), augment (None or
+  {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments).
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
@@ -268,7 +297,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   table = replicate(table, mesh)
   images = replicate(jnp.asarray(dataset.x_train), mesh)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
-                           mode=config.get("epoch_mode", "auto"))
+                           mode=config.get("epoch_mode", "auto"),
+                           augment=augment_lib.make_augment(config.get("augment")))
   predict = make_predict_fn(model)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
 
@@ -277,7 +307,21 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   is_noisy = clean != given
   has_val = dataset.x_val.shape[0] > 0
   best_val, best_variables, history = -1.0, None, []
-  for epoch in range(1, config.num_epochs + 1):
+  manager, first_epoch = None, 1
+  if checkpoint_dir:
+    checkpoint_every = int(config.get("checkpoint_every", 1))
+    if checkpoint_every < 1:
+      raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
+    manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
+    checkpoint_meta = {"stage": stage, "seed": None if config.get("seed") is None else int(config.seed),
+                       "key_data": checkpoint_lib.key_data(key), "config": checkpoint_lib.config_json(config)}
+    resumed = _resume(manager, checkpoint_dir, config=config, key=key, state=state, table=table, mesh=mesh)
+    if resumed is not None:
+      state, table, best_variables, best_val, history = resumed
+      first_epoch = history[-1]["epoch"] + 1 if history else 1
+      if on_resume is not None:
+        on_resume(list(history))
+  for epoch in range(first_epoch, config.num_epochs + 1):
     start = time.perf_counter()
     state, table, train_metrics = epoch_fn(state, table, images, jax.random.fold_in(order_key, epoch),
                                            jnp.asarray(epoch, jnp.int32))
@@ -317,11 +361,38 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     record.update(table_metrics(table, clean, method))
     record["seconds"] = time.perf_counter() - start
     history.append(record)
+    if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
+      checkpoint_lib.save(manager, epoch, state=state, table=table,
+                          best_variables=_variables(state) if best_variables is None else best_variables,
+                          meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
+                                "history": history})
     if log_fn is not None:
       log_fn(record)
+  if manager is not None:
+    manager.close()
   if best_variables is None:
     best_variables = jax.tree.map(jnp.copy, _variables(state))
   return state, table, history, best_variables
+
+
+def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainState,
+            table: label_table_lib.LabelTable, mesh: Mesh):
+  """The newest checkpoint in `manager`, checked and replicated on `mesh`: (state, table, best variables or None,
+  best_val, history); None when there is none. `state` and `table` are the fresh ones (structure and given labels)."""
+  epoch = checkpoint_lib.latest_epoch(manager)
+  if epoch is None:
+    return None
+  meta = checkpoint_lib.restore_meta(manager, epoch)
+  checkpoint_lib.check_compatible(meta, directory=directory, config=config, key=key)
+  restored_state, restored_table, best = checkpoint_lib.restore_arrays(
+      manager, epoch, state=state, table=table, best_variables=_variables(state))
+  if not np.array_equal(restored_table.noisy_labels, np.asarray(jax.device_get(table.noisy_labels))):
+    raise ValueError(f"Cannot resume from {directory}: its label table's given labels differ from this run's "
+                     f"(a different dataset or noise); use another workdir.")
+  logging.info("Resuming %s from %s after epoch %d.", meta.get("stage") or "training", directory, epoch)
+  # Fresh device buffers (replicate never aliases): the epoch program donates the state and the table.
+  return (replicate(restored_state, mesh), replicate(restored_table, mesh),
+          replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]))
 
 
 def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:
@@ -351,11 +422,22 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: 
 # config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.pseudo_labels): a fraction `rate` of the
 # training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
 PSEUDO_LABEL_NOISE = "pseudo_labels"
+# config.noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human
+# labels): used as they are; `rate` and `exact` are ignored, the report measures the real noise.
+DATASET_NOISE = "dataset"
 
 
 def noisy_training_labels(config, dataset, key: jax.Array):
   """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
   noise_config = config.noise
+  if noise_config.type == DATASET_NOISE:
+    noisy = getattr(dataset, "noisy_y_train", None)
+    if noisy is None:
+      raise ValueError(f"noise type {DATASET_NOISE!r} uses the noisy labels that come with the dataset, but "
+                       f"dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_train is None); use e.g. "
+                       "dataset='cifar10_n' or 'cifar100_n', or another noise type.")
+    noisy = np.asarray(noisy)
+    return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
   seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
   if noise_config.type == PSEUDO_LABEL_NOISE:
     features = pseudo_labels_lib.pca_features(dataset.x_train, int(noise_config.get("num_components", 50)))
@@ -396,7 +478,9 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
 
   The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
   per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
-  `summary.json` there.
+  `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
+  `workdir/checkpoints/STAGE` (noisy_jax.checkpoint): a run started again in the same workdir resumes from the
+  newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
   """
   start = time.perf_counter()
   dataset = load_dataset(config) if dataset is None else dataset
@@ -408,24 +492,39 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
   model = build_model(config.model, dataset.num_classes)
 
-  jsonl, scalar_writer = None, None
+  jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
   if workdir:
     os.makedirs(workdir, exist_ok=True)
-    jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
     scalar_writer = reporting.ScalarWriter(workdir)
+    if int(config.get("checkpoint_every", 0)) > 0:
+      checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
+
+  def write_jsonl(record):
+    nonlocal jsonl
+    if jsonl is None:  # opened (and truncated) at the first record: a refused resume leaves the old file alone
+      jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
+    jsonl.write(json.dumps(record) + "\n")
+    jsonl.flush()
 
   def log(record):
-    if jsonl is not None:
-      jsonl.write(json.dumps(record) + "\n")
-      jsonl.flush()
+    if workdir:
+      write_jsonl(record)
       scalar_writer.write(record)
     if log_fn is not None:
       log_fn(record)
 
+  def on_resume(records):
+    """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
+    if workdir:
+      for record in records:
+        write_jsonl(record)
+      scalar_writer.step += len(records)
+
   try:
     _, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
                                clean_train_labels=dataset.y_train, config=config, key=stage1_key, mesh=mesh,
-                               stage="stage1", log_fn=log)
+                               stage="stage1", log_fn=log, checkpoint_dir=checkpoint_dirs["stage1"],
+                               on_resume=on_resume)
     summary = {"method": method.name, "seed": int(config.seed), "stage1": _summary_of(history)}
     summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
                                                                                        "pruned_", "relabelled_"))})
@@ -437,12 +536,14 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
           soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
       _, _, final_history, _ = fit(model=model, method=methods_lib.loss_method("cross_entropy"),
                                    table=stage2_table, dataset=dataset, clean_train_labels=dataset.y_train,
-                                   config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2", log_fn=log)
+                                   config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2", log_fn=log,
+                                   checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
       summary["stage2"] = _summary_of(final_history)
       history = history + final_history
   finally:
     if jsonl is not None:
       jsonl.close()
+    if scalar_writer is not None:
       scalar_writer.close()
   summary.update(_summary_of(final_history))
   summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,

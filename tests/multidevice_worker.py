@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from noisy_jax import augment as augment_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import models
@@ -41,7 +42,12 @@ def main(num_devices: int, epochs: int):
       "truncated_lq": methods_lib.truncated_lq_method(prune_start=1, prune_every=1),
       "joint_optimization": methods_lib.joint_optimization_method(
           alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
+      # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
+      # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
+      "cross_entropy_augmented": methods_lib.loss_method("cross_entropy"),
+      "cross_entropy_augmented_scan": methods_lib.loss_method("cross_entropy"),
   }
+  augment = augment_lib.make_augment({"crop_padding": 1, "flip": True})
   pruned = jnp.asarray(rng.random(n) > 0.3, jnp.float32)  # truncated Lq: some examples weigh 0
   out = {}
   for name, method in variants.items():
@@ -54,7 +60,10 @@ def main(num_devices: int, epochs: int):
       state = train.replicate(jax.tree.map(jnp.copy, state0), mesh)
       table = train.replicate(table, mesh)
       x = train.replicate(jnp.asarray(images), mesh)
-      epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n)
+      augmented = name.startswith("cross_entropy_augmented")
+      epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
+                                     mode="scan" if name.endswith("_scan") else "auto",
+                                     augment=augment if augmented else None)
       losses = []
       for epoch in range(1, epochs + 1):
         state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))
@@ -70,6 +79,12 @@ def main(num_devices: int, epochs: int):
                  "table": _max_diff(one["table"], many["table"]),
                  "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
                  "param_change": _max_diff(state0.params, one["params"])}
+    out[name]["first_params"] = one["params"]
+  # Augmentation really changed the training (else the augmented comparison would prove nothing new).
+  for name in ("cross_entropy_augmented", "cross_entropy_augmented_scan"):
+    out[name]["vs_unaugmented"] = _max_diff(out[name]["first_params"], out["cross_entropy"]["first_params"])
+  for name in out:
+    del out[name]["first_params"]
   print("RESULT " + json.dumps(out))
 
 

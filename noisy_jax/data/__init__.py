@@ -17,6 +17,7 @@ from typing import Callable
 
 from noisy_jax import _checks
 from noisy_jax.data import embedded
+from noisy_jax.data import tfds_data
 from noisy_jax.data.arrays import Dataset
 from noisy_jax.data.arrays import from_arrays
 from noisy_jax.data.arrays import STANDARDIZE_MODES
@@ -26,6 +27,14 @@ from noisy_jax.data.arrays import stratified_split
 DATASETS: dict[str, Callable[..., Dataset]] = {
     "mnist5k": embedded.mnist5k,
     "digits": embedded.digits,
+    # TFDS, prepared beforehand in array_record format (noisy_jax.data.tfds_data); options validation_size,
+    # data_dir, seed, and noise_key for the CIFAR-N human labels (Dataset.noisy_y_train).
+    "mnist": tfds_data.mnist,
+    "fashion_mnist": tfds_data.fashion_mnist,
+    "cifar10": tfds_data.cifar10,
+    "cifar100": tfds_data.cifar100,
+    "cifar10_n": tfds_data.cifar10_n,
+    "cifar100_n": tfds_data.cifar100_n,
 }
 
 

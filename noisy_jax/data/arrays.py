@@ -32,7 +32,10 @@ class Dataset:
     num_classes: C; every label is in [0, C).
     x_train, x_val, x_test: float32 [N, H, W, Ch] images, or [N, D] feature vectors (from `from_arrays`).
     y_train, y_val, y_test: int32 [N] CLEAN labels. Label noise is injected by the trainer (noisy_jax.noise),
-      never stored here.
+      never stored here, except:
+    noisy_y_train: None, or int32 [N_train] labels given by the dataset itself for the training rows (real human
+      noise: CIFAR-10N / CIFAR-100N, noisy_jax.data.tfds_data); row i describes training example i. The trainer
+      uses them with noise type 'dataset' (noisy_jax.train.noisy_training_labels).
   The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
   be cached and shared safely.
   """
@@ -44,6 +47,7 @@ class Dataset:
   y_val: np.ndarray
   x_test: np.ndarray
   y_test: np.ndarray
+  noisy_y_train: np.ndarray | None = None
 
   def __post_init__(self):
     for split in ("train", "val", "test"):
@@ -56,6 +60,12 @@ class Dataset:
                          f"{np.shape(self.x_train)[1:]}; they must match.")
       object.__setattr__(self, f"x_{split}", x)
       object.__setattr__(self, f"y_{split}", y)
+    if self.noisy_y_train is not None:
+      noisy = _checks.check_labels("noisy_y_train", self.noisy_y_train, self.num_classes)
+      if len(noisy) != len(self.y_train):
+        raise ValueError(f"noisy_y_train has {len(noisy)} labels but the training split has {len(self.y_train)} "
+                         f"rows; expected [{len(self.y_train)}].")
+      object.__setattr__(self, "noisy_y_train", _readonly(noisy, np.int32))
 
   @property
   def input_shape(self) -> tuple[int, ...]:

@@ -1,0 +1,199 @@
+"""Checkpoints of a training stage with orbax: all or nothing, restored bit for bit.
+
+Layout: `WORKDIR/checkpoints/STAGE/EPOCH/` (STAGE is 'stage1', and 'stage2' for Joint Optimization), one
+`orbax.checkpoint.CheckpointManager` per stage directory. Each checkpoint has two items:
+
+  arrays  (StandardSave)  state:  the TrainState's step, params, opt_state, batch_stats
+                          table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled)
+                          best_variables: the best-validation params and batch_stats (truncated Lq prunes with them;
+                                          the current variables while no validation score exists yet)
+  meta    (JsonSave)      epoch, best_val, has_best, the per-epoch history records, the seed and the root key data
+                          of the stage, the stage name and the config (JSON)
+
+All or nothing: orbax writes a checkpoint into `EPOCH.orbax-checkpoint-tmp` and renames it to `EPOCH` only once
+every item is written (on file systems without atomic rename, e.g. GCS, it writes a commit marker instead). A process
+killed mid-save leaves only the temporary directory: `latest_epoch` and `restore` never see it, and the manager
+deletes it when the directory is opened again (`cleanup_tmp_directories`). Nothing here relies on more than that.
+
+Arrays are handed to orbax as host NumPy copies: the trainer donates the state's device buffers to the next epoch,
+and on CPU a NumPy view of a jax array can alias its buffer; the copies also let orbax write in the background
+while the next epoch trains (see `open_manager`).
+
+Resuming checks that the run is the same: the seed and the root key data must match (`check_compatible`), and the
+saved config may differ from the current one only in fields that do not change what is trained (`RESUME_FREE_FIELDS`:
+logging, plotting, checkpoint cadence and execution settings). Anything else raises a ValueError naming the fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import flax
+import flax.traverse_util
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+CHECKPOINT_DIRNAME = "checkpoints"
+FORMAT_VERSION = 1
+
+# Config fields (matched by their last dotted component) that a resumed run may change. They only affect what is
+# logged or plotted, how often checkpoints are written, or how the same computation is executed:
+#   plots, plot_key, title, epoch_table, curve_table, seeds (the list a comparison iterates; each run has `seed`):
+#     reporting only;
+#   eval_train: also scores the training split each epoch (more record fields, same training);
+#   checkpoint_every, keep_checkpoints: checkpoint cadence;
+#   num_devices, epoch_mode: the same program on another device count or dispatch mode; the results then equal an
+#     uninterrupted run up to float rounding, not bit for bit.
+RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
+                      "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode")
+
+
+def stage_dir(workdir: str, stage: str) -> str:
+  """`workdir/checkpoints/stage`, the directory of one stage's checkpoints."""
+  if not stage:
+    raise ValueError(f"stage={stage!r} must be a non-empty name such as 'stage1'.")
+  return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIRNAME, stage)
+
+
+def is_due(epoch: int, *, every: int, num_epochs: int) -> bool:
+  """Whether epoch (1-based) is checkpointed: every `every` epochs and always the last epoch of the stage."""
+  if every < 1:
+    raise ValueError(f"checkpoint_every={every!r} must be >= 1 when checkpointing.")
+  return epoch % every == 0 or epoch == num_epochs
+
+
+def open_manager(directory: str, *, keep: int, async_save: bool = True) -> ocp.CheckpointManager:
+  """A CheckpointManager for one stage directory (created if missing) keeping the last `keep` checkpoints.
+
+  Leftover temporary directories of an interrupted save are deleted on opening. With `async_save` (default), `save`
+  returns once the arrays are copied to the host and orbax writes them in a background thread while the next epoch
+  trains; the next save, `wait_until_finished` or `close` waits for it. A process killed before that leaves the
+  previous checkpoint as the newest (all or nothing). `async_save=False`: the checkpoint is on disk when `save`
+  returns.
+  """
+  if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+    raise ValueError(f"keep_checkpoints={keep!r} must be an int >= 1.")
+  options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True,
+                                         enable_async_checkpointing=bool(async_save))
+  return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+
+
+def latest_epoch(manager: ocp.CheckpointManager) -> int | None:
+  """The epoch of the newest complete checkpoint, None when there is none."""
+  manager.reload()
+  return manager.latest_step()
+
+
+def _flat_tree(state, table, best_variables) -> dict:
+  """{path tuple: leaf} of the train state (step, params, opt_state, batch_stats), table and best variables."""
+  state_dict = flax.serialization.to_state_dict(state)
+  tree = {"state": {k: state_dict[k] for k in ("step", "params", "opt_state", "batch_stats")},
+          "table": flax.serialization.to_state_dict(table),
+          "best_variables": flax.serialization.to_state_dict(best_variables)}
+  return flax.traverse_util.flatten_dict(tree, keep_empty_nodes=True)
+
+
+def _stored(leaf) -> bool:
+  """Whether a leaf is written: arrays and numbers with at least one element (orbax refuses zero-size arrays;
+  those and empty nodes such as optax's EmptyState are rebuilt from the structure on restore)."""
+  return leaf is not flax.traverse_util.empty_node and np.size(leaf) > 0
+
+
+def arrays_of(state, table, best_variables) -> dict:
+  """The array item of a checkpoint: host NumPy copies of the train state, the label table and the best variables.
+
+  Copies, never views: the trainer donates the state's device buffers to the next epoch.
+  """
+  flat = _flat_tree(state, table, best_variables)
+  stored = {path: np.array(jax.device_get(leaf), copy=True) for path, leaf in flat.items() if _stored(leaf)}
+  return flax.traverse_util.unflatten_dict(stored)
+
+
+def key_data(key: jax.Array) -> list[int]:
+  """The raw uint32 words of a PRNG key (legacy uint32 keys or new-style typed keys) as a JSON-able list."""
+  if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)
+  return [int(v) for v in np.asarray(key).reshape(-1)]
+
+
+def config_json(config) -> dict:
+  """The config as plain JSON types (tuples become lists), as saved and compared."""
+  raw = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+  return json.loads(json.dumps(raw, default=repr))
+
+
+def save(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_variables, meta: dict) -> None:
+  """Writes the checkpoint of `epoch` (all or nothing; see the module docstring) and prunes old ones.
+
+  With an asynchronous manager the write finishes in the background (see `open_manager`).
+  """
+  arrays = arrays_of(state, table, best_variables)
+  meta = {**meta, "epoch": int(epoch), "format_version": FORMAT_VERSION}
+  manager.save(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardSave(arrays),
+                                                   meta=ocp.args.JsonSave(meta)), force=True)
+
+
+def restore_meta(manager: ocp.CheckpointManager, epoch: int) -> dict:
+  """The JSON item of the checkpoint of `epoch` (cheap: no arrays are read)."""
+  return manager.restore(int(epoch), args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+
+
+def restore_arrays(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_variables):
+  """Restores (state, table, best_variables) of `epoch` into the structures of the given ones, as host arrays.
+
+  The given pytrees only provide structure, shapes and dtypes (e.g. a freshly initialised state); the returned
+  arrays are NumPy, so putting them on devices never aliases orbax's buffers.
+  """
+  target = arrays_of(state, table, best_variables)
+  restored = manager.restore(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(target)))["arrays"]
+  flat = _flat_tree(state, table, best_variables)
+  flat.update({path: np.asarray(leaf) for path, leaf in flax.traverse_util.flatten_dict(restored).items()})
+  flat[("state", "step")] = int(flat[("state", "step")])  # a Python int, as in a fresh TrainState (weakly typed)
+  tree = flax.traverse_util.unflatten_dict(flat)
+  state_dict = {**flax.serialization.to_state_dict(state), **tree["state"]}
+  return (flax.serialization.from_state_dict(state, state_dict),
+          flax.serialization.from_state_dict(table, tree["table"]),
+          flax.serialization.from_state_dict(best_variables, tree["best_variables"]))
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+  if isinstance(tree, dict):
+    out = {}
+    for k, v in tree.items():
+      out.update(_flatten(v, f"{prefix}{k}."))
+    return out
+  return {prefix[:-1]: tree}
+
+
+def config_differences(saved: dict, current: dict) -> list[str]:
+  """Dotted names of the fields whose values differ between two JSON configs, ignoring RESUME_FREE_FIELDS."""
+  a, b = _flatten(saved), _flatten(current)
+  return sorted(name for name in set(a) | set(b)
+                if name.rsplit(".", 1)[-1] not in RESUME_FREE_FIELDS and a.get(name, "<absent>") != b.get(name,
+                                                                                                        "<absent>"))
+
+
+def check_compatible(meta: dict, *, directory: str, config, key: jax.Array) -> None:
+  """Raises ValueError unless the checkpoint `meta` was written by this same run (seed, key, training config)."""
+  if meta.get("format_version") != FORMAT_VERSION:
+    raise ValueError(f"The checkpoint in {directory} has format_version={meta.get('format_version')!r}; "
+                     f"this version reads only {FORMAT_VERSION}.")
+  seed = config.get("seed") if hasattr(config, "get") else None
+  seed = None if seed is None else int(seed)
+  if meta.get("seed") != seed:
+    raise ValueError(f"Cannot resume from {directory}: it was written with seed={meta.get('seed')!r}, this run has "
+                     f"seed={seed!r}. Use another workdir or the same seed.")
+  if meta.get("key_data") != key_data(key):
+    raise ValueError(f"Cannot resume from {directory}: its root key {meta.get('key_data')} differs from this run's "
+                     f"{key_data(key)} (same seed, different key derivation).")
+  differing = config_differences(meta.get("config", {}), config_json(config))
+  if differing:
+    saved, current = _flatten(meta.get("config", {})), _flatten(config_json(config))
+    shown = "; ".join(f"{name}: saved {saved.get(name, '<absent>')!r}, now {current.get(name, '<absent>')!r}"
+                      for name in differing[:8])
+    raise ValueError(f"Cannot resume from {directory}: the config differs in field(s) that change training "
+                     f"({shown}). Only {', '.join(RESUME_FREE_FIELDS)} may change on resume; use another workdir "
+                     f"for a different run.")

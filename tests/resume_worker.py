@@ -1,0 +1,93 @@
+"""One checkpointed training run in its own process, for tests/test_checkpoint.py.
+
+  python tests/resume_worker.py --workdir=DIR --method=joint_optimization [--stop_stage=stage1 --stop_after_epoch=3]
+
+Runs a tiny config (digits, 40% symmetric noise, a few epochs) with `run_single(config, DIR)`. With
+--stop_after_epoch=K the process kills itself with SIGKILL (no cleanup, no atexit, no flushing) as soon as epoch K
+of --stop_stage has been logged and the newest checkpoint due by then is on disk (orbax writes in the background;
+the worker waits for the finished directory): what a preempted machine does. Started again with the same arguments
+minus the stop, it resumes in DIR.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from experiments.configs import joint_optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments.configs import truncated_lq  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+METHODS = ("joint_optimization", "truncated_lq")
+
+
+def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
+  """A few epochs on the 8x8 digits where the label table matters (JO's history and relabelling, truncated Lq's
+  pruning with the best-validation parameters)."""
+  if method not in METHODS:
+    raise ValueError(f"method={method!r}; allowed: {', '.join(METHODS)}.")
+  config = (joint_optimization if method == "joint_optimization" else truncated_lq).get_config()
+  config.dataset = "digits"
+  config.noise.rate = 0.4
+  config.model.name = model
+  config.model.kwargs = {"hidden_sizes": (32,)} if model == "mlp" else {}
+  config.checkpoint_every = checkpoint_every
+  config.keep_checkpoints = 2
+  if method == "joint_optimization":
+    config.num_epochs = 5
+    config.optimizer.lr_boundaries = ()
+    config.method.begin, config.method.history_length = 2, 3  # relabels after epochs 2..5 from a 3-epoch ring
+    config.stage2.num_epochs = 4
+    config.stage2.optimizer.lr_boundaries = (3,)
+  else:
+    config.num_epochs = 6
+    config.optimizer.lr_boundaries = (5,)
+    config.method.prune_start, config.method.prune_every = 3, 2  # prunes after epochs 2 and 4, best-val params
+  return config
+
+
+def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: float = 120.0) -> None:
+  """Waits until the newest checkpoint due by `epoch` is on disk (orbax saves in a background thread and renames
+  the finished directory to its epoch), so that the kill happens right after it, never during it."""
+  stage_config = config if stage == "stage1" else config.stage2
+  num_epochs, every = int(stage_config.num_epochs), int(config.checkpoint_every)
+  due = max(e for e in range(1, epoch + 1) if checkpoint_lib.is_due(e, every=every, num_epochs=num_epochs))
+  path = os.path.join(checkpoint_lib.stage_dir(workdir, stage), str(due))
+  deadline = time.monotonic() + timeout
+  while not os.path.isdir(path):
+    if time.monotonic() > deadline:
+      raise TimeoutError(f"checkpoint {path} did not appear within {timeout} s")
+    time.sleep(0.01)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--workdir", required=True)
+  parser.add_argument("--method", choices=METHODS, required=True)
+  parser.add_argument("--model", default="mlp")
+  parser.add_argument("--checkpoint_every", type=int, default=1)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--stop_stage", default="stage1")
+  parser.add_argument("--stop_after_epoch", type=int, default=0, help="0: run to the end")
+  args = parser.parse_args(argv)
+
+  config = tiny_config(args.method, checkpoint_every=args.checkpoint_every, model=args.model)
+  config.seed = args.seed
+
+  def log_fn(record):
+    print(f"epoch {record['stage']} {record['epoch']}", flush=True)
+    if args.stop_after_epoch and (record["stage"], record["epoch"]) == (args.stop_stage, args.stop_after_epoch):
+      wait_for_checkpoint(args.workdir, record["stage"], record["epoch"], config)
+      os.kill(os.getpid(), signal.SIGKILL)
+
+  summary = train.run_single(config, args.workdir, log_fn=log_fn)
+  print(f"done {summary['last_test_accuracy']:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+  main()
