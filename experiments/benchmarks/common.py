@@ -1,0 +1,192 @@
+"""What every benchmark shares: flags, thread settings, the alternating timer, statistics, tables, the JSON line.
+
+Method (the same in every script):
+  * both sides run in ONE process (except where memory is measured), on the same number of cores;
+  * each side is warmed up first (compilation, oneDNN primitive caches, allocator pools);
+  * then the sides are timed ALTERNATELY, A, B, A, B, ... (one unit of work each), so that a change in the load of
+    the machine hits both sides alike; every unit ends by waiting for its result (`block_until_ready`; PyTorch's CPU
+    eager mode is synchronous);
+  * reported: the median and the interquartile range (and min/max) of the unit times, the throughput at the
+    median, and each side's ratio to the first side: the ratio of the medians, and the median of the per-repeat
+    ratios (robust to slow drifts of the load).
+
+Threads: `--threads N` (default: every core this process may use) restricts the process to N cores with
+`os.sched_setaffinity` BEFORE JAX starts its CPU backend (XLA sizes its intra-op thread pool from the schedulable
+CPUs) and calls `torch.set_num_threads(N)`; both counts are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from typing import Callable, Mapping, Sequence
+
+
+def base_parser(description: str, *, repeats: int, warmup: int = 2) -> argparse.ArgumentParser:
+  """The flags of every benchmark: --repeats, --warmup, --quick, --threads."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--repeats", type=int, default=repeats, help="timed units per side (default %(default)s)")
+  parser.add_argument("--warmup", type=int, default=warmup, help="untimed units per side first (default %(default)s)")
+  parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke run (< 60 s)")
+  parser.add_argument("--threads", type=int, default=0,
+                      help="cores for both frameworks (default 0: every core this process may use)")
+  return parser
+
+
+def configure_threads(threads: int = 0, *, with_torch: bool = True) -> dict:
+  """Pins the process to `threads` cores (0: all allowed) and sets PyTorch's intra-op threads to match.
+
+  Call before the first JAX computation (the CPU backend reads the affinity when it starts). Returns the counts
+  to report: the cores allowed, JAX's CPU pool (= cores allowed) and `torch.get_num_threads()` (None without
+  torch, or with `with_torch=False`: torch is then not imported).
+  """
+  allowed = sorted(os.sched_getaffinity(0))
+  if threads:
+    if threads > len(allowed):
+      raise ValueError(f"--threads={threads} exceeds the {len(allowed)} cores this process may use.")
+    allowed = allowed[:threads]
+    os.sched_setaffinity(0, allowed)
+  info = {"cores": len(allowed), "jax_cpu_threads": len(os.sched_getaffinity(0)), "torch_threads": None}
+  if not with_torch:
+    return info
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return info
+  torch.set_num_threads(len(allowed))
+  info["torch_threads"] = torch.get_num_threads()
+  info["torch_interop_threads"] = torch.get_num_interop_threads()
+  return info
+
+
+def machine_info() -> dict:
+  """CPU model, core count, load average, versions: what a reader needs to judge the numbers."""
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          cpu = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  versions = {"python": platform.python_version()}
+  for name in ("jax", "jaxlib", "flax", "optax", "torch", "numpy"):
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      pass
+  return {"cpu": cpu, "os_cpu_count": os.cpu_count(), "platform": platform.platform(),
+          "load_average": [round(x, 2) for x in os.getloadavg()], "versions": versions}
+
+
+def alternate(sides: Mapping[str, Callable[[], object]], *, repeats: int, warmup: int) -> dict[str, list[float]]:
+  """Runs each side's unit `warmup` times (untimed), then `repeats` times in turn A, B, ..., A, B, ...
+
+  Each callable does one unit of work and returns only when it is finished. Returns name -> unit seconds.
+  """
+  for _ in range(warmup):
+    for fn in sides.values():
+      fn()
+  times = {name: [] for name in sides}
+  for _ in range(repeats):
+    for name, fn in sides.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append(time.perf_counter() - start)
+  return times
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float]:
+  if len(values) < 2:
+    return values[0], values[0]
+  q = statistics.quantiles(values, n=4, method="inclusive")
+  return q[0], q[2]
+
+
+def summarize(times: Mapping[str, Sequence[float]], *, work: float, unit: str) -> dict[str, dict]:
+  """Per side: median / q1 / q3 / min / max seconds, `work / median` in `unit` (e.g. images/s), ratios to the
+  first side (`ratio_of_medians`: this side's median time / the first side's; `median_ratio`: median over
+  repeats of the per-repeat time ratio). A ratio above 1 means this side is slower than the first."""
+  names = list(times)
+  ref = times[names[0]]
+  out = {}
+  for name in names:
+    t = list(times[name])
+    q1, q3 = _quartiles(t)
+    median = statistics.median(t)
+    out[name] = {"median_s": median, "q1_s": q1, "q3_s": q3, "min_s": min(t), "max_s": max(t), "repeats": len(t),
+                 f"{unit}_at_median": work / median,
+                 "ratio_of_medians": median / statistics.median(ref),
+                 "median_ratio": statistics.median(a / b for a, b in zip(t, ref))}
+  return out
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+  """A plain text table with right-aligned columns."""
+  cells = [[str(h) for h in header]] + [[_fmt(c) for c in row] for row in rows]
+  widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+  lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+  if isinstance(value, float):
+    if value == 0 or 0.01 <= abs(value) < 1e5:
+      return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return f"{value:.3g}"
+  return str(value)
+
+
+def timing_table(summary: Mapping[str, Mapping[str, float]], *, unit: str, scale: float = 1e3,
+                 time_unit: str = "ms") -> str:
+  """The standard table of `summarize`'s result: one row per side."""
+  header = ["side", f"median {time_unit}", f"IQR {time_unit}", f"min-max {time_unit}", unit, "x first (medians)",
+            "x first (paired)"]
+  rows = []
+  for name, s in summary.items():
+    rows.append([name, s["median_s"] * scale, f"{s['q1_s'] * scale:.1f}-{s['q3_s'] * scale:.1f}",
+                 f"{s['min_s'] * scale:.1f}-{s['max_s'] * scale:.1f}", s[f"{unit}_at_median"],
+                 s["ratio_of_medians"], s["median_ratio"]])
+  return format_table(header, rows)
+
+
+def max_rss_mb() -> float:
+  """This process's peak resident set size so far, MiB (`resource.getrusage`; Linux reports KiB)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings: dict, results: dict,
+           notes: Sequence[str] = (), tables: Sequence[str] = ()) -> None:
+  """Prints the header, the tables, the notes and, last, one JSON line with everything."""
+  machine = machine_info()
+  print(f"== {benchmark} ==")
+  print(f"cpu: {machine['cpu']} ({machine['os_cpu_count']} logical cores), load average now "
+        f"{machine['load_average']}")
+  print(f"threads: JAX/XLA CPU pool {threads['jax_cpu_threads']}, torch.get_num_threads() "
+        f"{threads['torch_threads']}")
+  print("versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
+  print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+  for table in tables:
+    print()
+    print(table)
+  notes = list(notes)
+  if machine["load_average"][0] > 1.25 * (machine["os_cpu_count"] or 1):
+    notes.append(f"BUSY MACHINE: 1-minute load average {machine['load_average'][0]} on {machine['os_cpu_count']} "
+                 "cores: other processes shared the CPU, these timings are not publishable. PyTorch's OpenMP "
+                 "threads suffer most (a thread waiting at a barrier for a descheduled one).")
+  if notes:
+    print()
+    for note in notes:
+      print(f"note: {note}")
+  record = {"benchmark": benchmark, "quick": bool(args.quick), "repeats": args.repeats, "warmup": args.warmup,
+            "threads": threads, "machine": machine, "settings": settings, "results": results}
+  print(json.dumps(record, sort_keys=True, default=str))

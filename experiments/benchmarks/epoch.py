@@ -1,0 +1,156 @@
+"""A full training epoch with augmentation and label-table work: noisy_jax's epoch program vs a PyTorch port loop.
+
+Both sides train a pre-activation ResNet-32 for one epoch over N CIFAR-shaped examples (synthetic uint8 images
+and labels: the work does not depend on the pixels) with batch 128, random crop (padding 4) + horizontal flip,
+SGD momentum 0.9 + weight decay, and, by default, Joint Optimization's label-table work: each batch reads its soft
+labels by index, the JO loss, each example's softmax recorded into the history at its index, and the soft relabel
+from the history mean at the end of the epoch (`--method ce`: cross entropy, no history, no relabel).
+
+noisy_jax (what `noisy_jax.train.fit` runs per epoch): the images standardised once on the host and resident on
+the device; `train.make_epoch_fn` (on-device permutation, gather, `noisy_jax.augment` crop + flip, the train
+step with the table gather and history write; 'auto' mode = one compiled step per batch on CPU), then the
+method's jitted table update, then the epoch metrics fetched to the host.
+PyTorch (how the ports are written): a map-style Dataset returning (image, label, index) with per-example
+torchvision-style transforms (RandomCrop(32, padding=4), RandomHorizontalFlip, ToTensor, Normalize), a
+DataLoader(batch_size=128, shuffle=True, num_workers=W), the index used to read the soft labels and write the
+history (CPU tensors), the relabel at the epoch end.
+
+  python -m experiments.benchmarks.epoch [--num-examples 5000] [--method jo|ce] [--workers 0,2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import math
+
+from experiments.benchmarks import common
+
+
+def main(argv=None):
+  parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=1)
+  parser.add_argument("--num-examples", type=int, default=5000)
+  parser.add_argument("--batch-size", type=int, default=128)
+  parser.add_argument("--method", choices=("jo", "ce"), default="jo")
+  parser.add_argument("--workers", default="0", help="comma-separated DataLoader num_workers values, one torch side "
+                                                    "each (e.g. 0,2)")
+  parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto",
+                      help="make_epoch_fn mode ('auto': 'steps' on CPU)")
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.repeats, args.warmup, args.num_examples, args.batch_size = 2, 1, 96, 32
+  workers = [int(w) for w in args.workers.split(",")]
+  threads = common.configure_threads(args.threads)
+
+  import warnings  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+  from noisy_jax import augment as augment_lib  # pylint: disable=g-import-not-at-top
+  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
+
+  n, batch_size, num_classes = args.num_examples, args.batch_size, 10
+  rng = np.random.default_rng(0)
+  images_u8 = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+  labels = rng.integers(0, num_classes, n)
+  mean = images_u8.reshape(-1, 3).mean(axis=0) / 255.0
+  std = images_u8.reshape(-1, 3).std(axis=0) / 255.0
+  steps_per_epoch = math.ceil(n / batch_size)
+
+  # --- noisy_jax: the epoch program of `fit`.
+  mesh = train.make_mesh(1)
+  model = jax_side.make_model("preact_resnet32", num_classes)
+  method = jax_side.make_method(args.method, num_classes)
+  state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
+  num_parameters = jax_side.count_parameters(state.params)
+  jx = {"state": train.replicate(state, mesh),
+        "table": train.replicate(jax_side.make_table(method, labels, num_classes), mesh),
+        "epoch": 0}
+  standardized = ((images_u8 / 255.0 - mean) / std).astype(np.float32)  # host, once (data.standardize)
+  images = train.replicate(jnp.asarray(standardized), mesh)
+  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
+                                 augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}))
+  update_table = jax.jit(method.table_update) if method.table_update is not None else None
+  order_key = jax.random.key(1)
+
+  def jax_epoch():
+    jx["epoch"] += 1
+    epoch = jx["epoch"]
+    jx["state"], jx["table"], metrics = epoch_fn(jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch),
+                                                 jnp.asarray(epoch, jnp.int32))
+    metrics = jax.device_get(metrics)  # fit's record of the epoch waits for it
+    if update_table is not None and method.update_due(epoch):
+      jx["table"] = update_table(jx["table"], None)
+    jax.block_until_ready(jx["table"])
+    return metrics
+
+  # --- PyTorch: the ports' loop.
+  torch.manual_seed(0)
+  np.random.seed(0)
+  net = torch_side.PreActResNet32(num_classes)
+  assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
+  optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
+  dataset = torch_side.IndexedImages(images_u8, labels, torch_side.cifar_train_transform(mean, std))
+  history_length = method.history_length
+  tt = {"soft_labels": F.one_hot(torch.from_numpy(labels), num_classes).float(),
+        "history": torch.zeros(history_length, n, num_classes), "filled": torch.zeros(history_length, dtype=bool),
+        "epoch": 0}
+  prior = torch.full((num_classes,), 1.0 / num_classes)
+
+  # DataLoader workers are forked (Linux default, as in the ports); they run only NumPy/PyTorch transforms and
+  # never call into JAX, so JAX's warning about forking a multithreaded process does not apply here.
+  warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+
+  def torch_epoch(num_workers):
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                                         worker_init_fn=torch_side.seed_worker if num_workers else None)
+
+    def run():
+      tt["epoch"] += 1
+      net.train()
+      total_loss, correct = 0.0, 0
+      for inputs, targets, index in loader:
+        optimizer.zero_grad(set_to_none=True)
+        logits = net(inputs)
+        if args.method == "jo":
+          loss = torch_side.joint_optimization_loss(logits, tt["soft_labels"][index], prior,
+                                                    alpha=jax_side.JO_SETTINGS["alpha"],
+                                                    beta=jax_side.JO_SETTINGS["beta"])
+        else:
+          loss = F.cross_entropy(logits, targets)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+          if history_length:
+            slot = tt["epoch"] % history_length
+            tt["history"][slot, index] = F.softmax(logits, dim=1)
+            tt["filled"][slot] = True
+          total_loss += loss.item() * len(index)
+          correct += (logits.argmax(1) == targets).sum().item()
+      if args.method == "jo" and tt["epoch"] >= jax_side.JO_SETTINGS["begin"]:
+        tt["soft_labels"] = tt["history"][tt["filled"]].mean(dim=0)
+      return total_loss / n, correct / n
+
+    return run
+
+  sides = {f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch}
+  for w in workers:
+    sides[f"torch DataLoader workers={w}"] = torch_epoch(w)
+  times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
+  summary = common.summarize(times, work=n, unit="images/s")
+  settings = {"model": "preact_resnet32", "parameters": num_parameters, "num_examples": n,
+              "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "method": args.method,
+              "augment": "crop padding 4 + horizontal flip", "jax_mode": args.jax_mode, "workers": workers,
+              "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]"}
+  common.report("epoch", args=args, threads=threads, settings=settings, results=summary,
+                tables=[common.timing_table(summary, unit="images/s", scale=1.0, time_unit="s")],
+                notes=["synthetic data (uniform random uint8 images, random labels); timing only.",
+                       "one unit = one epoch; ratio > 1: that side's epoch takes longer than noisy_jax's.",
+                       "torch workers > 0 start new worker processes every epoch (persistent_workers=False, as "
+                       "the ports do); the workers share the same cores as the training threads."])
+
+
+if __name__ == "__main__":
+  main()

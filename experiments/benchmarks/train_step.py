@@ -1,0 +1,84 @@
+"""Train-step throughput, pre-activation ResNet-32, CIFAR-shaped batch: noisy_jax's step vs a PyTorch step.
+
+noisy_jax: `noisy_jax.train.train_step` (cross entropy against the label table's targets, SGD momentum 0.9 with
+weight decay 5e-4, BatchNorm statistics updated) under `jax.shard_map` + `jax.jit` on a one-device mesh with the
+state and the table donated: the step that `make_epoch_fn` dispatches in 'steps' mode, without the batch gather.
+PyTorch: model.train(); zero_grad; forward; F.cross_entropy; backward; optimizer.step() (torch.optim.SGD, same
+hyper-parameters), eager, NCHW (the ports' layout); `--channels-last` adds a channels-last side.
+
+One unit = `--steps` consecutive steps on one fixed synthetic batch (random normal images [B, 32, 32, 3], random
+labels: no real data is needed to time a step). Throughput = B * steps / unit time.
+
+  python -m experiments.benchmarks.train_step [--repeats 10] [--steps 5] [--batch-size 128] [--quick]
+"""
+
+from __future__ import annotations
+
+from experiments.benchmarks import common
+
+
+def main(argv=None):
+  parser = common.base_parser(__doc__.splitlines()[0], repeats=10)
+  parser.add_argument("--steps", type=int, default=5, help="train steps per timed unit")
+  parser.add_argument("--batch-size", type=int, default=128)
+  parser.add_argument("--channels-last", action="store_true", help="also time PyTorch with channels_last tensors")
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.repeats, args.warmup, args.steps, args.batch_size = 2, 1, 2, 32
+  threads = common.configure_threads(args.threads)
+
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(0)
+  batch = rng.standard_normal((args.batch_size, 32, 32, 3)).astype(np.float32)
+  labels = rng.integers(0, 10, args.batch_size)
+
+  runner = jax_side.StepRunner(model_name="preact_resnet32", method="ce", batch=batch, num_examples=50_000)
+
+  torch.manual_seed(0)
+  torch_models = {"torch eager (NCHW)": torch_side.PreActResNet32(10)}
+  if args.channels_last:
+    torch_models["torch eager (channels_last)"] = torch_side.PreActResNet32(10).to(memory_format=torch.channels_last)
+  for model in torch_models.values():
+    assert torch_side.count_parameters(model) == runner.num_parameters, (
+        torch_side.count_parameters(model), runner.num_parameters)
+  x_nchw = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous()
+  y = torch.from_numpy(labels)
+
+  def torch_unit(model, x):
+    optimizer = torch_side.sgd(model, lr=0.1, momentum=0.9, weight_decay=5e-4)
+    model.train()
+
+    def unit():
+      for _ in range(args.steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+      return loss.item()
+
+    return unit
+
+  sides = {"noisy_jax (jit, donated)": lambda: runner(args.steps)}
+  for name, model in torch_models.items():
+    x = x_nchw.contiguous(memory_format=torch.channels_last) if "channels_last" in name else x_nchw
+    sides[name] = torch_unit(model, x)
+
+  times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
+  work = args.batch_size * args.steps
+  summary = common.summarize(times, work=work, unit="images/s")
+  settings = {"model": "preact_resnet32", "parameters": runner.num_parameters, "batch_size": args.batch_size,
+              "steps_per_unit": args.steps, "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
+              "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4"}
+  common.report("train_step", args=args, threads=threads, settings=settings, results=summary,
+                tables=[common.timing_table(summary, unit="images/s")],
+                notes=["synthetic data (random normal images, random labels); timing only.",
+                       "ratio > 1: that side takes longer per unit than noisy_jax."])
+
+
+if __name__ == "__main__":
+  main()
