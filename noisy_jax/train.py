@@ -84,7 +84,10 @@ def make_optimizer(config, steps_per_epoch: int) -> optax.GradientTransformation
 
 
 def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
-  variables = model.init(key, jnp.zeros((1, *input_shape), jnp.float32), train=False)
+  # Jitted: eager init runs the network op by op (~7 s for a ResNet-32 on a 2-core CPU). Same values as eager for
+  # truncated-normal initialisers (SmallCNN, MLP: checked bit for bit), within 1 ulp for plain normal ones.
+  init = jax.jit(functools.partial(model.init, train=False))
+  variables = init(key, jnp.zeros((1, *input_shape), jnp.float32))
   return TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
                            batch_stats=variables.get("batch_stats", flax.core.FrozenDict()))
 
