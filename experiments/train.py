@@ -11,6 +11,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from noisy_jax import checkpoint
 from noisy_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
@@ -22,6 +23,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.INFO)
+  checkpoint.quiet_orbax_info_logs()
   train.run(_CONFIG.value, _WORKDIR.value)
 
 

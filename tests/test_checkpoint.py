@@ -275,3 +275,19 @@ def test_due_epochs_and_argument_checks():
   with pytest.raises(ValueError, match=r"stage=''"):
     checkpoint_lib.stage_dir("/tmp", "")
   assert checkpoint_lib.stage_dir("/w", "stage2") == os.path.join("/w", "checkpoints", "stage2")
+
+
+def test_orbax_info_records_are_dropped_but_warnings_kept():
+  import logging as std_logging
+  from noisy_jax import checkpoint as checkpoint_lib
+  checkpoint_lib.quiet_orbax_info_logs()
+  checkpoint_lib.quiet_orbax_info_logs()  # idempotent: one filter
+  logger = std_logging.getLogger("absl")
+  filters = [f for f in logger.filters if isinstance(f, checkpoint_lib._DropOrbaxInfo)]
+  assert len(filters) == 1
+  def record(path, level):
+    return std_logging.LogRecord("absl", level, path, 1, "msg", None, None)
+  orbax_path = os.path.join(os.sep, "site-packages", "orbax", "checkpoint", "x.py")
+  assert not filters[0].filter(record(orbax_path, std_logging.INFO))
+  assert filters[0].filter(record(orbax_path, std_logging.WARNING))
+  assert filters[0].filter(record(os.path.join(os.sep, "noisy_jax", "train.py"), std_logging.INFO))
