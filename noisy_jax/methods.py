@@ -2,7 +2,8 @@
 
 A method is built from `config.method` (an ml_collections ConfigDict) by `make(method_config)`:
 
-  name = 'loss'                any loss of noisy_jax.losses, `loss` = its name, `loss_kwargs` = its hyper-parameters
+  name = 'loss'                any loss of noisy_jax.losses, `loss` = its name, `loss_kwargs` = its hyper-parameters,
+                               `label_smoothing` (default 0) = eps of the smoothed targets (1 - eps) y + eps / C
   name = 'truncated_lq'        Zhang & Sabuncu (NeurIPS 2018) alternating convex search (ACS): the objective is
                                (1/B) sum_i w_i (Lq_i - Lq(k)); before epoch `prune_start` and every `prune_every`
                                epochs after it, w_i = [p_y(x_i) > k] over the training set, with p computed by the
@@ -77,14 +78,22 @@ class Method:
   stage2: bool = False
 
 
-def loss_method(loss_name: str, **loss_kwargs) -> Method:
-  """Any per-example loss of `noisy_jax.losses`, averaged over the batch with the table's weights."""
+def loss_method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> Method:
+  """Any per-example loss of `noisy_jax.losses`, averaged over the batch with the table's weights.
+
+  label_smoothing eps > 0 trains on (1 - eps) y + eps / C (losses.smooth_labels) instead of the table's labels y
+  (Szegedy et al. 2016; with cross entropy: the label-smoothing baseline of the noisy-label literature).
+  """
   loss_fn = losses.get(loss_name)
+  _checks.check_range("label_smoothing", label_smoothing, 0.0, 1.0)
 
   def objective(logits, soft_labels, weights, valid, axis_name=None):
+    if label_smoothing:
+      soft_labels = losses.smooth_labels(soft_labels, epsilon=label_smoothing)
     return weighted_batch_mean(loss_fn(logits, soft_labels, **loss_kwargs), weights, valid, axis_name)
 
-  return Method(name=loss_name, objective=objective)
+  name = loss_name if not label_smoothing else f"{loss_name}+label_smoothing"
+  return Method(name=name, objective=objective)
 
 
 def prune_weights(table: label_table_lib.LabelTable, train_probs: jax.Array, *, k: float):
@@ -167,7 +176,7 @@ def uniform_prior(num_classes: int) -> jax.Array:
 
 
 _METHOD_FIELDS = {
-    "loss": {"name", "loss", "loss_kwargs"},
+    "loss": {"name", "loss", "loss_kwargs", "label_smoothing"},
     "truncated_lq": {"name", "q", "k", "prune_start", "prune_every", "prune_params"},
     "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "relabel_k",
                            "stage2"},
@@ -184,7 +193,8 @@ def make(method_config, *, num_classes: int) -> Method:
     raise ValueError(f"Unknown field(s) {unknown} in config.method for method {name!r}; allowed: "
                      f"{sorted(_METHOD_FIELDS[name])}.")
   if name == "loss":
-    return loss_method(method_config.loss, **dict(method_config.get("loss_kwargs", {})))
+    return loss_method(method_config.loss, label_smoothing=float(method_config.get("label_smoothing", 0.0)),
+                       **dict(method_config.get("loss_kwargs", {})))
   if name == "truncated_lq":
     return truncated_lq_method(q=method_config.q, k=method_config.k, prune_start=method_config.prune_start,
                                prune_every=method_config.prune_every, prune_params=method_config.prune_params)

@@ -194,7 +194,8 @@ def test_peers_paper_single_values(name):
   assert config.optimizer.to_dict() == reference.optimizer.to_dict()
   assert config.noise.type == "symmetric" and config.noise.rate == 0.2  # APL's 20% symmetric setting
   loss, kwargs = peers_paper.LOSSES[name]
-  assert config.method.to_dict() == {"name": "loss", "loss": loss, "loss_kwargs": kwargs}
+  assert config.method.to_dict() == {"name": "loss", "loss": loss, "loss_kwargs": kwargs,
+                                     **peers_paper.METHOD_EXTRAS.get(name, {})}
   assert loss in losses.LOSSES
   assert train.total_epochs(config) == 120
   methods.make(config.method, num_classes=10)

@@ -202,3 +202,19 @@ def test_joint_optimization_relabel_options_are_checked():
     methods_lib.joint_optimization_method(relabel="soft", relabel_k=5, **kwargs)
   with pytest.raises(ValueError, match="hard_top_k"):  # the error lists the allowed modes
     methods_lib.joint_optimization_method(relabel="top_k", **kwargs)
+
+
+def test_loss_method_label_smoothing_trains_on_smoothed_targets():
+  """Method 'loss' with label_smoothing eps: the objective is the loss against (1 - eps) y + eps / C."""
+  from noisy_jax import losses, methods
+  logits = jax.random.normal(jax.random.PRNGKey(0), (6, 4)) * 3.0
+  labels = jax.nn.one_hot(jnp.array([0, 1, 2, 3, 0, 1]), 4)
+  ones = jnp.ones(6)
+  method = methods.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy", "label_smoothing": 0.2}),
+                        num_classes=4)
+  expected = np.mean(-np.sum((0.8 * np.asarray(labels) + 0.05) * np.asarray(jax.nn.log_softmax(logits)), -1))
+  np.testing.assert_allclose(method.objective(logits, labels, ones, ones > 0), expected, rtol=1e-6)
+  plain = methods.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy"}), num_classes=4)
+  assert abs(float(plain.objective(logits, labels, ones, ones > 0)) - expected) > 1e-3
+  with pytest.raises(ValueError, match="label_smoothing=1.5"):
+    methods.loss_method("cross_entropy", label_smoothing=1.5)

@@ -1,7 +1,7 @@
 r"""Peers' robust losses in the GCE paper's CIFAR-10 setting, for comparison with GCE / truncated Lq.
 
 The string after the colon picks one loss, or `all` for a comparison of every one of them (one table, `runs`):
-  ce | gce | sce | nce_rce | nce_mae | bootstrap_soft | bootstrap_hard | focal | all
+  ce | gce | sce | nce_rce | nce_mae | bootstrap_soft | bootstrap_hard | focal | label_smoothing | all
 Default: nce_rce. On a GPU/TPU box with the TFDS data prepared (noisy_jax.data.tfds_data):
 
   python -m experiments.train --config=experiments/configs/peers_paper.py:all \
@@ -22,8 +22,8 @@ Loss hyper-parameters (REFERENCE §5 gives the forms, not these values; each is 
   bootstrap_soft  beta 0.95                                      Reed et al. (losses docstring)
   bootstrap_hard  beta 0.8                                       Reed et al. (losses docstring)
   focal           gamma 2.0                                      library default (Lin et al.)
-Label smoothing (REFERENCE §5) is not offered: the trainer has no cross entropy with smoothed targets (method 'loss'
-takes no label_smoothing; only method 'encouraging' smooths).
+  label_smoothing cross entropy on (1 - eps) y + eps / C, eps 0.1 our choice (Szegedy et al.'s value; REFERENCE §5
+                  names the method, not a value)
 """
 
 import ml_collections
@@ -42,7 +42,10 @@ LOSSES = {
     "bootstrap_soft": ("bootstrap_soft", {"beta": 0.95}),
     "bootstrap_hard": ("bootstrap_hard", {"beta": 0.8}),
     "focal": ("focal_loss", {"gamma": 2.0}),
+    "label_smoothing": ("cross_entropy", {}),
 }
+# name -> extra fields of config.method (method 'loss' smooths the targets itself: noisy_jax.methods.loss_method)
+METHOD_EXTRAS = {"label_smoothing": {"label_smoothing": 0.1}}
 DEFAULT = "nce_rce"
 
 
@@ -51,7 +54,7 @@ def get_single(name: str) -> ml_collections.ConfigDict:
   loss, kwargs = LOSSES[name]
   config = gce_paper.get_config("cifar10,gce,symmetric")
   config.noise.rate = NOISE_RATE
-  config.method = {"name": "loss", "loss": loss, "loss_kwargs": dict(kwargs)}
+  config.method = {"name": "loss", "loss": loss, "loss_kwargs": dict(kwargs), **METHOD_EXTRAS.get(name, {})}
   return config
 
 
