@@ -4,6 +4,10 @@ r"""Runs an experiment: flags -> config -> noisy_jax.train.run(config, workdir).
   python -m experiments.train --config=experiments/configs/gce.py --config.noise.rate=0.4 --workdir=/tmp/gce
 
 Any config field can be overridden with --config.FIELD=VALUE.
+
+Multi-host: start the same command on every host with --multihost (or NOISY_JAX_MULTIHOST=1, or a launcher's
+JAX_COORDINATOR_ADDRESS); jax.distributed is initialized first (noisy_jax.distributed.maybe_initialize: Cloud TPU,
+Slurm and Open MPI are detected, elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID).
 """
 
 from absl import app
@@ -12,16 +16,20 @@ from absl import logging
 from ml_collections import config_flags
 
 from noisy_jax import checkpoint
+from noisy_jax import distributed
 from noisy_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, summaries (and checkpoints).")
+_MULTIHOST = flags.DEFINE_bool("multihost", None, "Initialize jax.distributed for a multi-host run. Default: when "
+                               f"{distributed.ENV_MULTIHOST}=1 or JAX_COORDINATOR_ADDRESS is set.")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  distributed.maybe_initialize(_MULTIHOST.value)  # before any JAX computation
   logging.set_verbosity(logging.INFO)
   checkpoint.quiet_orbax_info_logs()
   train.run(_CONFIG.value, _WORKDIR.value)

@@ -39,6 +39,7 @@ import optax
 from noisy_jax import _checks
 from noisy_jax import augment as augment_lib
 from noisy_jax import checkpoint as checkpoint_lib
+from noisy_jax import distributed
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
@@ -59,7 +60,17 @@ class TrainState(train_state.TrainState):
 
 
 def make_mesh(num_devices: int | None = None) -> Mesh:
-  """A 1-D mesh with axis `batch` over the first `num_devices` local devices (all by default)."""
+  """A 1-D mesh with axis `batch` over the first `num_devices` local devices (all by default).
+
+  In a multi-process run (noisy_jax.distributed) the mesh spans every process's devices (`jax.devices()`), and
+  `num_devices` must be None or that global count: every process takes part in every step.
+  """
+  if jax.process_count() > 1:
+    devices = jax.devices()
+    if num_devices not in (None, len(devices)):
+      raise ValueError(f"num_devices={num_devices!r}: a run over {jax.process_count()} processes uses all "
+                       f"{len(devices)} devices (leave num_devices unset or 0).")
+    return Mesh(np.asarray(devices), (AXIS,))
   devices = jax.local_devices()
   num_devices = len(devices) if num_devices is None else num_devices
   if not 1 <= num_devices <= len(devices):
@@ -260,8 +271,14 @@ def make_predict_fn(model, *, batch_size: int = 500) -> Callable:
 
 
 def replicate(tree, mesh: Mesh):
-  """A replicated copy of `tree` on every device of `mesh` (never an alias: the epoch program donates it)."""
-  return jax.device_put(tree, jax.sharding.NamedSharding(mesh, P()), may_alias=False)
+  """A replicated copy of `tree` on every device of `mesh` (never an alias: the epoch program donates it).
+
+  A mesh with other processes' devices gets global arrays built from this process's host copy
+  (noisy_jax.distributed.replicated): every process must pass the same values.
+  """
+  if not mesh.is_multi_process:
+    return jax.device_put(tree, jax.sharding.NamedSharding(mesh, P()), may_alias=False)
+  return distributed.replicated(tree, mesh)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -496,9 +513,13 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   model = build_model(config.model, dataset.num_classes)
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
+  # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
+  # part in the checkpoints (orbax coordinates the write of the global arrays).
+  writes = bool(workdir) and distributed.is_main_process()
   if workdir:
     os.makedirs(workdir, exist_ok=True)
-    scalar_writer = reporting.ScalarWriter(workdir)
+    if writes:
+      scalar_writer = reporting.ScalarWriter(workdir)
     if int(config.get("checkpoint_every", 0)) > 0:
       checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
 
@@ -510,7 +531,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
     jsonl.flush()
 
   def log(record):
-    if workdir:
+    if writes:
       write_jsonl(record)
       scalar_writer.write(record)
     if log_fn is not None:
@@ -518,7 +539,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
 
   def on_resume(records):
     """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
-    if workdir:
+    if writes:
       for record in records:
         write_jsonl(record)
       scalar_writer.step += len(records)
@@ -555,7 +576,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
     summary["noise"]["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
   summary["seconds"] = time.perf_counter() - start
   summary["history"] = history
-  if workdir:
+  if writes:
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
     if config.get("plots", False):
@@ -723,7 +744,7 @@ def run(config, workdir: str | None = None) -> dict:
     print(f"pseudo-labels: {pseudo[0]:.2%} of the training set's cluster-matched labels are right (mean over seeds)")
   out = {"title": title, "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
          "seconds": total, "config": config.to_dict()}
-  if workdir:
+  if workdir and distributed.is_main_process():
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)

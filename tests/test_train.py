@@ -218,3 +218,17 @@ def test_loss_method_label_smoothing_trains_on_smoothed_targets():
   assert abs(float(plain.objective(logits, labels, ones, ones > 0)) - expected) > 1e-3
   with pytest.raises(ValueError, match="label_smoothing=1.5"):
     methods.loss_method("cross_entropy", label_smoothing=1.5)
+
+
+def test_only_the_main_process_writes_run_files(tmp_path, monkeypatch):
+  """Multi-host: a process other than 0 writes no metrics/TensorBoard/summary, but still takes part in checkpoints."""
+  from noisy_jax import distributed
+  monkeypatch.setattr(distributed, "is_main_process", lambda: False)
+  config = tiny(gce, num_epochs=2)
+  config.checkpoint_every = 1
+  train.run_single(config, str(tmp_path))
+  names = sorted(p.name for p in tmp_path.iterdir())
+  assert names == ["checkpoints"], names
+  monkeypatch.setattr(distributed, "is_main_process", lambda: True)
+  train.run_single(config, str(tmp_path / "main"))
+  assert {"metrics.jsonl", "summary.json", "checkpoints"} <= {p.name for p in (tmp_path / "main").iterdir()}

@@ -1,0 +1,181 @@
+"""Multi-host: a two-process run (jax.distributed over localhost, CPU gloo collectives) trains exactly like one process.
+
+tests/multihost_worker.py trains cross-entropy, Joint Optimization (per-step recording in the label table and
+relabelling; epoch modes 'steps' and 'scan') and truncated Lq (pruning from predictions on the training split)
+through `noisy_jax.train.fit`, once as a plain single process on one device and once as two processes whose mesh
+spans both processes' devices (1 device each, and 2 simulated devices each). Every worker is bounded by a timeout;
+on failure all are killed and their stderr tails are in the assertion message.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from noisy_jax import distributed
+from noisy_jax import train
+
+TOLERANCE = 1e-6
+TIMEOUT_S = 300
+METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq")
+WORKER = os.path.join(os.path.dirname(__file__), "multihost_worker.py")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _free_port() -> int:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def _env(devices_per_process: int) -> dict:
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", distributed.ENV_MULTIHOST)}
+  env["JAX_PLATFORMS"] = "cpu"
+  env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+  env.pop("XLA_FLAGS", None)
+  env.pop("PJRT_NPROC", None)
+  if devices_per_process > 1:  # simulated devices: PJRT_NPROC against the collective deadlock (shared/DESIGN.md)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
+    env["PJRT_NPROC"] = str(2 * devices_per_process)
+  return env
+
+
+def _run_workers(root, num_processes: int, devices_per_process: int = 1) -> list[str]:
+  """Starts the workers (one per process), waits for all; returns each process's output directory."""
+  port = _free_port()
+  outs, procs, logs = [], [], []
+  for pid in range(num_processes):
+    out = os.path.join(root, f"process{pid}")
+    os.makedirs(out)
+    cmd = [sys.executable, WORKER, f"--out={out}"]
+    if num_processes > 1:
+      cmd += [f"--num_processes={num_processes}", f"--process_id={pid}", f"--port={port}"]
+    log = open(os.path.join(root, f"process{pid}.log"), "w")
+    procs.append(subprocess.Popen(cmd, env=_env(devices_per_process), stdout=log, stderr=subprocess.STDOUT))
+    outs.append(out)
+    logs.append(log)
+  deadline = time.monotonic() + TIMEOUT_S
+  failed = None
+  try:
+    while any(p.poll() is None for p in procs):
+      if any(p.poll() not in (None, 0) for p in procs):
+        failed = "a worker failed"
+        break
+      if time.monotonic() > deadline:
+        failed = f"timed out after {TIMEOUT_S} s"
+        break
+      time.sleep(0.5)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+    for log in logs:
+      log.close()
+  codes = [p.returncode for p in procs]
+  if failed or any(codes):
+    tails = []
+    for pid in range(num_processes):
+      with open(os.path.join(root, f"process{pid}.log")) as f:
+        tails.append(f"--- process {pid} (exit {codes[pid]}):\n{f.read()[-3000:]}")
+    pytest.fail(f"{failed or 'a worker failed'}; exit codes {codes}\n" + "\n".join(tails))
+  return outs
+
+
+def _load(out: str) -> dict:
+  result = {m: dict(np.load(os.path.join(out, f"{m}.npz"))) for m in METHODS}
+  with open(os.path.join(out, "history.json")) as f:
+    return {"arrays": result, "history": json.load(f)}
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+  return _load(_run_workers(str(tmp_path_factory.mktemp("one_process")), 1)[0])
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1_device_each", "2_devices_each"])
+def two_processes(request, tmp_path_factory):
+  outs = _run_workers(str(tmp_path_factory.mktemp(f"two_processes_{request.param}")), 2, request.param)
+  return {"outs": outs, **_load(outs[0])}
+
+
+def _max_diff(a: dict, b: dict, prefix: str) -> float:
+  keys = [k for k in a if k.startswith(prefix)]
+  assert keys and set(keys) == {k for k in b if k.startswith(prefix)}
+  return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)), initial=0.0)) for k in keys)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_processes_equal_one_process(one_process, two_processes, method):
+  one, two = one_process["arrays"][method], two_processes["arrays"][method]
+  moved = max(float(np.max(np.abs(one[k] - one[k.replace("['params']", "['init_params']", 1)])))
+              for k in one if k.startswith("['params']"))
+  assert moved > 1e-3, moved  # training really moved the parameters
+  for part in ("['params']", "['batch_stats']", "['table']"):
+    assert _max_diff(one, two, part) <= TOLERANCE, (method, part, _max_diff(one, two, part))
+  for key in ("train_loss", "test_accuracy", "val_accuracy", "train_accuracy_clean"):
+    a = [r[key] for r in one_process["history"][method]]
+    b = [r[key] for r in two_processes["history"][method]]
+    assert np.allclose(a, b, rtol=0, atol=TOLERANCE), (method, key, a, b)
+  soft = one["['table']['soft_labels']"]
+  if method.startswith("joint_optimization"):  # the table really changed: soft labels moved off the one-hots
+    assert np.max(np.abs(soft - np.eye(soft.shape[1])[np.argmax(soft, 1)])) > 1e-3
+  if method == "truncated_lq":  # some examples were pruned from predictions on the training split
+    assert 0 < np.sum(one["['table']['weights']"] == 0) < soft.shape[0]
+
+
+def test_only_process_zero_writes(two_processes):
+  first, second = two_processes["outs"]
+  assert sorted(os.listdir(first)) == sorted([f"{m}.npz" for m in METHODS] + ["history.json"])
+  assert os.listdir(second) == []
+
+
+def test_initialize_only_when_asked(monkeypatch):
+  for name in ("JAX_COORDINATOR_ADDRESS", distributed.ENV_MULTIHOST):
+    monkeypatch.delenv(name, raising=False)
+  assert not distributed.requested()
+  assert not distributed.maybe_initialize()  # a plain run: nothing started
+  assert not jax.distributed.is_initialized()
+  assert distributed.requested(True) and not distributed.requested(False)
+  monkeypatch.setenv(distributed.ENV_MULTIHOST, "1")
+  assert distributed.requested() and not distributed.requested(False)
+  monkeypatch.setenv(distributed.ENV_MULTIHOST, "0")
+  monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "localhost:1234")
+  assert not distributed.requested()  # the explicit switch wins over the launcher's variable
+  monkeypatch.delenv(distributed.ENV_MULTIHOST)
+  assert distributed.requested()
+  monkeypatch.setenv(distributed.ENV_MULTIHOST, "maybe")
+  with pytest.raises(ValueError, match="NOISY_JAX_MULTIHOST"):
+    distributed.requested()
+
+
+def test_maybe_initialize_checks_arguments(monkeypatch):
+  monkeypatch.setenv("JAX_NUM_PROCESSES", "two")
+  with pytest.raises(ValueError, match="JAX_NUM_PROCESSES"):
+    distributed.maybe_initialize(True)
+  monkeypatch.delenv("JAX_NUM_PROCESSES")
+  with pytest.raises(ValueError, match="process_id"):
+    distributed.maybe_initialize(True, coordinator_address="localhost:1", num_processes=2, process_id=2)
+  assert not jax.distributed.is_initialized()
+
+
+def test_single_process_helpers():
+  mesh = train.make_mesh(1)
+  tree = {"w": np.arange(6.0).reshape(2, 3), "i": np.arange(4, dtype=np.int32)}
+  rep = distributed.replicated(tree, mesh)
+  assert rep["w"].sharding.is_fully_replicated and rep["i"].dtype == np.int32
+  np.testing.assert_array_equal(distributed.host_value(rep)["w"], tree["w"])
+  batch = distributed.global_batch(np.arange(8.0), mesh)
+  assert batch.shape == (8,) and batch.sharding.spec == jax.sharding.PartitionSpec("batch")
+  distributed.assert_same_on_all_processes(tree)  # one process: nothing to compare
+  with pytest.raises(ValueError, match="typed keys"):
+    distributed.replicated(jax.random.key(0), mesh)
+  with pytest.raises(ValueError, match="num_devices"):
+    train.make_mesh(jax.local_device_count() + 1)
