@@ -107,21 +107,26 @@ def test_epoch_program_uses_every_example_once():
   np.testing.assert_array_equal(np.sort(used), np.arange(300))
 
 
-def test_epoch_program_compiles_once():
-  """The whole epoch is one compiled program, traced once however many epochs run."""
-  from noisy_jax import methods, models
+@pytest.mark.parametrize("mode", ["steps", "scan"])
+@pytest.mark.parametrize("augmented", [False, True])
+def test_epoch_program_compiles_once(mode, augmented):
+  """The epoch program ('scan': one program; 'steps': one step program dispatched per batch) is traced once however
+  many epochs and steps run, with or without on-device augmentation (no retrace per step or per epoch)."""
+  from noisy_jax import augment, methods, models
   traces = []
   method = methods.loss_method("cross_entropy")
   traced = methods.Method(name="counted", objective=lambda *a: (traces.append(1), method.objective(*a))[1])
   model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=train.AXIS)
   mesh = train.make_mesh(1)
   cfg = ml_collections.ConfigDict({"learning_rate": 0.1})
-  state = train.replicate(train.create_train_state(model, jax.random.PRNGKey(0), (4,), train.make_optimizer(cfg, 2)),
+  shape = (4, 4, 1)
+  state = train.replicate(train.create_train_state(model, jax.random.PRNGKey(0), shape, train.make_optimizer(cfg, 3)),
                           mesh)
   table = train.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
-  x = train.replicate(jnp.ones((40, 4)), mesh)
-  epoch_fn = train.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40)
-  for epoch in range(1, 5):
+  x = train.replicate(jax.random.normal(jax.random.PRNGKey(1), (40, *shape)), mesh)
+  augment_fn = augment.make_augment({"crop_padding": 1, "flip": True}) if augmented else None
+  epoch_fn = train.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40, mode=mode, augment=augment_fn)
+  for epoch in range(1, 5):  # 4 epochs x 3 steps
     state, table, _ = epoch_fn(state, table, x, jax.random.PRNGKey(epoch), jnp.int32(epoch))
   assert len(traces) == 1
 
