@@ -17,6 +17,7 @@ from ml_collections import config_flags
 
 from noisy_jax import checkpoint
 from noisy_jax import distributed
+from noisy_jax import sweep
 from noisy_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
@@ -32,7 +33,10 @@ def main(argv):
   distributed.maybe_initialize(_MULTIHOST.value)  # before any JAX computation
   logging.set_verbosity(logging.INFO)
   checkpoint.quiet_orbax_info_logs()
-  train.run(_CONFIG.value, _WORKDIR.value)
+  if "sweep" in _CONFIG.value:  # many members of one config in one program (noisy_jax.sweep)
+    sweep.run_sweep(_CONFIG.value, _WORKDIR.value)
+  else:
+    train.run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -112,3 +112,49 @@ def test_pseudo_label_noise_config(tmp_path, capsys):
   realised = agg["realised_noise_rate"]["mean"]
   assert realised == pytest.approx(0.4 * (1 - agg["pseudo_label_accuracy"]["mean"]), abs=0.05)
   assert "pseudo-labels:" in capsys.readouterr().out
+
+
+def shrink_sweep(config, grid, *, seeds=(0,), epochs=2):
+  """A sweep config (noisy_jax.sweep) at a tiny size: digits, an MLP, `epochs` epochs, the given grid and seeds."""
+  config.dataset = "digits"
+  config.model.update({"name": "mlp", "kwargs": {"hidden_sizes": (32,)}})
+  config.num_epochs = epochs
+  config.sweep.grid = grid
+  config.sweep.seeds = seeds
+  return config
+
+
+def test_q_sweep_config(tmp_path, capsys):
+  from experiments.configs import q_sweep
+  from noisy_jax import sweep
+  full = q_sweep.get_config()
+  assert len(sweep.make_members(full)) == 90  # q 0.1..1.0 x 3 noise rates x 3 seeds
+  assert full.sweep.grid[0] == ("method.loss_kwargs.q", tuple(round(0.1 * i, 1) for i in range(1, 11)))
+  config = shrink_sweep(full, (("method.loss_kwargs.q", (0.1, 1.0)), ("noise.rate", (0.2, 0.6))), seeds=(0, 1))
+  out = sweep.run_sweep(config, str(tmp_path))
+  printed = capsys.readouterr().out
+  assert "last test accuracy, mean ± std over seeds:" in printed and "best test accuracy" in printed
+  header = [l for l in printed.splitlines() if l.strip().startswith("q \\ noise.rate")][0].split()
+  assert header[-2:] == ["20%", "60%"]
+  assert set(out["mean_std"]) == {f"q={q}, noise={r}%" for q in ("0.1", "1") for r in (20, 60)}
+  for name, agg in out["mean_std"].items():
+    assert agg["realised_noise_rate"]["mean"] == pytest.approx(0.2 if "20%" in name else 0.6, abs=0.005)
+  assert len(json.loads((tmp_path / "summary.json").read_text())["members"]) == 8
+  assert (tmp_path / "sweep.png").stat().st_size > 5000
+
+
+def test_k_sweep_config(tmp_path, capsys):
+  from experiments.configs import k_sweep
+  from noisy_jax import sweep
+  full = k_sweep.get_config()
+  assert len(sweep.make_members(full)) == 45  # 5 k x 3 noise rates x 3 seeds
+  config = shrink_sweep(full, (("method.k", (0.3, 0.7)), ("noise.rate", (0.4,))), epochs=3)
+  config.method.prune_start, config.method.prune_every = 2, 1
+  out = sweep.run_sweep(config, str(tmp_path))
+  printed = capsys.readouterr().out
+  for key in ("pruned fraction", "detection precision", "detection recall"):
+    assert f"{key}, mean ± std over seeds:" in printed
+  low, high = out["mean_std"]["k=0.3, noise=40%"], out["mean_std"]["k=0.7, noise=40%"]
+  assert 0 < low["pruned_fraction"]["mean"] < high["pruned_fraction"]["mean"] <= 1  # a higher k prunes more
+  assert 0 <= high["detection_precision"]["mean"] <= 1
+  assert (tmp_path / "sweep.png").stat().st_size > 5000
