@@ -13,6 +13,11 @@ Method (the same in every script):
 Threads: `--threads N` (default: every core this process may use) restricts the process to N cores with
 `os.sched_setaffinity` BEFORE JAX starts its CPU backend (XLA sizes its intra-op thread pool from the schedulable
 CPUs) and calls `torch.set_num_threads(N)`; both counts are printed.
+
+Host malloc: `--host-malloc` (default 'retain', what `experiments/train.py` does on a CPU-only machine) applies
+`noisy_jax.host_memory` before JAX starts; 'system' measures with glibc's defaults. The setting is process-wide, so
+in the one-process benchmarks the PyTorch side runs under it too (it changes PyTorch's step by less than the noise:
+experiments/benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -30,18 +35,23 @@ from typing import Callable, Mapping, Sequence
 
 
 def base_parser(description: str, *, repeats: int, warmup: int = 2) -> argparse.ArgumentParser:
-  """The flags of every benchmark: --repeats, --warmup, --quick, --threads."""
+  """The flags of every benchmark: --repeats, --warmup, --quick, --threads, --host-malloc."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--repeats", type=int, default=repeats, help="timed units per side (default %(default)s)")
   parser.add_argument("--warmup", type=int, default=warmup, help="untimed units per side first (default %(default)s)")
   parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke run (< 60 s)")
   parser.add_argument("--threads", type=int, default=0,
                       help="cores for both frameworks (default 0: every core this process may use)")
+  parser.add_argument("--host-malloc", default="retain", choices=("retain", "system"),
+                      help="glibc malloc policy set before JAX starts (noisy_jax.host_memory; default %(default)s)")
   return parser
 
 
-def configure_threads(threads: int = 0, *, with_torch: bool = True) -> dict:
+def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc: str = "retain") -> dict:
   """Pins the process to `threads` cores (0: all allowed) and sets PyTorch's intra-op threads to match.
+
+  Also applies the `host_malloc` policy ('retain' or 'system', `noisy_jax.host_memory`); the returned counts carry
+  it as 'host_malloc_retained'.
 
   Call before the first JAX computation (the CPU backend reads the affinity when it starts). Returns the counts
   to report: the cores allowed, JAX's CPU pool (= cores allowed) and `torch.get_num_threads()` (None without
@@ -53,7 +63,9 @@ def configure_threads(threads: int = 0, *, with_torch: bool = True) -> dict:
       raise ValueError(f"--threads={threads} exceeds the {len(allowed)} cores this process may use.")
     allowed = allowed[:threads]
     os.sched_setaffinity(0, allowed)
-  info = {"cores": len(allowed), "jax_cpu_threads": len(os.sched_getaffinity(0)), "torch_threads": None}
+  from noisy_jax import host_memory  # pylint: disable=g-import-not-at-top  (imports no JAX)
+  info = {"cores": len(allowed), "jax_cpu_threads": len(os.sched_getaffinity(0)), "torch_threads": None,
+          "host_malloc_retained": host_memory.configure(host_malloc)}
   if not with_torch:
     return info
   try:
@@ -172,7 +184,7 @@ def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings:
   print(f"cpu: {machine['cpu']} ({machine['os_cpu_count']} logical cores), load average now "
         f"{machine['load_average']}")
   print(f"threads: JAX/XLA CPU pool {threads['jax_cpu_threads']}, torch.get_num_threads() "
-        f"{threads['torch_threads']}")
+        f"{threads['torch_threads']}; host malloc retained: {threads.get('host_malloc_retained')}")
   print("versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
   print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
   for table in tables:

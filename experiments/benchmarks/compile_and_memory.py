@@ -116,7 +116,8 @@ def _median_step_ms(step, steps: int) -> float:
 
 def _run_worker(framework: str, model: str, args) -> dict:
   command = [sys.executable, "-m", "experiments.benchmarks.compile_and_memory", "--worker", f"{framework}:{model}",
-             "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--threads", str(args.threads)]
+             "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--threads", str(args.threads),
+             "--host-malloc", args.host_malloc]
   result = subprocess.run(command, capture_output=True, text=True, check=False)
   if result.returncode:
     raise RuntimeError(f"worker {framework}:{model} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -134,7 +135,7 @@ def main(argv=None):
 
   if args.worker:  # one measurement in this fresh process; prints one JSON line
     framework, model = args.worker.split(":")
-    threads = common.configure_threads(args.threads, with_torch=framework == "torch")
+    threads = common.configure_threads(args.threads, with_torch=framework == "torch", host_malloc=args.host_malloc)
     fn = _jax_worker if framework == "noisy_jax" else _torch_worker
     print(json.dumps({**fn(model, args.batch_size, args.steps), "threads": threads}))
     return
@@ -145,7 +146,7 @@ def main(argv=None):
   for model in models:
     if model not in INPUT_SHAPES:
       raise ValueError(f"unknown model {model!r}; choose from {sorted(INPUT_SHAPES)}.")
-  threads = common.configure_threads(args.threads, with_torch=False)
+  threads = common.configure_threads(args.threads, with_torch=False, host_malloc=args.host_malloc)
   runs = {(f, m): [] for m in models for f in FRAMEWORKS}
   for _ in range(args.repeats):
     for model in models:

@@ -38,7 +38,7 @@ def main(argv=None):
   if args.quick:
     args.repeats, args.warmup, args.num_examples, args.batch_size = 2, 1, 96, 32
   workers = [int(w) for w in args.workers.split(",")]
-  threads = common.configure_threads(args.threads)
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
   import warnings  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top

@@ -32,7 +32,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.steps, args.num_examples, args.batch_size = 3, 1, 2, 1000, 32
-  threads = common.configure_threads(args.threads)
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
   import numpy as np  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top

@@ -28,7 +28,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup = 3, 1
-  threads = common.configure_threads(args.threads)
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top

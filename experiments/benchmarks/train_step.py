@@ -25,7 +25,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.steps, args.batch_size = 2, 1, 2, 32
-  threads = common.configure_threads(args.threads)
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
