@@ -222,7 +222,8 @@ def _stack(trees):
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def member_program(fn: Callable, in_axes: tuple, member_map: str) -> Callable:
+def member_program(fn: Callable, in_axes: tuple, member_map: str,
+                   compiler_options: dict[str, str] | None = None) -> Callable:
   """`program(carry, *rest) -> carry` applying `fn(member_carry, *member_rest) -> member_carry` to every member.
 
   carry: a pytree with a leading member axis [M, ...] (donated: do not reuse it after the call), or the list of
@@ -230,13 +231,14 @@ def member_program(fn: Callable, in_axes: tuple, member_map: str) -> Callable:
   calls when calling it many times. rest: arguments with a member axis (in_axes 0) or shared by all members (None).
   'vmap': one jitted vmap over the members (split / join only wrap the carry in a list). 'loop': one jitted
   per-member program, called for m = 0..M-1 on member m's own buffers (donated) with row m of `rest`.
+  compiler_options: XLA options for that program (`train.compiler_options`).
 
   Why 'loop' splits the carry instead of updating row m of the stacked buffers in place: XLA copies every whole
   [M, ...] buffer per call then (the SGD update reads the old row while the write-back overwrites it), ~26 MB twice
   per small-CNN step at M = 30, ~1.6x slower per member, and worse as M grows.
   """
   if member_map == "vmap":
-    jitted = jax.jit(jax.vmap(fn, in_axes=(0, *in_axes)), donate_argnums=0)
+    jitted = jax.jit(jax.vmap(fn, in_axes=(0, *in_axes)), donate_argnums=0, compiler_options=compiler_options)
 
     def program(carry, *rest):
       return [jitted(carry[0], *rest)] if isinstance(carry, list) else jitted(carry, *rest)
@@ -247,7 +249,7 @@ def member_program(fn: Callable, in_axes: tuple, member_map: str) -> Callable:
   def one_member(member_carry, m, *rest):
     return fn(member_carry, *[arg if axis is None else _take(arg, m) for arg, axis in zip(rest, in_axes)])
 
-  jitted = jax.jit(one_member, donate_argnums=0)
+  jitted = jax.jit(one_member, donate_argnums=0, compiler_options=compiler_options)
   split = jax.jit(lambda carry: [_take(carry, m) for m in range(jax.tree.leaves(carry)[0].shape[0])])
   join = jax.jit(_stack)
 
@@ -309,19 +311,20 @@ class Programs:
 
     batches = functools.partial(train.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
+    options = train.compiler_options(model, jax.devices()[0].platform)
     if epoch_mode == "scan":
       def member_epoch(carry, hypers, images, key, epoch):
         indices, valid = batches(key)
         body = lambda c, step: (member_step(c, hypers, images, indices, valid, key, step, epoch), None)
         return jax.lax.scan(body, carry, jnp.arange(num_steps, dtype=jnp.int32))[0]
 
-      program = member_program(member_epoch, (0, None, 0, None), member_map)
+      program = member_program(member_epoch, (0, None, 0, None), member_map, options)
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):
         totals = _stack([_zero_totals()] * keys.shape[0])
         return program((states, tables, totals), hypers, images, keys, epoch)
     else:
-      program = member_program(member_step, (0, None, 0, 0, 0, None, None), member_map)
+      program = member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
       batches_fn = jax.jit(jax.vmap(batches))
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):

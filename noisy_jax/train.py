@@ -178,8 +178,33 @@ def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
 
 
+def compiler_options(model, platform: str) -> dict[str, str] | None:
+  """XLA options for compiling `model`'s train step for devices of `platform` ('cpu', 'gpu', 'tpu'), or None.
+
+  A model class may declare `xla_cpu_compiler_options` (the ResNets do: `models.resnet.XLA_CPU_COMPILER_OPTIONS`,
+  measured faster); they apply on the CPU only. If this jaxlib rejects them (they are XLA's experimental
+  options), a warning names them and the defaults are used: only speed is at stake, never the numbers' meaning.
+  """
+  options = getattr(model, "xla_cpu_compiler_options", None)
+  if not options or platform != "cpu":
+    return None
+  return dict(options) if _accepted_by_xla(tuple(sorted(options.items()))) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
+  try:
+    jax.jit(lambda x: x + 1, compiler_options=dict(options)).lower(jnp.zeros((2,), jnp.float32)).compile()
+  except jax.errors.JaxRuntimeError as error:
+    logging.warning("XLA rejected the compiler options %s (%s); compiling with XLA's defaults.", dict(options),
+                    str(error).splitlines()[0])
+    return False
+  return True
+
+
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
-                  mode: str = "auto", augment: augment_lib.AugmentFn | None = None) -> Callable:
+                  mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
+                  compiler_options: dict[str, str] | None = None) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
 
   `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
@@ -188,6 +213,8 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   augment: None, or `augment(key, x [b, H, W, C], rows [b]) -> x` (noisy_jax.augment.make_augment), applied to
   each device's gathered batch with the step's `augmentation_key(key, step)`. Each example's randomness depends
   only on that key and its row, so the result does not depend on the number of devices.
+
+  compiler_options: XLA options for the step (or epoch) program, e.g. `compiler_options(model, platform)`.
 
   mode: 'scan' compiles the whole epoch into one program (`lax.scan` over the steps): no host work between steps,
   what accelerators want. 'steps' dispatches one compiled step per batch from the host: XLA's CPU backend runs
@@ -232,13 +259,13 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
       (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
       return state, table, finish(jax.tree.map(jnp.sum, step_metrics))
 
-    return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1))
+    return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1), compiler_options=compiler_options)
 
   def per_device_step(state, table, totals, images, indices, valid, step, epoch, key):
     state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch, key, step)
     return state, table, jax.tree.map(jnp.add, totals, step_metrics)
 
-  step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2))
+  step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2), compiler_options=compiler_options)
   batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
   finish_fn = jax.jit(finish)
   num_steps = math.ceil(num_examples / batch_size)
@@ -318,7 +345,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   images = replicate(jnp.asarray(dataset.x_train), mesh)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=config.get("epoch_mode", "auto"),
-                           augment=augment_lib.make_augment(config.get("augment")))
+                           augment=augment_lib.make_augment(config.get("augment")),
+                           compiler_options=compiler_options(model, mesh.devices.flat[0].platform))
   predict = make_predict_fn(model)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
 

@@ -50,7 +50,7 @@ def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
   out["first_step_s"] = time.perf_counter() - start
   out["step_ms"] = _median_step_ms(lambda: runner(1), steps)
 
-  fresh = jax_side.make_step(runner.method, runner.mesh)  # a new jit: nothing cached for it
+  fresh = jax_side.make_step(runner.method, runner.mesh, runner.model)  # a new jit: nothing cached for it
   start = time.perf_counter()
   lowered = fresh.lower(*runner.args())
   out["lower_s"] = time.perf_counter() - start

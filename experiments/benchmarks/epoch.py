@@ -71,7 +71,8 @@ def main(argv=None):
   standardized = ((images_u8 / 255.0 - mean) / std).astype(np.float32)  # host, once (data.standardize)
   images = train.replicate(jnp.asarray(standardized), mesh)
   epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
-                                 augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}))
+                                 augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
+                                 compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform))
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   order_key = jax.random.key(1)
 

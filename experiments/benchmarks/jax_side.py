@@ -63,15 +63,17 @@ def make_state(model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0,
   return (jax.jit(create) if jit_init else create)(jax.random.key(seed))
 
 
-def make_step(method: methods_lib.Method, mesh):
+def make_step(method: methods_lib.Method, mesh, model=None):
   """`step(state, table, images [B, ...], indices [B], valid [B], epoch) -> (state, table, metrics)`, jitted,
-  state and table donated: `train.train_step` per device under `jax.shard_map`, as the epoch program runs it."""
+  state and table donated: `train.train_step` per device under `jax.shard_map`, as the epoch program runs it,
+  with the model's XLA options (`train.compiler_options`) as `fit` compiles it."""
 
   def per_device(state, table, images, indices, valid, epoch):
     return train.train_step(state, table, images, indices, valid, method=method, epoch=epoch)
 
   mapped = jax.shard_map(per_device, mesh=mesh, in_specs=(P(),) * 6, out_specs=(P(),) * 3, check_vma=False)
-  return jax.jit(mapped, donate_argnums=(0, 1))
+  options = train.compiler_options(model, mesh.devices.flat[0].platform) if model is not None else None
+  return jax.jit(mapped, donate_argnums=(0, 1), compiler_options=options)
 
 
 class StepRunner:
@@ -94,7 +96,7 @@ class StepRunner:
     self.indices = train.replicate(jnp.asarray(rows), self.mesh)
     self.valid = train.replicate(jnp.ones((batch_size,), bool), self.mesh)
     self.epoch = train.replicate(jnp.asarray(1, jnp.int32), self.mesh)
-    self.step = make_step(self.method, self.mesh)
+    self.step = make_step(self.method, self.mesh, self.model)
 
   def args(self):
     return self.state, self.table, self.images, self.indices, self.valid, self.epoch

@@ -57,7 +57,8 @@ def main(argv=None):
   jx = {"state": train.replicate(state, mesh),
         "table": train.replicate(jax_side.make_table(method, y_train, num_classes), mesh), "epoch": 0}
   images = train.replicate(jnp.asarray(x_train), mesh)
-  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode)
+  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
+                                 compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform))
   order_key = jax.random.key(1)
 
   def jax_epoch():

@@ -19,12 +19,12 @@ Two registered variants:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from noisy_jax.models.resnet import batch_norm, check_stages, conv
+from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
 
 
 class PreActBlock(nn.Module):
@@ -69,6 +69,8 @@ class PreActResNet(nn.Module):
   Trainable parameters, C classes, widths w_s, n_s blocks: 27 w_1 + sum over blocks of
   [2 c_in + 9 c_in w + 2 w + 9 w^2 (+ c_in w if projected)] + 2 w_S + (w_S + 1) C.
   """
+  xla_cpu_compiler_options: ClassVar[dict[str, str]] = XLA_CPU_COMPILER_OPTIONS  # see models.resnet
+
   num_classes: int
   widths: Sequence[int] = (16, 32, 64)
   blocks_per_stage: Sequence[int] = (5, 5, 5)

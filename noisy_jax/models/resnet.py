@@ -6,12 +6,13 @@ FASHION-MNIST. It differs from the ImageNet ResNet only in the stem: one 3x3 con
 stride 1 and no max-pool, so a 32x32 input keeps its resolution in the first stage.
 
 This file also holds the two layer helpers every convolutional ResNet in `noisy_jax.models` goes through, `conv`
-and `batch_norm`: swapping the convolution implementation (e.g. for a faster CPU kernel) means editing `conv` only.
+and `batch_norm`: swapping the convolution implementation (e.g. for a faster CPU kernel) means editing `conv` only;
+and `XLA_CPU_COMPILER_OPTIONS`, the XLA:CPU setting their train steps are compiled with (`noisy_jax.train`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -21,6 +22,17 @@ from noisy_jax.models.batch_norm import make_batch_norm
 # He et al. (ICCV 2015) normal init: N(0, 2 / fan_in), not truncated. Same distribution as Chainer's
 # `HeNormal(scale=1.0)` (the Joint Optimization code) and PyTorch's `kaiming_normal_(mode='fan_in')`.
 HE_NORMAL = nn.initializers.variance_scaling(2.0, "fan_in", "normal")
+
+# XLA:CPU hands some work to its YNNPACK library ("library fusions"). By default that includes convolutions with
+# more than 16 channels and single matmuls (73 of the 98 convolutions of the ResNet-32 train step), whose kernels
+# use a second core poorly here. Keeping only the elementwise and reduction fusion types, so that most convolutions
+# (all but the 12 an elementwise fusion absorbs) and the matmuls run on XLA's own (Eigen) kernels, made the train
+# step on our 2-core CPU (batch 128, experiments/benchmarks/README.md) ~25% faster for the pre-activation
+# ResNet-32 (~400 -> ~300 ms), ~33% for ResNet-18 and ~6% for Joint Optimization's ResNet. It did not help the
+# SmallCNN, which keeps XLA's defaults. Applied per compiled step (`jax.jit(compiler_options=...)`) on CPU only,
+# by `noisy_jax.train.compiler_options`; it changes kernels, not the computation.
+XLA_CPU_COMPILER_OPTIONS = {
+    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"}
 
 
 def conv(features: int, kernel_size: int, *, strides: int = 1, dtype: Any = jnp.float32,
@@ -105,6 +117,8 @@ class ResNet(nn.Module):
   (PyTorch: uniform(+-1/sqrt(fan_in)) for both); the pool is global (PyTorch `avg_pool2d(out, 4)`, the same for
   32x32 and 28x28 inputs, whose last map is 4x4).
   """
+  xla_cpu_compiler_options: ClassVar[dict[str, str]] = XLA_CPU_COMPILER_OPTIONS
+
   num_classes: int
   widths: Sequence[int] = (64, 128, 256, 512)
   blocks_per_stage: Sequence[int] = (2, 2, 2, 2)
