@@ -5,7 +5,7 @@
 #
 # Each script's full output goes to OUTDIR/NAME.txt (default workdirs/benchmarks/DATE-TIME); the last line of each
 # is its JSON record, collected in OUTDIR/results.jsonl. Run from the repository root with the venv active.
-# Expected total: about 12-15 minutes on a quiet 2-core CPU (estimated from partial runs); printed at the end.
+# Total: 374 s on our quiet 2-core CPU (2026-11-23); printed at the end.
 set -euo pipefail
 
 outdir="workdirs/benchmarks/$(date +%Y%m%d-%H%M%S)"
