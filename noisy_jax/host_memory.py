@@ -3,8 +3,8 @@
 Why. Each execution of a compiled XLA:CPU program allocates its scratch ("temporaries") buffer and frees it when
 done: 449 MiB per pre-activation ResNet-32 train step at batch 128. glibc's malloc serves any request above 32 MiB
 with a fresh `mmap` and gives it back with `munmap` on free, so every step faults ~115,000 new pages in and the
-kernel zeroes them: measured on our 2-core CPU, 0.21 s of system time per step, and a step of 500 ms instead of
-410 ms (experiments/benchmarks/README.md). Small models (the SmallCNN's 29 MiB) stay under the threshold and are
+kernel zeroes them: measured on our 2-core CPU, 0.21 s of system time per step, and a step of 447 ms instead of
+335 ms (`python -m experiments.benchmarks.train_step --host-malloc system`, then `retain`). Small models (the SmallCNN's 29 MiB) stay under the threshold and are
 unaffected.
 
 What `retain_freed_memory` does (glibc only, through `mallopt`):

@@ -80,7 +80,9 @@ class StepRunner:
   """Holds (state, table) on the device and runs `steps` donated train steps on one fixed batch per call."""
 
   def __init__(self, *, model_name: str, method: str | methods_lib.Method, batch: np.ndarray, num_examples: int,
-               seed: int = 0, jit_init: bool = True):
+               seed: int = 0, jit_init: bool = True, xla_options: bool = True):
+    """xla_options: compile the step with the model's XLA options (`train.compiler_options`, as `fit` does);
+    False: with XLA's defaults (to measure what the options change)."""
     self.mesh = train.make_mesh(1)
     self.model = make_model(model_name)
     self.method = make_method(method) if isinstance(method, str) else method
@@ -96,7 +98,7 @@ class StepRunner:
     self.indices = train.replicate(jnp.asarray(rows), self.mesh)
     self.valid = train.replicate(jnp.ones((batch_size,), bool), self.mesh)
     self.epoch = train.replicate(jnp.asarray(1, jnp.int32), self.mesh)
-    self.step = make_step(self.method, self.mesh, self.model)
+    self.step = make_step(self.method, self.mesh, self.model if xla_options else None)
 
   def args(self):
     return self.state, self.table, self.images, self.indices, self.valid, self.epoch

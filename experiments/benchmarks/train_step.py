@@ -9,7 +9,12 @@ hyper-parameters), eager, NCHW (the ports' layout); `--channels-last` adds a cha
 One unit = `--steps` consecutive steps on one fixed synthetic batch (random normal images [B, 32, 32, 3], random
 labels: no real data is needed to time a step). Throughput = B * steps / unit time.
 
+`--model` picks another CIFAR network of `noisy_jax.models` (the PyTorch sides exist for preact_resnet32 only and
+are left out for the others). `--xla-options both` times the noisy_jax step twice, compiled with the model's XLA
+options (`train.compiler_options`, what `fit` uses) and with XLA's defaults, alternated like the other sides.
+
   python -m experiments.benchmarks.train_step [--repeats 10] [--steps 5] [--batch-size 128] [--quick]
+  python -m experiments.benchmarks.train_step --model resnet18 --xla-options both --repeats 5 --steps 2
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ def main(argv=None):
   parser.add_argument("--steps", type=int, default=5, help="train steps per timed unit")
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--channels-last", action="store_true", help="also time PyTorch with channels_last tensors")
+  parser.add_argument("--model", default="preact_resnet32",
+                      choices=("preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34"))
+  parser.add_argument("--xla-options", default="model", choices=("model", "default", "both"),
+                      help="compile the noisy_jax step with the model's XLA options, XLA's defaults, or both sides")
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.steps, args.batch_size = 2, 1, 2, 32
@@ -37,11 +46,20 @@ def main(argv=None):
   batch = rng.standard_normal((args.batch_size, 32, 32, 3)).astype(np.float32)
   labels = rng.integers(0, 10, args.batch_size)
 
-  runner = jax_side.StepRunner(model_name="preact_resnet32", method="ce", batch=batch, num_examples=50_000)
+  variants = {"model": [True], "default": [False], "both": [True, False]}[args.xla_options]
+  runners = {}
+  for with_options in variants:
+    name = "noisy_jax (jit, donated)" + ("" if len(variants) == 1 else
+                                         (", model's XLA options" if with_options else ", XLA defaults"))
+    runners[name] = jax_side.StepRunner(model_name=args.model, method="ce", batch=batch, num_examples=50_000,
+                                        xla_options=with_options)
+  runner = next(iter(runners.values()))
 
   torch.manual_seed(0)
-  torch_models = {"torch eager (NCHW)": torch_side.PreActResNet32(10)}
-  if args.channels_last:
+  torch_models = {}
+  if args.model == "preact_resnet32":
+    torch_models["torch eager (NCHW)"] = torch_side.PreActResNet32(10)
+  if args.channels_last and torch_models:
     torch_models["torch eager (channels_last)"] = torch_side.PreActResNet32(10).to(memory_format=torch.channels_last)
   for model in torch_models.values():
     assert torch_side.count_parameters(model) == runner.num_parameters, (
@@ -63,7 +81,7 @@ def main(argv=None):
 
     return unit
 
-  sides = {"noisy_jax (jit, donated)": lambda: runner(args.steps)}
+  sides = {name: (lambda r=r: r(args.steps)) for name, r in runners.items()}
   for name, model in torch_models.items():
     x = x_nchw.contiguous(memory_format=torch.channels_last) if "channels_last" in name else x_nchw
     sides[name] = torch_unit(model, x)
@@ -71,8 +89,8 @@ def main(argv=None):
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   work = args.batch_size * args.steps
   summary = common.summarize(times, work=work, unit="images/s")
-  settings = {"model": "preact_resnet32", "parameters": runner.num_parameters, "batch_size": args.batch_size,
-              "steps_per_unit": args.steps, "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
+  settings = {"model": args.model, "xla_options": args.xla_options, "parameters": runner.num_parameters,
+              "batch_size": args.batch_size, "steps_per_unit": args.steps, "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
               "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4"}
   common.report("train_step", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s")],

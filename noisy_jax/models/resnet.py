@@ -27,10 +27,11 @@ HE_NORMAL = nn.initializers.variance_scaling(2.0, "fan_in", "normal")
 # more than 16 channels and single matmuls (73 of the 98 convolutions of the ResNet-32 train step), whose kernels
 # use a second core poorly here. Keeping only the elementwise and reduction fusion types, so that most convolutions
 # (all but the 12 an elementwise fusion absorbs) and the matmuls run on XLA's own (Eigen) kernels, made the train
-# step on our 2-core CPU (batch 128, experiments/benchmarks/README.md) ~25% faster for the pre-activation
-# ResNet-32 (~400 -> ~300 ms), ~33% for ResNet-18 and ~6% for Joint Optimization's ResNet. It did not help the
-# SmallCNN, which keeps XLA's defaults. Applied per compiled step (`jax.jit(compiler_options=...)`) on CPU only,
-# by `noisy_jax.train.compiler_options`; it changes kernels, not the computation.
+# step (batch 128, 2-core CPU) of the pre-activation ResNet-32 go from 386 to 302 ms, Joint Optimization's ResNet
+# from 1,337 to 906 ms and ResNet-18's from 2,468 to 1,633 ms (both compilations alternated in one process:
+# `python -m experiments.benchmarks.train_step --model MODEL --xla-options both`). It did not help the SmallCNN,
+# which keeps XLA's defaults. Applied per compiled step (`jax.jit(compiler_options=...)`) on CPU only, by
+# `noisy_jax.train.compiler_options`; it changes kernels, not the computation.
 XLA_CPU_COMPILER_OPTIONS = {
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"}
 
