@@ -11,7 +11,8 @@ import pytest
 from noisy_jax import host_memory
 
 # A jitted program whose scratch buffer (a 64 MiB matmul result, consumed by a second matmul) is above glibc's largest mmap threshold
-# (32 MiB), run a few times; prints the median minor page faults of one execution.
+# (32 MiB), run EXECUTIONS times after a warm-up; prints the minor page faults of each execution.
+EXECUTIONS = 40
 CHILD = textwrap.dedent("""
     import json, resource, sys
     from noisy_jax import host_memory
@@ -26,21 +27,19 @@ CHILD = textwrap.dedent("""
     a, b = jnp.ones((side, inner), jnp.float32), jnp.ones((inner, side), jnp.float32)
     for _ in range(3):
       f(a, b).block_until_ready()
-    faults = []  # per execution; the median ignores a one-off growth of the heap (fragmentation)
-    for _ in range(7):
+    faults = []
+    for _ in range(int(sys.argv[2])):
       before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
       value = float(f(a, b))
       faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-    faults = sorted(faults)[len(faults) // 2]
-    print(json.dumps({"retained": retained, "faults_per_call": faults, "pages": side * side * 4 // 4096,
-                      "value": value}))
+    print(json.dumps({"retained": retained, "faults": faults, "pages": side * side * 4 // 4096, "value": value}))
 """)
 
 
 def run_child(mode):
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, timeout=300, env=env,
-                       check=True)
+  out = subprocess.run([sys.executable, "-c", CHILD, mode, str(EXECUTIONS)], capture_output=True, text=True,
+                       timeout=300, env=env, check=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -50,10 +49,17 @@ def test_retained_memory_is_not_faulted_in_again_each_execution():
   retain = run_child("retain")
   assert system["value"] == retain["value"] == 32.0 * 4096**2  # exact: all partial sums are multiples of 32
   assert not system["retained"] and retain["retained"]
+
+  def faulted_in(run):  # executions that page-faulted (most of) the scratch buffer in afresh
+    return sum(f > 0.5 * run["pages"] for f in run["faults"])
+
   # Control: with glibc's defaults every execution maps its 64 MiB scratch afresh (one fault per 4 KiB page) ...
-  assert system["faults_per_call"] > 0.5 * system["pages"], system
-  # ... and with retention it reuses the heap: (almost) no page faults.
-  assert retain["faults_per_call"] < 0.05 * retain["pages"], retain
+  assert faulted_in(system) == EXECUTIONS, system
+  # ... and with retention it reuses the heap. Not every time: now and then no free heap block fits the buffer (the
+  # freed blocks are split by small live allocations), the heap grows by one buffer (sbrk measured: +64 MiB) and that
+  # execution faults. Measured on the 2-core dev VM, 50 runs of this child: 0 to 4 of the 40 executions (0 in 28
+  # runs); 20 runs with both cores busy: 0 to 5. The bound leaves room for that, and stays far from the control's 40.
+  assert faulted_in(retain) <= EXECUTIONS // 3, retain
 
 
 def test_modes():
