@@ -57,9 +57,10 @@ def test_retained_memory_is_not_faulted_in_again_each_execution():
   assert faulted_in(system) == EXECUTIONS, system
   # ... and with retention it reuses the heap. Not every time: now and then no free heap block fits the buffer (the
   # freed blocks are split by small live allocations), the heap grows by one buffer (sbrk measured: +64 MiB) and that
-  # execution faults. Measured on the 2-core dev VM, 50 runs of this child: 0 to 4 of the 40 executions (0 in 28
-  # runs); 20 runs with both cores busy: 0 to 5. The bound leaves room for that, and stays far from the control's 40.
-  assert faulted_in(retain) <= EXECUTIONS // 3, retain
+  # execution faults. Measured on the 2-core dev VM, 80 runs of this child: 0 to 6 of the 40 executions (0 in 47
+  # runs); 20 runs with both cores busy: 0 to 5. The bound leaves ample room for that tail and still fails when
+  # retention does nothing (the control's 40 of 40).
+  assert faulted_in(retain) <= EXECUTIONS // 2, retain
 
 
 def test_modes():
