@@ -90,7 +90,8 @@ def main(argv=None):
   work = args.batch_size * args.steps
   summary = common.summarize(times, work=work, unit="images/s")
   settings = {"model": args.model, "xla_options": args.xla_options, "parameters": runner.num_parameters,
-              "batch_size": args.batch_size, "steps_per_unit": args.steps, "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
+              "batch_size": args.batch_size, "steps_per_unit": args.steps,
+              "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
               "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4"}
   common.report("train_step", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s")],
