@@ -32,6 +32,8 @@ from noisy_jax import _checks
 
 # The SCE paper's A: log 0 is replaced by this value in the reverse cross entropy.
 DEFAULT_LOG_ZERO = -4.0
+# What APL's code (Ma et al., ICML 2020) uses for log 0 in its RCE: it clamps one-hot labels at 1e-4 before the log.
+APL_LOG_ZERO = float(np.log(1e-4))
 # Encouraging loss: the original code clamps 1 - p at this value inside the log of the bonus.
 ENCOURAGING_CLAMP = 1e-5
 
@@ -150,6 +152,10 @@ def focal_loss(logits, labels, *, gamma: float = 2.0) -> jax.Array:
 
   gamma = 0 is cross entropy. (1 - p)^gamma is computed as exp(gamma log max(1 - p, tiny)) with 1 - p from
   expm1, so the value and the gradient stay finite as p -> 1 for every gamma >= 0.
+
+  The gradient flows through the modulating factor (1 - p)^gamma, as the paper's loss is differentiated. APL's code
+  (Ma et al., ICML 2020, whose focal-loss baselines are often quoted) detaches it: its p_t is computed from
+  `logpt.data`, so only the -log p_t factor is differentiated. Same value, different gradient for gamma > 0.
 
   Args:
     logits: [..., C].
@@ -323,6 +329,9 @@ def symmetric_cross_entropy(logits, labels, *, alpha: float = 0.1, beta: float =
                             log_zero: float = DEFAULT_LOG_ZERO) -> jax.Array:
   """Symmetric cross entropy (Wang et al., ICCV 2019, arXiv 1908.06112): SCE = alpha CE + beta RCE.
 
+  RCE's log 0 is `log_zero` (A): -4 as in the SCE paper by default; APL's implementation of SCE (Ma et al., ICML
+  2020) clamps the one-hot labels at 1e-4 instead, i.e. `log_zero=APL_LOG_ZERO` (log 1e-4 = -9.21).
+
   Args:
     logits: [..., C].
     labels: [..., C] probability vectors.
@@ -363,28 +372,44 @@ def normalized_cross_entropy(logits, labels) -> jax.Array:
   return _nce(logits, labels).astype(out_dtype)
 
 
-def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0) -> jax.Array:
-  """Active-Passive Loss NCE+RCE (Ma et al., ICML 2020): alpha NCE + beta RCE (RCE with A = -4).
+def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0,
+            log_zero: float = DEFAULT_LOG_ZERO) -> jax.Array:
+  """Active-Passive Loss NCE+RCE (Ma et al., ICML 2020, arXiv 2006.13554): alpha NCE + beta RCE.
+
+  NCE = CE(y) / sum_k (-log p_k); RCE = -sum_c p_c max(log y_c, A) (`reverse_cross_entropy`).
+
+  Two conventions for A = log 0:
+  - `log_zero=-4.0` (default): the SCE paper's A = -4, so RCE = 4 (1 - p_y) for one-hot labels.
+  - `log_zero=APL_LOG_ZERO` (= log 1e-4 = -9.2103): what APL's own code computes (it clamps the one-hot labels
+    at 1e-4 before the log), and so what APL's published NCE+RCE numbers come from: RCE = 9.21 (1 - p_y).
+    APL's code also clamps p at 1e-7 inside RCE; that changes the value by less than (C - 1) * 1e-7 * 9.22 and is
+    not reproduced.
 
   Args:
     logits: [..., C].
     labels: [..., C] probability vectors.
-    alpha: weight of NCE, >= 0 (default 1.0).
-    beta: weight of RCE, >= 0 (default 1.0).
+    alpha: weight of NCE, >= 0 (default 1.0; APL's CIFAR-10 value).
+    beta: weight of RCE, >= 0 (default 1.0; APL's CIFAR-10 value).
+    log_zero: RCE's A < 0 (default -4.0; APL's code: `APL_LOG_ZERO`).
 
   Returns:
     [...] per-example loss.
   """
   _checks.check_range("alpha", alpha, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, np.inf)
+  _checks.check_range("log_zero", log_zero, -np.inf, 0.0, high_open=True)
   logits, labels, out_dtype = _prepare(logits, labels)
   value = (_hyper(alpha, logits.dtype) * _nce(logits, labels)
-           + _hyper(beta, logits.dtype) * _rce(logits, labels, DEFAULT_LOG_ZERO))
+           + _hyper(beta, logits.dtype) * _rce(logits, labels, log_zero))
   return value.astype(out_dtype)
 
 
 def nce_mae(logits, labels, *, alpha: float = 1.0, beta: float = 1.0) -> jax.Array:
   """Active-Passive Loss NCE+MAE (Ma et al., ICML 2020): alpha NCE + beta MAE, MAE = sum_c |p_c - y_c|.
+
+  Our MAE is the paper's sum_c |p_c - y_c| = 2 - 2 p_y (one-hot labels). APL's code computes MAE as 1 - p_y, half
+  of ours, and its published NCE+MAE numbers come from that code: APL's NCE+MAE(alpha, beta) is
+  `nce_mae(alpha=alpha, beta=beta / 2)` here (their CIFAR-10 (1, 1) is our (1, 0.5)).
 
   Args:
     logits: [..., C].
@@ -532,8 +557,11 @@ def joint_optimization_loss(logits, labels, *, prior, alpha: float, beta: float,
 
     Lc = mean_i KL(y_i || s_i), Lp = `prior_penalty` = KL(prior || mean_i s_i), Le = mean_i H(s_i),
   with s_i = softmax(logits_i) and means over all leading axes. The paper writes Lc as cross entropy: KL and cross
-  entropy differ only by the label entropy, a label-only constant (same gradient w.r.t. the logits). Le's
-  gradient flows through both factors of s log s.
+  entropy differ only by the label entropy, a label-only constant (same gradient w.r.t. the logits). Likewise the
+  original code computes the prior term as a cross entropy, -sum_c prior_c log s_bar_c, where we take the KL: ours
+  is lower by alpha H(prior) (alpha log C for the uniform prior), with the same gradient. So the loss values
+  logged here are lower than the original code's by the label entropy plus alpha H(prior); the training is the same.
+  Le's gradient flows through both factors of s log s.
 
   Args:
     logits: [..., C], the (per-device) batch.

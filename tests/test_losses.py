@@ -540,6 +540,7 @@ def test_traced_hyper_parameters_are_not_validated_but_used():
     (lambda z, y: losses.encouraging_loss(z, y, log_end=0.0), "log_end=0.0"),
     (lambda z, y: losses.encouraging_loss(z, y, log_end=1.25), "log_end=1.25"),
     (lambda z, y: losses.reverse_cross_entropy(z, y, log_zero=0.0), "log_zero=0.0"),
+    (lambda z, y: losses.nce_rce(z, y, log_zero=1.0), "log_zero=1.0"),
     (lambda z, y: losses.symmetric_cross_entropy(z, y, alpha=-1.0), "alpha=-1.0"),
     (lambda z, y: losses.focal_loss(z, y, gamma=-0.5), "gamma=-0.5"),
     (lambda z, y: losses.bootstrap_soft(z, y, beta=1.5), "beta=1.5"),
@@ -563,3 +564,80 @@ def test_mismatched_shapes_raise(name):
 def test_unknown_name_lists_the_known_ones():
   with pytest.raises(ValueError, match="'hinge'.*'cross_entropy'.*'focal_loss'"):
     losses.get("hinge")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The peers' own code conventions (APL: HanxunH/Active-Passive-Losses@2d18de6, loss.py), re-computed in NumPy from
+# their formulas: per example, before the batch mean their modules take.
+
+
+def _apl_softmax(logits):
+  shifted = logits - logits.max(axis=-1, keepdims=True)
+  return np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+
+
+def _apl_nce(logits, one_hot):
+  log_p = np.log(_apl_softmax(logits))
+  return -np.sum(one_hot * log_p, axis=-1) / -np.sum(log_p, axis=-1)
+
+
+def _apl_rce(logits, one_hot):
+  """APL's RCE: p clamped to [1e-7, 1], one-hot labels clamped to [1e-4, 1] before the log."""
+  p = np.clip(_apl_softmax(logits), 1e-7, 1.0)
+  return -np.sum(p * np.log(np.clip(one_hot, 1e-4, 1.0)), axis=-1)
+
+
+def _apl_mae(logits, one_hot):
+  """APL's MAE: 1 - p_y (half of sum_c |p_c - y_c|)."""
+  return 1.0 - np.sum(one_hot * _apl_softmax(logits), axis=-1)
+
+
+def _apl_inputs(scale):
+  rng = np.random.default_rng(7)
+  logits = rng.standard_normal((256, 10)) * scale
+  one_hot = np.eye(10)[rng.integers(0, 10, 256)]
+  return logits, one_hot
+
+
+@pytest.mark.parametrize("scale", [1.0, 4.0])
+def test_nce_rce_with_apl_log_zero_equals_apl_nce_and_rce(scale):
+  logits, one_hot = _apl_inputs(scale)
+  apl = 1.0 * _apl_nce(logits, one_hot) + 1.0 * _apl_rce(logits, one_hot)  # NCEandRCE(alpha=1, beta=1)
+  ours = losses.nce_rce(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32),
+                        log_zero=losses.APL_LOG_ZERO)
+  np.testing.assert_allclose(np.asarray(ours), apl, rtol=0, atol=1e-5)
+  assert losses.APL_LOG_ZERO == pytest.approx(np.log(1e-4))
+  # The default (the SCE paper's A = -4) is a different loss: RCE scaled by 4 / 9.21.
+  default = losses.nce_rce(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32))
+  assert np.max(np.abs(np.asarray(default) - apl)) > 0.1
+
+
+def test_symmetric_cross_entropy_with_apl_log_zero_equals_apl_sce():
+  logits, one_hot = _apl_inputs(2.0)
+  ce = -np.sum(one_hot * np.log(_apl_softmax(logits)), axis=-1)
+  apl = 0.1 * ce + 1.0 * _apl_rce(logits, one_hot)  # SCELoss(alpha=0.1, beta=1.0)
+  ours = losses.symmetric_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32),
+                                        alpha=0.1, beta=1.0, log_zero=losses.APL_LOG_ZERO)
+  np.testing.assert_allclose(np.asarray(ours), apl, rtol=0, atol=1e-5)
+
+
+def test_apl_nce_mae_is_ours_with_half_beta():
+  logits, one_hot = _apl_inputs(2.0)
+  apl = _apl_nce(logits, one_hot) + _apl_mae(logits, one_hot)  # NCEandMAE(alpha=1, beta=1)
+  ours = losses.nce_mae(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32), alpha=1.0, beta=0.5)
+  np.testing.assert_allclose(np.asarray(ours), apl, rtol=0, atol=1e-5)
+
+
+def test_focal_value_equals_apl_but_gradient_goes_through_the_modulating_factor():
+  """APL's FocalLoss detaches (1 - p_t)^gamma; ours differentiates it (the paper's loss): same value."""
+  logits, one_hot = _apl_inputs(2.0)
+  gamma = 2.0
+  p_t = np.sum(one_hot * _apl_softmax(logits), axis=-1)
+  np.testing.assert_allclose(np.asarray(losses.focal_loss(jnp.asarray(logits, jnp.float32),
+                                                          jnp.asarray(one_hot, jnp.float32), gamma=gamma)),
+                             -(1 - p_t) ** gamma * np.log(p_t), rtol=1e-5, atol=1e-6)
+  z, y = jnp.asarray(logits[:1], jnp.float32), jnp.asarray(one_hot[:1], jnp.float32)
+  ours = jax.grad(lambda z: losses.focal_loss(z, y, gamma=gamma).sum())(z)
+  detached = jax.grad(lambda z: (jax.lax.stop_gradient((1 - jnp.sum(y * jax.nn.softmax(z), -1)) ** gamma)
+                                 * losses.cross_entropy(z, y)).sum())(z)
+  assert np.max(np.abs(np.asarray(ours - detached))) > 1e-3
