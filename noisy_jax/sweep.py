@@ -350,7 +350,7 @@ class Programs:
           table, probs)))
     # train.create_train_state of every init key [M] in one compiled call (same values as one by one, where each
     # call compiles anew: ~2-4 s per member on a 2-core CPU).
-    tx = train.make_optimizer(config.optimizer, num_steps)
+    tx = train.make_optimizer(config.optimizer, num_steps, int(config.num_epochs))
     self.init = jax.jit(jax.vmap(lambda key: train.create_train_state(model, key, input_shape, tx)))
     self.best = jax.jit(lambda best, current, improved: jax.tree.map(
         lambda b, c: jnp.where(improved.reshape((-1,) + (1,) * (c.ndim - 1)), c, b), best, current))

@@ -34,7 +34,6 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 import ml_collections
 import numpy as np
-import optax
 
 from noisy_jax import _checks
 from noisy_jax import augment as augment_lib
@@ -44,10 +43,14 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import noise as noise_lib
+from noisy_jax import optim
 from noisy_jax import pseudo_labels as pseudo_labels_lib
 from noisy_jax import reporting
 
 AXIS = "batch"
+# The optimiser lives in noisy_jax.optim; these names stay here for callers of train.make_optimizer.
+learning_rate_schedule = optim.learning_rate_schedule
+make_optimizer = optim.make_optimizer
 
 
 class TrainState(train_state.TrainState):
@@ -76,22 +79,6 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
   if not 1 <= num_devices <= len(devices):
     raise ValueError(f"num_devices={num_devices!r} must be in [1, {len(devices)}] (the local device count).")
   return Mesh(np.asarray(devices[:num_devices]), (AXIS,))
-
-
-def learning_rate_schedule(config, steps_per_epoch: int) -> optax.Schedule:
-  """Per-epoch piecewise-constant schedule: lr, multiplied by `lr_decay` at each epoch in `lr_boundaries`."""
-  boundaries = {int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1))
-                for epoch in config.get("lr_boundaries", ())}
-  return optax.piecewise_constant_schedule(float(config.learning_rate), boundaries)
-
-
-def make_optimizer(config, steps_per_epoch: int) -> optax.GradientTransformation:
-  """SGD with momentum and coupled (PyTorch-style, before momentum) weight decay on every parameter."""
-  return optax.chain(
-      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
-      optax.sgd(learning_rate_schedule(config, steps_per_epoch), momentum=float(config.get("momentum", 0.9)),
-                nesterov=bool(config.get("nesterov", False))),
-  )
 
 
 def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
@@ -333,14 +320,15 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax finishes
   it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
 
-  config fields: batch_size, num_epochs, optimizer (learning_rate, momentum, weight_decay, lr_boundaries,
-  lr_decay), eval_train (bool, default False: also score the training split each epoch), augment (None or
-  {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments).
+  config fields: batch_size, num_epochs, optimizer (noisy_jax.optim: learning_rate, momentum, weight_decay,
+  lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min, grad_clip_norm; the cosine's period defaults to this
+  stage's num_epochs), eval_train (bool, default False: also score the training split each epoch), augment (None
+  or {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments).
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
-  tx = make_optimizer(config.optimizer, steps_per_epoch)
+  tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
   state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
   table = replicate(table, mesh)
   images = replicate(jnp.asarray(dataset.x_train), mesh)

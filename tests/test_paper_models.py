@@ -1,4 +1,5 @@
-"""Tests for the paper-scale models: PreActResNet (standard and Joint Optimization) and CIFAR-style ResNet-18/34.
+"""Tests for the paper-scale models: PreActResNet (standard and Joint Optimization), CIFAR-style ResNet-18/34 and
+APL's 8-layer CNN (apl_cnn, apl_cnn_mnist).
 
 Parameter counts are checked against a closed form written here from the architecture arithmetic, against the
 published counts of kuangliu/pytorch-cifar, and against a small independent PyTorch definition; the forward pass of
@@ -304,3 +305,171 @@ def test_registry_and_bad_arguments():
         jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False))
   with pytest.raises(ValueError, match=r"needs images \[B, H, W, C\], got shape \(2, 3072\)"):
     jax.eval_shape(lambda: PreActResNet32(num_classes=2).init(jax.random.key(0), jnp.zeros((2, 3072)), train=False))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# APL's 8-layer CNN (Ma et al., ICML 2020; HanxunH/Active-Passive-Losses@2d18de6 models.py `ToyModel`)
+
+APL = {  # name -> (widths, convs per stage, dense size, input [H, W, C])
+    "apl_cnn": ((64, 128, 196), 2, 256, (32, 32, 3)),
+    "apl_cnn_mnist": ((32, 64), 1, 128, (28, 28, 1)),
+}
+
+
+def apl_closed_form_count(widths, convs, dense, hw, in_channels, num_classes) -> int:
+  """Convs 3x3 with bias, BN (2 per channel) after every conv and after fc1, fc1 and fc2 with bias."""
+  total, c_in = 0, in_channels
+  for w in widths:
+    for _ in range(convs):
+      total += 9 * c_in * w + w + 2 * w
+      c_in = w
+    hw //= 2
+  flat = hw * hw * c_in
+  return total + flat * dense + dense + 2 * dense + dense * num_classes + num_classes
+
+
+class TorchAPLCNN(torch.nn.Module):
+  """APL's ToyModel written from its description for these tests (NCHW, flatten C-major), any widths."""
+
+  def __init__(self, widths, convs, dense, hw, in_channels, num_classes):
+    super().__init__()
+    self.layers = torch.nn.ModuleList()
+    c_in = in_channels
+    for w in widths:
+      for _ in range(convs):
+        self.layers.append(torch.nn.Conv2d(c_in, w, 3, padding=1))
+        self.layers.append(torch.nn.BatchNorm2d(w))
+        self.layers.append(torch.nn.ReLU())
+        c_in = w
+      self.layers.append(torch.nn.MaxPool2d(2, 2))
+      hw //= 2
+    self.fc1, self.fc1_bn, self.fc2 = torch.nn.Linear(hw * hw * c_in, dense), torch.nn.BatchNorm1d(dense), \
+        torch.nn.Linear(dense, num_classes)
+
+  def forward(self, x):
+    for layer in self.layers:
+      x = layer(x)
+    return self.fc2(torch.relu(self.fc1_bn(self.fc1(x.flatten(1)))))
+
+
+def apl_torch_to_flax(net: TorchAPLCNN, convs: int):
+  """Flax variables of the torch net; fc1's rows permuted from NCHW flatten order to NHWC."""
+  params, stats = {}, {}
+  t = lambda a: a.detach().numpy()
+
+  def add_bn(name, mod):
+    params[name] = {"scale": t(mod.weight), "bias": t(mod.bias)}
+    stats[name] = {"mean": t(mod.running_mean), "var": t(mod.running_var)}
+
+  convs_bns = [m for m in net.layers if isinstance(m, (torch.nn.Conv2d, torch.nn.BatchNorm2d))]  # conv, bn, conv, ..
+  for i, mod in enumerate(convs_bns):
+    stage, layer = divmod(i // 2, convs)
+    if isinstance(mod, torch.nn.Conv2d):
+      params[f"block{stage + 1}_conv{layer + 1}"] = {"kernel": t(mod.weight).transpose(2, 3, 1, 0),
+                                                     "bias": t(mod.bias)}
+    else:
+      add_bn(f"block{stage + 1}_bn{layer + 1}", mod)
+  add_bn("fc1_bn", net.fc1_bn)
+  c = convs_bns[-2].out_channels
+  hw = int(round((net.fc1.in_features // c) ** 0.5))
+  w1 = t(net.fc1.weight).reshape(-1, c, hw, hw).transpose(2, 3, 1, 0).reshape(hw * hw * c, -1)
+  params["fc1"] = {"kernel": w1, "bias": t(net.fc1.bias)}
+  params["fc2"] = {"kernel": t(net.fc2.weight).T, "bias": t(net.fc2.bias)}
+  return {"params": params, "batch_stats": stats}
+
+
+@pytest.mark.parametrize("name", sorted(APL))
+def test_apl_cnn_parameter_count(name):
+  widths, convs, dense, (hw, _, c) = APL[name]
+  variables = abstract_variables(models.get(name, num_classes=10), jax.ShapeDtypeStruct((2, hw, hw, c), jnp.float32))
+  n = count(variables["params"])
+  assert n == apl_closed_form_count(widths, convs, dense, hw, c, 10)
+  net = TorchAPLCNN(widths, convs, dense, hw, c, 10)
+  assert n == sum(p.numel() for p in net.parameters() if p.requires_grad)
+  assert n == {"apl_cnn": 1_639_794, "apl_cnn_mnist": 422_090}[name]  # worked out by hand from the layout
+  # Running statistics: mean and var of every BN (2 x the BN parameters).
+  bn = sum(count(v) for k, v in variables["params"].items() if "bn" in k)
+  assert count(variables["batch_stats"]) == bn > 0
+
+
+@pytest.mark.parametrize("name", sorted(APL))
+def test_apl_cnn_shapes(name):
+  widths, convs, dense, (hw, _, c) = APL[name]
+  model = models.get(name, num_classes=7)
+  x = jax.ShapeDtypeStruct((2, hw, hw, c), jnp.float32)
+  variables = abstract_variables(model, x)
+  out = jax.eval_shape(lambda v, x: model.apply(v, x, train=False), variables, x)
+  assert (out.shape, out.dtype) == ((2, 7), jnp.float32)
+  final = hw // 2 ** len(widths)  # 4 (CIFAR: 4*4*196 = 3136 inputs of fc1), 7 (MNIST: 7*7*64)
+  assert variables["params"]["fc1"]["kernel"].shape == (final * final * widths[-1], dense)
+  assert variables["params"]["fc2"]["kernel"].shape == (dense, 7)
+  last_in = widths[-1] if convs > 1 else widths[-2]
+  assert variables["params"][f"block{len(widths)}_conv{convs}"]["kernel"].shape == (3, 3, last_in, widths[-1])
+  assert sorted(k for k in variables["params"] if "conv" in k) == sorted(
+      f"block{s + 1}_conv{i + 1}" for s in range(len(widths)) for i in range(convs))
+
+
+def test_apl_cnn_forward_matches_torch():
+  """Same weights (fc1's rows permuted NCHW -> NHWC), same logits in eval and train mode, small widths."""
+  torch.manual_seed(0)
+  widths, convs, dense = (4, 8, 6), 2, 16
+  net = TorchAPLCNN(widths, convs, dense, 16, 3, 5).double()
+  for mod in net.modules():
+    if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)):
+      with torch.no_grad():
+        mod.weight.uniform_(0.5, 1.5), mod.bias.uniform_(-0.5, 0.5)
+        mod.running_mean.uniform_(-0.5, 0.5), mod.running_var.uniform_(0.5, 2.0)
+  model = models.APLCNN(num_classes=5, widths=widths, convs_per_stage=convs, dense_size=dense)
+  variables = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), apl_torch_to_flax(net, convs))
+  assert jax.tree.structure(variables) == jax.tree.structure(abstract_variables(
+      model, jax.ShapeDtypeStruct((1, 16, 16, 3), jnp.float32)))
+  x = np.random.default_rng(0).normal(size=(4, 16, 16, 3))
+  xt = torch.from_numpy(x.transpose(0, 3, 1, 2))
+  for train in (False, True):
+    net.train(train)
+    with torch.no_grad():
+      want = net(xt.clone()).numpy()
+    got = model.apply(variables, jnp.asarray(x, jnp.float32), train=train, mutable=["batch_stats"] if train else False)
+    got = got[0] if train else got
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_apl_cnn_init_matches_pytorch():
+  """Conv kernels U(+-sqrt(6 / fan_in)) (kaiming_uniform_, relu gain), dense kernels U(+-sqrt(6 / (fan_in +
+  fan_out))) (xavier_uniform_), biases U(+-1 / sqrt(fan_in)) (PyTorch's default), BN scale 1 / bias 0, zero / one
+  running statistics. Uniform draws: max |w| just below the bound, std = bound / sqrt(3)."""
+  model = models.get("apl_cnn", num_classes=10)
+  variables = jax.jit(lambda k: model.init(k, jnp.zeros((1, 32, 32, 3)), train=False))(jax.random.key(0))
+  params = variables["params"]
+
+  def check_uniform(a, bound, tol):
+    a = np.asarray(a)
+    assert np.max(np.abs(a)) <= bound
+    assert np.max(np.abs(a)) > 0.97 * bound if a.size > 1000 else True
+    assert abs(a.std() / (bound / np.sqrt(3)) - 1) < tol and abs(a.mean()) < tol * bound
+
+  c_in = 3
+  for s, w in enumerate((64, 128, 196), start=1):
+    for i in (1, 2):
+      conv = params[f"block{s}_conv{i}"]
+      fan_in = 9 * c_in
+      check_uniform(conv["kernel"], np.sqrt(6 / fan_in), 0.02 if conv["kernel"].size > 10_000 else 0.1)
+      check_uniform(conv["bias"], 1 / np.sqrt(fan_in), 0.3)
+      bn = params[f"block{s}_bn{i}"]
+      assert np.all(bn["scale"] == 1) and np.all(bn["bias"] == 0)
+      c_in = w
+  check_uniform(params["fc1"]["kernel"], np.sqrt(6 / (3136 + 256)), 0.01)
+  check_uniform(params["fc1"]["bias"], 1 / np.sqrt(3136), 0.3)
+  check_uniform(params["fc2"]["kernel"], np.sqrt(6 / (256 + 10)), 0.1)
+  assert np.max(np.abs(params["fc2"]["bias"])) <= 1 / np.sqrt(256)
+  stats = variables["batch_stats"]
+  assert all(np.all(v["mean"] == 0) and np.all(v["var"] == 1) for v in stats.values())
+
+
+def test_apl_cnn_registry_and_bad_input():
+  assert models.MODELS["apl_cnn"] is models.APLCNN and models.MODELS["apl_cnn_mnist"] is models.APLCNNMnist
+  model = models.get("apl_cnn_mnist", num_classes=3, bn_axis_name="batch")
+  assert (tuple(model.widths), model.convs_per_stage, model.dense_size, model.bn_axis_name) == ((32, 64), 1, 128,
+                                                                                                "batch")
+  with pytest.raises(ValueError, match=r"APLCNN needs images \[B, H, W, C\], got shape \(2, 3072\)"):
+    abstract_variables(models.get("apl_cnn", num_classes=10), jax.ShapeDtypeStruct((2, 3072), jnp.float32))

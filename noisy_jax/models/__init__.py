@@ -11,6 +11,7 @@ from __future__ import annotations
 import flax.linen as nn
 
 from noisy_jax import _checks
+from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
 from noisy_jax.models.mlp import MLP
 from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
 from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
@@ -18,7 +19,7 @@ from noisy_jax.models.small_cnn import SmallCNN
 
 MODELS: dict[str, type[nn.Module]] = {
     "mlp": MLP, "small_cnn": SmallCNN, "preact_resnet32": PreActResNet32, "preact_resnet_jo": PreActResNetJO,
-    "resnet18": ResNet18, "resnet34": ResNet34}
+    "resnet18": ResNet18, "resnet34": ResNet34, "apl_cnn": APLCNN, "apl_cnn_mnist": APLCNNMnist}
 
 
 def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
@@ -33,5 +34,5 @@ def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   return MODELS[name](num_classes=int(num_classes), **kwargs)
 
 
-__all__ = ["MLP", "MODELS", "PreActResNet", "PreActResNet32", "PreActResNetJO", "ResNet", "ResNet18", "ResNet34",
-           "SmallCNN", "get"]
+__all__ = ["APLCNN", "APLCNNMnist", "MLP", "MODELS", "PreActResNet", "PreActResNet32", "PreActResNetJO", "ResNet",
+           "ResNet18", "ResNet34", "SmallCNN", "get"]

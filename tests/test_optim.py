@@ -1,0 +1,165 @@
+"""Tests for noisy_jax.optim: lr schedules (piecewise, PyTorch's per-epoch CosineAnnealingLR), gradient clipping, and
+the default optimiser unchanged from the one train.py built before the module existed."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+import torch
+
+from noisy_jax import optim
+from noisy_jax import train
+
+
+def _config(**fields):
+  return ml_collections.ConfigDict({"learning_rate": 0.01, "momentum": 0.9, "weight_decay": 1e-4, **fields})
+
+
+def _params(seed=0):
+  rng = np.random.default_rng(seed)
+  return {"conv": {"kernel": jnp.asarray(rng.normal(size=(3, 3, 2, 4)), jnp.float32)},
+          "dense": {"bias": jnp.asarray(rng.normal(size=(5,)), jnp.float32)}}
+
+
+def _grads(seed, scale=1.0):
+  rng = np.random.default_rng(100 + seed)
+  return jax.tree.map(lambda p: jnp.asarray(scale * rng.normal(size=p.shape), jnp.float32), _params())
+
+
+def _global_norm(tree):
+  return float(np.sqrt(sum(np.sum(np.square(np.asarray(x, np.float64))) for x in jax.tree.leaves(tree))))
+
+
+def test_train_keeps_the_names():
+  assert train.make_optimizer is optim.make_optimizer
+  assert train.learning_rate_schedule is optim.learning_rate_schedule
+
+
+@pytest.mark.parametrize("period,lr_min", [(120, 0.0), (7, 0.0), (10, 1e-3)])
+def test_cosine_matches_pytorch_per_epoch(period, lr_min):
+  """lr_e = lr_min + (lr - lr_min)(1 + cos(pi e / T)) / 2 for 0-based epoch e, constant within an epoch; the same as
+  torch's CosineAnnealingLR(T_max=T, eta_min=lr_min) stepped once after each epoch (APL's main.py)."""
+  steps_per_epoch = 3
+  config = _config(lr_schedule="cosine", lr_min=lr_min)
+  schedule = optim.learning_rate_schedule(config, steps_per_epoch, num_epochs=period)
+  epochs = np.arange(period)
+  want = lr_min + (0.01 - lr_min) * (1 + np.cos(np.pi * epochs / period)) / 2
+  weight = torch.nn.Parameter(torch.zeros(1))
+  torch_opt = torch.optim.SGD([weight], lr=0.01)
+  torch_sched = torch.optim.lr_scheduler.CosineAnnealingLR(torch_opt, T_max=period, eta_min=lr_min)
+  torch_lrs = []
+  for _ in epochs:
+    torch_lrs.append(torch_opt.param_groups[0]["lr"])
+    torch_opt.step()
+    torch_sched.step()
+  np.testing.assert_allclose(torch_lrs, want, rtol=1e-10, atol=1e-15)
+  for e in epochs:
+    for s in range(steps_per_epoch):
+      assert float(schedule(e * steps_per_epoch + s)) == pytest.approx(want[e], rel=1e-6, abs=1e-9)
+  assert float(schedule(0)) == pytest.approx(0.01)
+
+
+def test_cosine_period_defaults_to_num_epochs_and_cosine_epochs_overrides():
+  a = optim.learning_rate_schedule(_config(lr_schedule="cosine"), 2, num_epochs=10)
+  b = optim.learning_rate_schedule(_config(lr_schedule="cosine", cosine_epochs=10), 2, num_epochs=99)
+  c = optim.learning_rate_schedule(_config(lr_schedule="cosine", cosine_epochs=0), 2, num_epochs=10)  # 0: default
+  for step in range(0, 20, 3):
+    assert float(a(step)) == float(b(step)) == float(c(step))
+  assert float(a(10)) == pytest.approx(0.005)  # epoch 5 of 10: half way
+
+
+def test_piecewise_schedule():
+  schedule = optim.learning_rate_schedule(_config(lr_boundaries=(2, 4), lr_decay=0.5), 3)
+  got = [float(schedule(step)) for step in range(18)]
+  want = [0.01] * 6 + [0.005] * 6 + [0.0025] * 6
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _updates(tx, params, grads_seq):
+  state = tx.init(params)
+  out = []
+  for grads in grads_seq:
+    updates, state = tx.update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+    out.append(updates)
+  return out, params
+
+
+def test_default_optimizer_unchanged():
+  """The default config's optimiser: the chain train.py built before (weight decay -> SGD with the piecewise
+  schedule), same state structure (checkpoints restore) and the same updates, across an lr boundary."""
+  config = _config(lr_boundaries=(1,), lr_decay=0.1, nesterov=False)
+  steps_per_epoch = 2
+  old = optax.chain(optax.add_decayed_weights(1e-4),
+                    optax.sgd(optax.piecewise_constant_schedule(0.01, {2: 0.1}), momentum=0.9, nesterov=False))
+  new = optim.make_optimizer(config, steps_per_epoch)
+  params = _params()
+  assert jax.tree.structure(new.init(params)) == jax.tree.structure(old.init(params))
+  grads_seq = [_grads(seed) for seed in range(5)]
+  got, got_params = _updates(new, params, grads_seq)
+  want, want_params = _updates(old, params, grads_seq)
+  for g, w in zip(got, want):
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), g, w)
+  jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), got_params, want_params)
+  # Explicit defaults of the new fields build the same optimiser.
+  explicit = optim.make_optimizer(_config(lr_boundaries=(1,), lr_schedule="piecewise", grad_clip_norm=0.0,
+                                          lr_min=0.0), steps_per_epoch)
+  same, _ = _updates(explicit, params, grads_seq)
+  for g, w in zip(same, want):
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), g, w)
+
+
+@pytest.mark.parametrize("scale", [10.0, 0.1])
+def test_clipping_matches_numpy(scale):
+  """One SGD step (no momentum history yet) recomputed in NumPy: g <- g min(1, 5 / ||g||), then + wd w, then -lr."""
+  params = _params()
+  grads = _grads(7, scale)
+  norm = _global_norm(grads)
+  assert (norm > 5) == (scale > 1)
+  tx = optim.make_optimizer(_config(grad_clip_norm=5.0, weight_decay=1e-2), steps_per_epoch=10)
+  (updates,), _ = _updates(tx, params, [grads])
+  factor = min(1.0, 5.0 / norm)
+  want = jax.tree.map(lambda g, p: -0.01 * (np.asarray(g, np.float64) * factor + 1e-2 * np.asarray(p, np.float64)),
+                      grads, params)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-9), updates, want)
+  # The clipped gradient itself: norm exactly 5 when above, untouched below (weight decay 0 and lr 1 expose it).
+  raw = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "grad_clip_norm": 5.0}),
+                             steps_per_epoch=10)
+  (clipped,), _ = _updates(raw, params, [grads])
+  assert _global_norm(clipped) == pytest.approx(min(norm, 5.0), rel=1e-6)
+  if scale < 1:
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(-np.asarray(a), np.asarray(b), rtol=1e-6), clipped, grads)
+
+
+def test_clipping_is_before_weight_decay():
+  """Weight decay is added after clipping: a huge decay term is not clipped (as torch's clip_grad_norm_ then SGD)."""
+  params = _params()
+  zero = jax.tree.map(jnp.zeros_like, params)
+  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "weight_decay": 100.0,
+                                                       "grad_clip_norm": 5.0}), steps_per_epoch=10)
+  (updates,), _ = _updates(tx, params, [zero])
+  jax.tree.map(lambda u, p: np.testing.assert_allclose(np.asarray(u), -100.0 * np.asarray(p), rtol=1e-6), updates,
+               params)
+  assert _global_norm(updates) > 5.0
+
+
+@pytest.mark.parametrize("fields,match", [
+    ({"lr_schedule": "cos"}, r"lr_schedule 'cos'; allowed: 'cosine', 'piecewise'"),
+    ({"grad_clip_norm": -1.0}, r"grad_clip_norm=-1.0 is outside the allowed range \[0.0, inf\)"),
+    ({"grad_clip_norm": float("inf")}, r"grad_clip_norm=inf is outside the allowed range"),
+    ({"lr_schedule": "cosine", "lr_min": -0.1}, r"lr_min=-0.1 is outside the allowed range \[0.0, inf\]"),
+    ({"lr_schedule": "cosine", "cosine_epochs": 2.5}, r"cosine_epochs=2.5 must be an integer >= 1"),
+    ({"lr_schedule": "cosine", "cosine_epochs": -3}, r"cosine_epochs=-3 must be an integer >= 1"),
+])
+def test_bad_values(fields, match):
+  with pytest.raises(ValueError, match=match):
+    optim.make_optimizer(_config(**fields), steps_per_epoch=3, num_epochs=10)
+
+
+def test_cosine_needs_a_period():
+  with pytest.raises(ValueError, match="cosine_epochs or the stage's num_epochs"):
+    optim.make_optimizer(_config(lr_schedule="cosine"), steps_per_epoch=3)
