@@ -7,6 +7,7 @@ sizes shrunk by overrides in the test, never in the configs: 40 mock examples, 8
 32, lr decays and label-table events moved into epoch 1. Networks: the GCE family runs the real ResNet-34 (its
 3-4-6-3 blocks) at widths 4/8/8/8, the only full-depth compile (~16 s of the ~55 s on a 2-core CPU); the other
 families run their real model class with one block per stage and small widths (every network at full depth: ~80 s).
+The APL setting's rows (peers_paper.py:apl_*) are checked against APL's code (HanxunH/Active-Passive-Losses@2d18de6).
 """
 
 import re
@@ -24,6 +25,7 @@ from experiments.configs import peers_paper
 from noisy_jax import losses
 from noisy_jax import methods
 from noisy_jax import noise as noise_lib
+from noisy_jax import optim
 from noisy_jax import train
 
 GCE_COMBOS = ([(d, m, n) for d in ("cifar10", "cifar100", "fashion_mnist") for m in ("ce", "gce", "truncated_lq")
@@ -203,17 +205,80 @@ def test_peers_paper_single_values(name):
 
 def test_peers_paper_values_and_comparison():
   assert peers_paper.APL_NCE_RCE_SYM20 == (89.22, 0.27)  # REFERENCE §5
-  assert peers_paper.LOSSES["sce"][1]["log_zero"] == -4.0  # REFERENCE §5: log 0 replaced by A = -4
-  config = peers_paper.get_config("all")
-  assert set(config.runs) == set(peers_paper.LOSSES)
-  for name in config.runs:
-    merged = train.merged_run_config(config, name, 0)
-    single = peers_paper.get_config(name)
-    single.seed = 0
-    assert merged.to_dict() == single.to_dict()
-    assert train.total_epochs(merged) == 120
-  with pytest.raises(ValueError, match="nce_rce"):
+  # The quoted number belongs to the APL-setting NCE+RCE row only; the GCE-setting rows quote nothing.
+  assert peers_paper.QUOTED == {"apl_nce_rce": (89.22, 0.27)}
+  # GCE-setting rows: the library's conventions, A = -4 (REFERENCE §5) and MAE = 2 - 2 p_y (nce_mae's beta as is).
+  assert peers_paper.LOSSES["sce"][1]["log_zero"] == -4.0
+  assert peers_paper.LOSSES["nce_rce"][1] == {"alpha": 1.0, "beta": 1.0, "log_zero": -4.0}
+  assert peers_paper.LOSSES["nce_mae"][1] == {"alpha": 1.0, "beta": 1.0}
+  for arg, names, epochs in (("all", peers_paper.LOSSES, 120), ("apl_all", peers_paper.APL_LOSSES, 120)):
+    config = peers_paper.get_config(arg)
+    assert set(config.runs) == set(names)
+    for name in config.runs:
+      merged = train.merged_run_config(config, name, 0)
+      single = peers_paper.get_config(name)
+      single.seed = 0
+      assert merged.to_dict() == single.to_dict()
+      assert train.total_epochs(merged) == epochs
+  assert tuple(peers_paper.get_config("apl_all").shared.seeds) == (0, 1, 2)
+  with pytest.raises(ValueError, match="nce_rce.*apl_nce_rce.*apl_all"):
     peers_paper.get_config("apl")
+
+
+# APL code (HanxunH/Active-Passive-Losses@2d18de6): configs/cifar10/sym/{ce,sce,nce+rce,nce+mae}.yaml criterion
+# blocks; loss.py: RCE clamps the one-hot label at 1e-4 (A = log 1e-4), MAE = 1 - p_y (half of ours).
+APL_METHODS = {
+    "apl_ce": ("cross_entropy", {}),
+    "apl_sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
+    "apl_nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
+    "apl_nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 0.5}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(APL_METHODS))
+def test_peers_paper_apl_values(name):
+  config = peers_paper.get_config(name)
+  loss, kwargs = APL_METHODS[name]
+  assert config.method.name == "loss" and config.method.loss == loss
+  assert dict(config.method.loss_kwargs) == pytest.approx(kwargs, rel=1e-12)
+  assert dict(config.method.loss_kwargs).get("log_zero", losses.APL_LOG_ZERO) == losses.APL_LOG_ZERO
+  # yaml: epochs 120, batch 128, SGD lr 0.01 / momentum 0.9 / weight decay 1e-4, CosineAnnealingLR(T_max 120,
+  # eta_min 0) stepped per epoch (main.py), grad_bound 5.0 (trainer.py clip_grad_norm_).
+  assert config.num_epochs == 120 and train.total_epochs(config) == 120 and config.batch_size == 128
+  opt = config.optimizer
+  assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.01, 0.9, 1e-4, False)
+  assert (opt.lr_schedule, opt.lr_min, opt.grad_clip_norm) == ("cosine", 0.0, 5.0)
+  assert tuple(opt.lr_boundaries) == ()
+  schedule = optim.learning_rate_schedule(opt, 391, num_epochs=config.num_epochs)  # 50,000 / 128 -> 391 steps
+  for epoch in (0, 1, 60, 119):
+    want = 0.01 * (1 + np.cos(np.pi * epoch / 120)) / 2
+    assert float(schedule(epoch * 391 + 390)) == pytest.approx(want, rel=1e-5, abs=1e-12)
+  # models.py ToyModel(type='CIFAR10'); dataset.py: crop 4 + flip, per-channel normalisation, all 50k (no split).
+  assert config.model.to_dict() == {"name": "apl_cnn", "kwargs": {}}
+  assert config.augment.to_dict() == {"crop_padding": 4, "flip": True}
+  assert config.normalization == "per_channel"
+  assert config.dataset == "cifar10" and config.dataset_kwargs.validation_size == 0
+  assert config.dataset_kwargs.data_dir is None
+  # dataset.py cifar10Nosiy: exactly int(int(0.2 * 50000) / 10) = 1,000 per class to a uniform other class.
+  assert config.noise.to_dict() == {"type": "symmetric", "rate": 0.2, "exact": True, "dataset": ""}
+  clean = np.repeat(np.arange(10), 5000)
+  transition = noise_lib.make_transition("symmetric", 10, 0.2)
+  noisy = noise_lib.corrupt_labels(clean, transition, seed=0, exact=True)
+  np.testing.assert_array_equal(np.bincount(clean[noisy != clean], minlength=10), 1000)
+  # submit_c10.sh: seeds 0, 1, 2.
+  assert tuple(config.seeds) == (0, 1, 2)
+  methods.make(config.method, num_classes=10)
+
+
+def test_peers_paper_apl_nce_mae_is_apls_loss():
+  """Our nce_mae(1, 0.5) = APL's NCEandMAE(1, 1) = NCE + (1 - p_y), on random logits."""
+  logits = np.random.default_rng(0).normal(size=(6, 10)) * 3
+  labels = np.eye(10)[np.arange(6)]
+  _, kwargs = peers_paper.APL_LOSSES["apl_nce_mae"]
+  p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+  log_p = np.log(p)
+  apl = (log_p * labels).sum(-1) / log_p.sum(-1) + (1 - (p * labels).sum(-1))
+  np.testing.assert_allclose(np.asarray(losses.nce_mae(logits, labels, **kwargs)), apl, rtol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -298,6 +363,15 @@ def test_smoke_jo_stage1_and_stage2(mock):
   summary = train.run_single(config)
   _check(summary, stages=("stage1", "stage2"))
   assert "label_recovery_overall" in summary["stage1"]
+
+
+def test_smoke_apl_setting(mock):
+  """The APL rows through the trainer: the apl_cnn (small widths), cosine lr, clipping, no validation split."""
+  config = _shrink(peers_paper.get_config("apl_nce_rce"), widths=(4, 8, 8))
+  config.model.kwargs = {"widths": (4, 8, 8), "dense_size": 8}
+  summary = train.run_single(config)
+  _check(summary)
+  assert "val_accuracy" not in summary["history"][0]
 
 
 def test_smoke_el_and_peers(mock):
