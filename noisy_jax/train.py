@@ -510,7 +510,7 @@ def _summary_of(history: list[dict]) -> dict:
 
 
 def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
-               log_fn: Callable | None = None) -> dict:
+               log_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
   """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
 
   The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
@@ -518,6 +518,9 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
   `workdir/checkpoints/STAGE` (noisy_jax.checkpoint): a run started again in the same workdir resumes from the
   newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
+
+  keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
+  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable) and, for two-stage methods, "stage2".
   """
   start = time.perf_counter()
   dataset = load_dataset(config) if dataset is None else dataset
@@ -562,23 +565,25 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       scalar_writer.step += len(records)
 
   try:
-    _, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
-                               clean_train_labels=dataset.y_train, config=config, key=stage1_key, mesh=mesh,
-                               stage="stage1", log_fn=log, checkpoint_dir=checkpoint_dirs["stage1"],
-                               on_resume=on_resume)
+    stage1_state, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
+                                          clean_train_labels=dataset.y_train, config=config, key=stage1_key,
+                                          mesh=mesh, stage="stage1", log_fn=log,
+                                          checkpoint_dir=checkpoint_dirs["stage1"], on_resume=on_resume)
     summary = {"method": method.name, "seed": int(config.seed), "stage1": _summary_of(history)}
     summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
                                                                                        "pruned_", "relabelled_"))})
     final_history = history
+    arrays = {"stage1": _variables(stage1_state), "label_table": table}
     if method.stage2:
       stage2_config = ml_collections.ConfigDict(config.to_dict())
       stage2_config.update(config.stage2)
       stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
           soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
-      _, _, final_history, _ = fit(model=model, method=methods_lib.loss_method("cross_entropy"),
-                                   table=stage2_table, dataset=dataset, clean_train_labels=dataset.y_train,
-                                   config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2", log_fn=log,
-                                   checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
+      stage2_state, _, final_history, _ = fit(
+          model=model, method=methods_lib.loss_method("cross_entropy"), table=stage2_table, dataset=dataset,
+          clean_train_labels=dataset.y_train, config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2",
+          log_fn=log, checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
+      arrays["stage2"] = _variables(stage2_state)
       summary["stage2"] = _summary_of(final_history)
       history = history + final_history
   finally:
@@ -599,6 +604,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
     if config.get("plots", False):
       reporting.save_curves(history, os.path.join(workdir, "curves.png"),
                             title=f"{method.name}, seed {int(config.seed)}")
+  if keep_arrays:
+    summary["arrays"] = arrays
   return summary
 
 

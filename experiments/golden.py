@@ -1,0 +1,365 @@
+r"""Golden values: exact numbers of short runs of every method, stored with the environment that produced them.
+
+  python -m experiments.golden            # compute, compare with tests/golden_values.json, print what moved
+  python -m experiments.golden --write    # after an intended change: store the new values (then `git diff`)
+
+`tests/test_golden.py` (`pytest -k golden`) computes the same cases and compares them with the stored file:
+- in the environment that produced the file (`noisy_jax.environment.describe()`: package versions, backend,
+  device count, XLA flags, CPU model) every value must be *equal*, float for float and checksum for checksum, so a
+  change of one ulp in a loss constant fails;
+- in another environment, float rounding differs and compounds over epochs, so floats are compared within the
+  tolerances of `TOLERANCES` (by kind: loss values, accuracies, other run numbers), checksums are not compared,
+  and the test warns which environment fields differ. A real change of a method still moves its numbers by more.
+
+The cases (each a flat dict of named numbers):
+- `data/NAME`: the embedded datasets' splits (sizes, label checksums, image statistics).
+- `noise/TYPE`: every noise model drawn on digits' training labels (flip count, noisy-label checksum).
+- `init/MODEL`: initial parameters of the models (count, sum of squares, checksum).
+- `losses/NAME`: every per-example loss and the JO batch loss on fixed logits: values and gradients.
+- `runs/NAME`: a 3-epoch run of every method on digits (MLP), JO with its stage 2, one small-CNN run: per-epoch
+  train loss and test / validation accuracy, final parameters' and label table's sums and checksums.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN_FILE = os.path.join(REPO, "tests", "golden_values.json")
+REGENERATE = "python -m experiments.golden --write"
+
+# Tolerances used only when the environment differs from the stored one: (relative, absolute) per kind of value.
+# Measured drift against the stored file, same machine: 2 simulated devices (a different reduction order) moved run
+# numbers by at most 2e-7 (relative) and no accuracy; XLA's fast math moved run numbers by 2e-7 and one loss
+# gradient sum (the encouraging loss at its clamp) by 2.7e-4. A real change of a method moves them by far more.
+TOLERANCES = {
+    "loss": (1e-3, 1e-6),       # one evaluation of a loss and its gradient
+    "accuracy": (0.0, 0.02),    # a fraction of 180-359 examples after 2-3 epochs (4-7 examples)
+    "run": (1e-3, 1e-5),        # train losses, sums (of squares) of parameters and label tables after 2-3 epochs
+    "data": (1e-6, 1e-7),       # image statistics, initial parameters
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def checksum(*arrays) -> str:
+  """sha256 (first 16 hex digits) of the arrays' dtypes, shapes and bytes, in order."""
+  digest = hashlib.sha256()
+  for array in arrays:
+    array = np.ascontiguousarray(np.asarray(array))
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(array.tobytes())
+  return digest.hexdigest()[:16]
+
+
+def tree_numbers(tree, prefix: str) -> dict:
+  """Count, sum, sum of squares (float64) and checksum of every leaf of a pytree, in the tree's leaf order."""
+  import jax  # pylint: disable=g-import-not-at-top
+  leaves = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(tree))]
+  flat = np.concatenate([x.astype(np.float64).ravel() for x in leaves]) if leaves else np.zeros(0)
+  return {f"{prefix}_count": int(flat.size), f"{prefix}_sum": float(flat.sum()),
+          f"{prefix}_sum_squares": float(np.sum(flat * flat)), f"{prefix}_sha256": checksum(*leaves)}
+
+
+def kind_of(case: str, key: str) -> str:
+  """Which tolerance of TOLERANCES a value takes in another environment."""
+  if case.startswith("losses/"):
+    return "loss"
+  if "accuracy" in key:
+    return "accuracy"
+  if case.startswith(("data/", "init/")):
+    return "data"
+  return "run"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The cases
+
+
+def data_cases() -> dict[str, dict]:
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name in ("digits", "mnist5k"):
+    dataset = data.load(name)
+    case = {}
+    for split in ("train", "val", "test"):
+      x, y = getattr(dataset, f"x_{split}"), getattr(dataset, f"y_{split}")
+      case[f"{split}_size"] = int(len(y))
+      case[f"{split}_labels_sha256"] = checksum(y)
+      case[f"{split}_images_sha256"] = checksum(x)
+      case[f"{split}_image_mean"] = float(np.mean(x, dtype=np.float64))
+    standardized = data.standardize(dataset, "per_channel")
+    case["standardized_train_sum_squares"] = float(np.sum(np.square(standardized.x_train, dtype=np.float64)))
+    out[f"data/{name}"] = case
+  return out
+
+
+def noise_cases() -> dict[str, dict]:
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top
+  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  dataset = data.load("digits")
+  settings = {"symmetric": ("symmetric", 0.4, ""), "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
+              "pairflip": ("pairflip", 0.45, ""), "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
+              "pseudo_labels": (train.PSEUDO_LABEL_NOISE, 0.4, "")}
+  out = {}
+  for name, (noise_type, rate, noise_dataset) in settings.items():
+    config = ml_collections.ConfigDict({"noise": {"type": noise_type, "rate": rate, "exact": True,
+                                                  "dataset": noise_dataset, "num_components": 20}})
+    noisy, report = train.noisy_training_labels(config, dataset, jax.random.PRNGKey(0))
+    out[f"noise/{name}"] = {"flipped": int(np.sum(noisy != dataset.y_train)), "noisy_labels_sha256": checksum(noisy),
+                            "flip_rate": float(report["flip_rate"])}
+  return out
+
+
+# (model name, input shape): the default experiment's networks. The ResNets are left out for time (~5-13 s to
+# compile an init on 2 cores); tests/test_paper_models.py checks them against an independent PyTorch definition.
+INIT_MODELS = (("mlp", (8, 8, 1)), ("small_cnn", (28, 28, 1)))
+
+
+def init_cases() -> dict[str, dict]:
+  import jax  # pylint: disable=g-import-not-at-top
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, shape in INIT_MODELS:
+    model = models.get(name, num_classes=10)
+    variables = jax.jit(lambda key, m=model, s=shape: m.init(key, np.zeros((1, *s), np.float32), train=False))(
+        jax.random.PRNGKey(0))
+    out[f"init/{name}"] = tree_numbers(variables["params"], "params")
+  return out
+
+
+def _loss_inputs(num_classes: int = 10):
+  """Fixed logits [24, C] at scales 1 to 30 (30 puts p within 1e-5 of 0 or 1: the clamps), one-hot and soft labels."""
+  rng = np.random.default_rng(20261124)
+  scale = np.repeat(np.array([1.0, 3.0, 10.0, 30.0], np.float32), 6)[:, None]
+  logits = (rng.standard_normal((24, num_classes)).astype(np.float32) * scale)
+  one_hot = np.eye(num_classes, dtype=np.float32)[rng.integers(0, num_classes, 24)]
+  soft = rng.dirichlet(np.ones(num_classes), 24).astype(np.float32)
+  return logits, one_hot, soft
+
+
+def loss_settings() -> dict[str, tuple]:
+  """case name -> (loss name, keyword hyper-parameters): every loss at its defaults, plus the named conventions."""
+  from noisy_jax import losses  # pylint: disable=g-import-not-at-top
+  settings = {name: (name, {}) for name in losses.names()}
+  settings["nce_rce_apl_log_zero"] = ("nce_rce", {"log_zero": losses.APL_LOG_ZERO})
+  settings["symmetric_cross_entropy_apl_log_zero"] = ("symmetric_cross_entropy", {"log_zero": losses.APL_LOG_ZERO})
+  settings["generalized_cross_entropy_q0.3"] = ("generalized_cross_entropy", {"q": 0.3})
+  settings["encouraging_loss_log_end1"] = ("encouraging_loss", {"log_end": 1.0})
+  return settings
+
+
+def loss_cases(settings: dict[str, tuple] | None = None) -> dict[str, dict]:
+  """Values and gradients of every loss of `settings` (default `loss_settings()`) and of the JO batch loss."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from noisy_jax import losses  # pylint: disable=g-import-not-at-top
+  logits, one_hot, soft = _loss_inputs()
+  settings = loss_settings() if settings is None else settings
+  prior = np.full((10,), 0.1, np.float32)
+
+  @jax.jit
+  def every_loss(logits, one_hot, soft):  # one program for all cases: one compilation, not 40
+    results = {}
+    for case, (name, kwargs) in settings.items():
+      per_example = jax.vmap(jax.value_and_grad(lambda z, y, fn=losses.get(name), kw=kwargs: fn(z, y, **kw)))
+      results[case] = {"one_hot": per_example(logits, one_hot), "soft": per_example(logits, soft)}
+    results["joint_optimization_loss"] = jax.value_and_grad(lambda z: losses.joint_optimization_loss(
+        z, soft, prior=prior, alpha=1.2, beta=0.8))(logits)
+    return results
+
+  results = jax.device_get(every_loss(jnp.asarray(logits), jnp.asarray(one_hot), jnp.asarray(soft)))
+  out = {}
+  for case in settings:
+    numbers = {}
+    for label_name, (values, grads) in results[case].items():
+      numbers.update({f"{label_name}_value_sum": float(values.astype(np.float64).sum()),
+                      f"{label_name}_value_max": float(values.max()),
+                      f"{label_name}_grad_sum_squares": float(np.sum(grads.astype(np.float64) ** 2)),
+                      f"{label_name}_sha256": checksum(values, grads)})
+    out[f"losses/{case}"] = numbers
+  value, grad = results["joint_optimization_loss"]
+  out["losses/joint_optimization_loss"] = {"value": float(value),
+                                           "grad_sum_squares": float(np.sum(np.asarray(grad, np.float64) ** 2)),
+                                           "sha256": checksum(value, grad)}
+  return out
+
+
+def run_configs() -> dict:
+  """name -> config of a 3-epoch run on digits at 40% symmetric noise: every method, JO with stage 2, one CNN."""
+  from experiments.configs import ce, encouraging, gce, joint_optimization, truncated_lq  # pylint: disable=g-import-not-at-top
+  modules = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
+             "encouraging": encouraging}
+  configs = {}
+  for name, module in modules.items():
+    config = module.get_config()
+    config.dataset = "digits"
+    config.noise.rate = 0.4
+    config.num_epochs = 3
+    config.optimizer.lr_boundaries = (2,)
+    config.model.name = "mlp"
+    config.model.kwargs = {"hidden_sizes": (64,)}
+    config.checkpoint_every = 0
+    if name == "truncated_lq":
+      config.method.prune_start, config.method.prune_every = 2, 1
+    if name == "joint_optimization":
+      config.method.begin, config.method.history_length = 1, 2
+      config.stage2.num_epochs = 2
+      config.stage2.optimizer.lr_boundaries = (1,)
+    configs[name] = config
+  cnn = ce.get_config()
+  cnn.dataset = "digits"
+  cnn.noise.rate = 0.4
+  cnn.num_epochs = 2
+  cnn.optimizer.lr_boundaries = ()
+  cnn.checkpoint_every = 0
+  configs["ce_small_cnn"] = cnn
+  return configs
+
+
+def run_cases() -> dict[str, dict]:
+  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, config in run_configs().items():
+    summary = train.run_single(config, keep_arrays=True)
+    history = summary["history"]
+    case = {"train_loss": [float(r["train_loss"]) for r in history],
+            "test_accuracy": [float(r["test_accuracy"]) for r in history],
+            "val_accuracy": [float(r["val_accuracy"]) for r in history],
+            "realised_noise_rate": float(summary["noise"]["realised_rate"]),
+            "noise_sha256": summary["noise"]["sha256"]}
+    arrays = summary["arrays"]
+    case.update(tree_numbers(arrays["stage1"]["params"], "params"))
+    table = arrays["label_table"]
+    case.update(tree_numbers(table.soft_labels, "table_soft_labels"))
+    case.update(tree_numbers(table.weights, "table_weights"))
+    if "stage2" in arrays:
+      case.update(tree_numbers(arrays["stage2"]["params"], "stage2_params"))
+    out[f"runs/{name}"] = case
+  return out
+
+
+GROUPS = {"data": data_cases, "noise": noise_cases, "init": init_cases, "losses": loss_cases, "runs": run_cases}
+
+
+def compute(groups=tuple(GROUPS)) -> dict[str, dict]:
+  """Every case of the named groups (default: all), keyed 'group/name'."""
+  cases = {}
+  for group in groups:
+    cases.update(GROUPS[group]())
+  return cases
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Storing and comparing
+
+
+def load(path: str = GOLDEN_FILE) -> dict:
+  """The stored golden file: {"environment", "regenerate", "cases"}."""
+  with open(path) as f:
+    return json.load(f)
+
+
+def store(cases: dict[str, dict], env: dict, path: str = GOLDEN_FILE) -> None:
+  """Writes the golden file (sorted keys, one value per line: a diff shows what moved), via a temp file."""
+  payload = {"regenerate": REGENERATE, "environment": env, "cases": cases}
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(payload, f, indent=1, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, path)
+
+
+def _close(stored: float, current: float, rel: float, abs_: float) -> bool:
+  if math.isnan(stored) or math.isnan(current):
+    return math.isnan(stored) and math.isnan(current)
+  return abs(stored - current) <= max(abs_, rel * abs(stored))
+
+
+def compare_case(case: str, stored: dict, current: dict, *, exact: bool) -> list[str]:
+  """The differences of one case: 'case key: stored -> current' lines (empty when it matches).
+
+  exact: every value must be equal (the same environment). Otherwise floats are compared within TOLERANCES[kind]
+  and checksums (keys ending in "sha256") are skipped; integers (sizes, counts) must still be equal.
+  """
+  problems = []
+  for key in sorted(set(stored) | set(current)):
+    if key not in stored or key not in current:
+      problems.append(f"{case} {key}: {'absent' if key not in stored else stored[key]!r} -> "
+                      f"{'absent' if key not in current else current[key]!r}")
+      continue
+    a, b = stored[key], current[key]
+    if exact:
+      if a != b:
+        problems.append(f"{case} {key}: {a!r} -> {b!r}")
+      continue
+    if key.endswith("sha256"):
+      continue
+    rel, abs_ = TOLERANCES[kind_of(case, key)]
+    a_list, b_list = (a, b) if isinstance(a, list) else ([a], [b])
+    if len(a_list) != len(b_list):
+      problems.append(f"{case} {key}: {len(a_list)} values -> {len(b_list)}")
+    elif any(x != y if isinstance(x, int) and isinstance(y, int) else not _close(float(x), float(y), rel, abs_)
+             for x, y in zip(a_list, b_list)):
+      problems.append(f"{case} {key}: {a!r} -> {b!r} (beyond rel {rel:g} / abs {abs_:g})")
+  return problems
+
+
+def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tuple[bool, list[str], list[str]]:
+  """(exact?, environment differences, value differences) of computed `cases` against a stored golden file."""
+  from noisy_jax import environment  # pylint: disable=g-import-not-at-top
+  env_differences = environment.differences(stored_file["environment"], current_env)
+  exact = not env_differences
+  problems = []
+  for case in sorted(set(stored_file["cases"]) | set(cases)):
+    if case not in cases or case not in stored_file["cases"]:
+      where = "stored only" if case not in cases else "computed only (not stored)"
+      problems.append(f"{case}: {where}; regenerate with `{REGENERATE}`")
+      continue
+    problems += compare_case(case, stored_file["cases"][case], cases[case], exact=exact)
+  return exact, env_differences, problems
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--write", action="store_true", help=f"store the computed values in {GOLDEN_FILE}")
+  parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated subset of {list(GROUPS)}")
+  args = parser.parse_args(argv)
+  groups = tuple(g for g in args.groups.split(",") if g)
+  unknown = sorted(set(groups) - set(GROUPS))
+  if unknown:
+    parser.error(f"unknown group(s) {unknown}; known: {list(GROUPS)}")
+  from noisy_jax import environment  # pylint: disable=g-import-not-at-top
+  env = environment.describe()
+  cases = compute(groups)
+  if args.write:
+    if set(groups) != set(GROUPS):
+      parser.error("--write stores every group: leave --groups at its default")
+    store(cases, env)
+    print(f"wrote {len(cases)} cases to {GOLDEN_FILE} ({environment.summary_line(env)})")
+    return 0
+  stored = load()
+  stored["cases"] = {k: v for k, v in stored["cases"].items() if k.split("/")[0] in groups}
+  exact, env_differences, problems = compare(stored, cases, env)
+  print("environment: " + ("same as the stored one: values must be equal" if exact else
+                           "differs from the stored one (" + "; ".join(env_differences) + "): within tolerances"))
+  print("\n".join(problems) if problems else f"all {len(cases)} cases match")
+  return 1 if problems else 0
+
+
+if __name__ == "__main__":
+  warnings.simplefilter("default")
+  sys.exit(main())

@@ -1,0 +1,77 @@
+"""Golden values (`pytest -k golden`): every method's numbers against tests/golden_values.json.
+
+In the environment that produced the file every value must be equal; in another one (other package versions,
+device count, XLA flags or CPU) floats are compared within experiments.golden.TOLERANCES and a warning names the
+environment fields that differ. After an intended change: `python -m experiments.golden --write`, then read the
+diff of tests/golden_values.json and re-measure the README tables it touches (experiments/regenerate_readme.py).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from experiments import golden
+from noisy_jax import environment
+from noisy_jax import losses
+
+STORED = golden.load()
+
+
+@pytest.fixture(scope="module")
+def current():
+  """(environment, every case computed now): ~30 s on a quiet 2-core CPU, the runs most of it."""
+  return environment.describe(), golden.compute()
+
+
+@pytest.fixture(scope="module")
+def exact(current):
+  differences = environment.differences(STORED["environment"], current[0])
+  if differences:
+    warnings.warn("golden values were stored in another environment (" + "; ".join(differences) + "): comparing "
+                  "within experiments.golden.TOLERANCES instead of exactly")
+  return not differences
+
+
+@pytest.mark.parametrize("case", sorted(STORED["cases"]))
+def test_golden_case(current, exact, case):
+  _, cases = current
+  assert case in cases, f"{case} is stored but no longer computed: `{golden.REGENERATE}`"
+  problems = golden.compare_case(case, STORED["cases"][case], cases[case], exact=exact)
+  assert not problems, ("\n".join(problems) + f"\nIf the change is intended: `{golden.REGENERATE}` and re-measure "
+                        "the README tables it moves (python -m experiments.regenerate_readme).")
+
+
+def test_golden_every_computed_case_is_stored(current):
+  _, cases = current
+  missing = sorted(set(cases) - set(STORED["cases"]))
+  assert not missing, f"computed but not stored: {missing}; `{golden.REGENERATE}`"
+
+
+def test_golden_file_names_its_environment_and_regeneration():
+  assert STORED["regenerate"] == golden.REGENERATE
+  assert set(STORED["environment"]) >= {"packages", "device_count", "xla_flags", "cpu", "backend"}
+  assert {"jax", "jaxlib", "flax", "optax", "numpy"} <= set(STORED["environment"]["packages"])
+
+
+def test_golden_exact_comparison_sees_one_ulp_in_a_loss_constant():
+  """RCE's log 0 (A = -4) moved by one float32 ulp changes the stored numbers of the loss (exact mode)."""
+  one_ulp = float(np.nextafter(np.float32(losses.DEFAULT_LOG_ZERO), np.float32(0.0)))
+  before = golden.loss_cases({"rce": ("reverse_cross_entropy", {"log_zero": losses.DEFAULT_LOG_ZERO})})
+  after = golden.loss_cases({"rce": ("reverse_cross_entropy", {"log_zero": one_ulp})})
+  problems = golden.compare_case("losses/rce", before["losses/rce"], after["losses/rce"], exact=True)
+  assert any("sha256" in p for p in problems), problems
+  assert before["losses/joint_optimization_loss"] == after["losses/joint_optimization_loss"]
+
+
+def test_golden_tolerant_comparison_skips_checksums_and_bounds_floats():
+  stored = {"train_loss": [1.0, 0.5], "params_sha256": "aaaa", "params_count": 10, "test_accuracy": [0.5]}
+  rel, _ = golden.TOLERANCES["run"]
+  near = {"train_loss": [1.0, 0.5 * (1 + rel / 2)], "params_sha256": "bbbb", "params_count": 10,
+          "test_accuracy": [0.51]}
+  assert golden.compare_case("runs/x", stored, near, exact=False) == []
+  assert golden.compare_case("runs/x", stored, near, exact=True)  # exact: every difference counts
+  far = dict(near, train_loss=[1.0, 0.5 * (1 + 3 * rel)])
+  assert [p.split(":")[0] for p in golden.compare_case("runs/x", stored, far, exact=False)] == ["runs/x train_loss"]
+  assert golden.compare_case("runs/x", stored, dict(near, params_count=11), exact=False)  # integers stay exact
+  assert golden.compare_case("runs/x", stored, dict(near, test_accuracy=[0.6]), exact=False)
