@@ -5,7 +5,7 @@
 #
 # Each script's full output goes to OUTDIR/NAME.txt (default workdirs/benchmarks/DATE-TIME); the last line of each
 # is its JSON record, collected in OUTDIR/results.jsonl. Run from the repository root with the venv active.
-# Total: 374 s on our quiet 2-core CPU (2026-11-23); printed at the end.
+# The total time is printed at the end (the benchmarks README's environment line quotes the last full run).
 set -euo pipefail
 
 outdir="workdirs/benchmarks/$(date +%Y%m%d-%H%M%S)"
@@ -31,6 +31,7 @@ run() {  # run NAME OUTPUT_NAME [FLAGS...]
 total_start=$SECONDS
 uptime >&2
 run train_step train_step --channels-last
+run train_step train_step_1thread --threads 1 --channels-last --repeats 6  # the benchmarks README's 1-thread row
 run epoch epoch --workers 0,2
 run small_cnn_epoch small_cnn_epoch
 run label_table_overhead label_table_overhead_small_cnn

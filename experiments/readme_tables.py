@@ -1,0 +1,459 @@
+"""The README tables that `experiments/regenerate_readme.py` regenerates: which command makes each, and how its output
+files become the table's Markdown.
+
+Each `Table` names the README that holds it (the table sits under a `<!-- table: NAME -->` marker there), the command
+written in that README's code block before the marker, and `render(workdir)`, which rebuilds the table, in the
+README's exact format, from what the command wrote into `workdir`:
+
+  comparisons (experiments.train with `runs`)  WORKDIR/summary.json ('mean_std' per run name) and, for per-epoch
+                                               columns, WORKDIR/RUN/seedS/summary.json ('history')
+  sweeps (experiments.train with `sweep`)      WORKDIR/summary.json ('mean_std' per point label, e.g.
+                                               'q=0.7, noise=60%'; 'values' of the grid)
+  experiments.loss_properties                  WORKDIR/stdout.txt (it prints the Markdown table)
+  experiments/benchmarks/run_all.sh            WORKDIR/results.jsonl (the last printed line of each benchmark)
+
+Row labels, row order and the chosen epochs are written here, not read from the output: a config's runs come back
+sorted by name, and the README orders and names them for a reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable, Sequence
+
+README = "README.md"
+BENCHMARKS_README = os.path.join("experiments", "benchmarks", "README.md")
+
+# The benchmarks' output directory as written in their command; the regenerator points it at its own workdir.
+BENCHMARKS_OUTDIR = "workdirs/benchmarks/full"
+BENCHMARKS_COMMAND = f"bash experiments/benchmarks/run_all.sh {BENCHMARKS_OUTDIR}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  """One regenerated table.
+
+  name: the marker's NAME; readme: path from the repository root; command: as written in the README;
+  render: workdir -> Markdown table; run: the workdir name under the regeneration root (tables made by one
+  command share it, so the command runs once); output_dir: for a command without --workdir, the output path
+  written in it that the regenerator replaces with its workdir.
+  """
+  name: str
+  readme: str
+  command: str
+  render: Callable[[str], str]
+  run: str = ""
+  output_dir: str | None = None
+
+  @property
+  def run_name(self) -> str:
+    return self.run or self.name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading outputs
+
+
+def _load_json(path: str) -> dict:
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: the table's command did not write it (did it finish?).")
+  with open(path) as f:
+    return json.load(f)
+
+
+def _mean_std(workdir: str, key: str) -> dict:
+  """summary.json's 'mean_std'[key] (a KeyError naming the key and the ones there)."""
+  results = _load_json(os.path.join(workdir, "summary.json"))["mean_std"]
+  if key not in results:
+    raise KeyError(f"{key!r} is not in {os.path.join(workdir, 'summary.json')}; it has {sorted(results)}.")
+  return results[key]
+
+
+def _history(workdir: str, run: str, seed: int = 0) -> list[dict]:
+  return _load_json(os.path.join(workdir, run, f"seed{seed}", "summary.json"))["history"]
+
+
+def _at_epoch(history: list[dict], epoch: int, stage: str = "stage1") -> dict:
+  for record in history:
+    if record["epoch"] == epoch and record.get("stage", stage) == stage:
+      return record
+  raise ValueError(f"no {stage} record of epoch {epoch} in a history of {len(history)} records.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Formats
+
+
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+  """A Markdown table in the README's style ('| a | b |', '|---|---|'; an empty cell is '| |')."""
+  def line(cells):
+    return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+  return "\n".join([line(header), "|" + "---|" * len(header)] + [line(row) for row in rows])
+
+
+def percent(value: float | None, decimals: int = 2) -> str:
+  """0.8607 -> '86.07%' ('-' for None)."""
+  return "-" if value is None else f"{100 * value:.{decimals}f}%"
+
+
+def mean_pm_std(stat: dict | None, *, scale: float = 100.0) -> str:
+  """{'mean': 0.8607, 'std': 0.0155} -> '86.07 ± 1.55' ('-' for None)."""
+  return "-" if stat is None else f"{scale * stat['mean']:.2f} ± {scale * stat['std']:.2f}"
+
+
+def _mean(stats: dict, key: str) -> float | None:
+  return stats[key]["mean"] if key in stats else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# README.md, "Run the default experiment"
+
+DEFAULT3_COMMAND = ("python -m experiments.train --config=experiments/configs/default.py --workdir=workdirs/default3 "
+                    "--config.shared.seeds=\"(0,1,2)\"")
+DEFAULT_RUNS = ("ce", "gce", "truncated_lq", "joint_optimization", "encouraging")
+
+
+def _default_labels(config: dict) -> dict[str, str]:
+  runs = config["runs"]
+  gce_q = runs["gce"]["method"]["loss_kwargs"]["q"]
+  tlq = runs["truncated_lq"]["method"]
+  return {"ce": "CE", "gce": f"GCE (q = {gce_q:g})", "truncated_lq": f"truncated Lq (q = {tlq['q']:g}, "
+          f"k = {tlq['k']:g})", "joint_optimization": "Joint Optimization (stage 2)",
+          "encouraging": f"encouraging loss (log_end = {runs['encouraging']['method']['log_end']:g})"}
+
+
+def render_default3(workdir: str) -> str:
+  summary = _load_json(os.path.join(workdir, "summary.json"))
+  labels = _default_labels(summary["config"])
+  rows = []
+  for run in DEFAULT_RUNS:
+    stats = _mean_std(workdir, run)
+    rows.append([labels[run]] + [mean_pm_std(stats.get(key)) for key in
+                                 ("best_test_accuracy", "last_test_accuracy", "label_recovery_overall",
+                                  "detection_precision", "detection_recall")]
+                + [f"{stats['seconds']['mean']:.1f}"])
+  return markdown(["method", "best test", "last test", "label recovery", "detect P", "detect R", "wall s"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# README.md, "The papers' own experiments on mnist5k"
+
+MEMORISATION_EPOCHS = (1, 8, 20, 32, 44, 60)
+MEMORISATION_ROWS = (("train_loss", "train loss"),
+                     ("train_accuracy_given_labels", "fit of the given labels (eval mode)"),
+                     ("memorised_fraction", "mislabelled examples predicted as their wrong label"),
+                     ("test_accuracy", "test accuracy"))
+
+
+def _percent_short(value: float) -> str:
+  """One decimal, '100%' when it rounds to 100 (the memorisation table's format)."""
+  text = f"{100 * value:.1f}"
+  return ("100" if text == "100.0" else text) + "%"
+
+
+def render_memorisation(workdir: str) -> str:
+  history = _history(workdir, "ce_small_lr")
+  records = [_at_epoch(history, epoch) for epoch in MEMORISATION_EPOCHS]
+  rows = []
+  for key, label in MEMORISATION_ROWS:
+    fmt = (lambda v: f"{v:.3f}") if key == "train_loss" else _percent_short
+    rows.append([label] + [fmt(r[key]) for r in records])
+  return markdown(["epoch"] + [str(e) for e in MEMORISATION_EPOCHS], rows)
+
+
+RELABEL_EPOCHS = (20, 25, 30, 40, 50)
+RELABEL_RUNS = (("soft", "soft, all"), ("hard_all", "hard, all"), ("hard_top360", "hard, top 360"),
+                ("hard_top36", "hard, top 36"), ("hard_top4", "hard, top 4"))
+
+
+def render_relabel_ablation(workdir: str) -> str:
+  rows = []
+  for run, label in RELABEL_RUNS:
+    history = _history(workdir, run)
+    stats = _mean_std(workdir, run)
+    rows.append([label] + [percent(_at_epoch(history, e)["label_recovery_overall"]) for e in RELABEL_EPOCHS]
+                + [percent(_mean(stats, "last_test_accuracy")),
+                   f"{percent(_mean(stats, 'detection_precision'))} / {percent(_mean(stats, 'detection_recall'))}"])
+  return markdown(["label recovery after epoch"] + [str(e) for e in RELABEL_EPOCHS]
+                  + ["stage-1 last test", "detect P / R"], rows)
+
+
+LR_GRID_LEARNING_RATES = (0.005, 0.02, 0.08)
+LR_GRID_NOISE_RATES = (0.3, 0.5, 0.7)
+LR_GRID_PAPER_LR = 0.08
+
+
+def render_lr_noise_grid(workdir: str) -> str:
+  rows = []
+  for lr in LR_GRID_LEARNING_RATES:
+    cells = [f"{lr:g}" + (" (paper)" if lr == LR_GRID_PAPER_LR else "")]
+    for noise in LR_GRID_NOISE_RATES:
+      stats = _mean_std(workdir, f"lr{round(1000 * lr):04d}_noise{round(100 * noise)}")  # lr_noise_grid.run_name
+      cells.append(f"{percent(_mean(stats, 'last_test_accuracy'), 1)} / "
+                   f"{percent(_mean(stats, 'label_recovery_overall'), 1)}")
+    rows.append(cells)
+  return markdown(["lr \\ symmetric noise"] + [f"{n:.0%}" for n in LR_GRID_NOISE_RATES], rows)
+
+
+PSEUDO_LABEL_RUNS = (("ce", "CE"), ("gce", "GCE"), ("truncated_lq", "truncated Lq"),
+                     ("joint_optimization", "Joint Optimization (stage 2)"), ("encouraging", "EL"))
+
+
+def _detect_pr(stats: dict) -> str:
+  if "detection_precision" not in stats:
+    return "-"
+  return f"{percent(_mean(stats, 'detection_precision'))} / {percent(_mean(stats, 'detection_recall'))}"
+
+
+def render_pseudo_label_noise(workdir: str) -> str:
+  rows = []
+  for run, label in PSEUDO_LABEL_RUNS:
+    stats = _mean_std(workdir, run)
+    rows.append([label, percent(_mean(stats, "best_test_accuracy")), percent(_mean(stats, "last_test_accuracy")),
+                 percent(_mean(stats, "label_recovery_overall")), _detect_pr(stats)])
+  return markdown(["method", "best test", "last test", "label recovery", "detect P / R"], rows)
+
+
+LOG_END_NOISE = (("clean", "clean"), ("noisy60", "60% noisy"))
+LOG_END_VALUES = (0.5, 0.75, 1.0)
+
+
+def render_log_end_sweep(workdir: str) -> str:
+  rows = []
+  for noise, noise_label in LOG_END_NOISE:
+    runs = [(f"{noise}_ce", "CE")] + [(f"{noise}_el{round(100 * v)}", f"EL {v}") for v in LOG_END_VALUES]
+    for run, label in runs:
+      stats = _mean_std(workdir, run)
+      margin = _mean(stats, "test_margin_correct")
+      rows.append([noise_label, label, percent(_mean(stats, "best_test_accuracy")),
+                   percent(_mean(stats, "last_test_accuracy")), "-" if margin is None else f"{margin:.2f}"])
+  return markdown(["labels", "method", "best test", "last test", "margin"], rows)
+
+
+def _point(field: str, value: float, noise: float) -> str:
+  """sweep.point_label of (value, noise), e.g. 'q=0.7, noise=60%'."""
+  return f"{field}={value:g}, noise={noise:.0%}"
+
+
+def render_q_sweep(workdir: str) -> str:
+  """Last-epoch test accuracy per (q, noise); the best mean at the highest noise rate in bold."""
+  q_values, noise_rates = _load_json(os.path.join(workdir, "summary.json"))["values"]
+  cells = {(q, n): _mean_std(workdir, _point("q", q, n))["last_test_accuracy"] for q in q_values
+           for n in noise_rates}
+  best_q = max(q_values, key=lambda q: cells[q, noise_rates[-1]]["mean"])
+  rows = []
+  for q in q_values:
+    row = [f"{q:.1f}"]
+    for n in noise_rates:
+      text = mean_pm_std(cells[q, n])
+      row.append(f"**{text}**" if (q, n) == (best_q, noise_rates[-1]) else text)
+    rows.append(row)
+  header = ["q", f"{noise_rates[0]:.0%} noise"] + [f"{n:.0%}" for n in noise_rates[1:]]
+  return markdown(header, rows)
+
+
+def render_k_sweep(workdir: str) -> str:
+  """Last-epoch test accuracy at every noise rate; pruned fraction and detection (means) at the highest."""
+  k_values, noise_rates = _load_json(os.path.join(workdir, "summary.json"))["values"]
+  top = noise_rates[-1]
+  rows = []
+  for k in k_values:
+    tests = " / ".join(mean_pm_std(_mean_std(workdir, _point("k", k, n))["last_test_accuracy"])
+                       for n in noise_rates)
+    stats = _mean_std(workdir, _point("k", k, top))
+    rows.append([f"{k:g}", tests, percent(_mean(stats, "pruned_fraction")), _detect_pr(stats)])
+  header = ["k", "last test " + " / ".join(f"{n:.0%}" for n in noise_rates), f"pruned {top:.0%}",
+            f"detect P / R at {top:.0%}"]
+  return markdown(header, rows)
+
+
+def render_loss_properties(workdir: str) -> str:
+  """The Markdown table experiments.loss_properties prints (its lines that start with '|')."""
+  path = os.path.join(workdir, "stdout.txt")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: run `python -m experiments.loss_properties` first.")
+  with open(path) as f:
+    lines = [line.rstrip("\n") for line in f if line.startswith("|")]
+  if not lines:
+    raise ValueError(f"{path} holds no Markdown table.")
+  return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Benchmarks: README.md's Speed table and experiments/benchmarks/README.md's Results table
+
+STEP_GOAL, EPOCH_GOAL, SMALL_CNN_GOAL, OVERHEAD_GOAL_PERCENT, FIRST_STEP_GOAL_S = 0.8, 1.0, 2.0, 5.0, 20.0
+
+
+def benchmark_records(workdir: str) -> dict[str, dict]:
+  """results.jsonl as {key: record}: 'train_step' (the first), 'train_step_1thread' (a train_step record on one
+  core after the first), 'epoch', 'small_cnn_epoch', 'label_table_overhead/MODEL', 'compile_and_memory'."""
+  path = os.path.join(workdir, "results.jsonl")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: run the benchmarks' command first.")
+  records = {}
+  with open(path) as f:
+    for line in f:
+      if not line.strip():
+        continue
+      record = json.loads(line)
+      key = record["benchmark"]
+      if key == "label_table_overhead":
+        key += "/" + record["settings"]["model"]
+      elif key == "train_step" and key in records and record["threads"]["cores"] == 1:
+        key = "train_step_1thread"
+      records[key] = record
+  return records
+
+
+def _need(records: dict, key: str) -> dict:
+  if key not in records:
+    raise KeyError(f"results.jsonl has no {key!r} record; it has {sorted(records)}.")
+  return records[key]["results"]
+
+
+def _side(results: dict, word: str) -> dict:
+  """The side whose name contains `word` (e.g. 'noisy_jax', 'NCHW', 'workers=2')."""
+  for name, stats in results.items():
+    if word in name:
+      return stats
+  raise KeyError(f"no side containing {word!r} among {sorted(results)}.")
+
+
+def _ms(stats: dict) -> str:
+  return f"{1e3 * stats['median_s']:.0f} ms"
+
+
+def _iqr(stats: dict, scale: float, decimals: int) -> str:
+  return f"IQR {scale * stats['q1_s']:.{decimals}f}-{scale * stats['q3_s']:.{decimals}f}"
+
+
+def _speed(stats: dict) -> str:
+  """PyTorch's time / noisy_jax's time, e.g. '0.74x'."""
+  return f"{stats['ratio_of_medians']:.2f}x"
+
+
+def _met(speeds: Sequence[float], goal: float) -> str:
+  return "yes" if min(speeds) >= goal else "no"
+
+
+def _overhead(results: dict) -> tuple[float, float, str]:
+  jo = results["JO"]
+  medians, paired = jo["overhead_percent_medians"], jo["overhead_percent_paired"]
+  text = f"{medians:+.1f}% (medians), {paired:+.1f}% (paired)"
+  if (medians < 0) != (paired < 0):
+    text += ": within noise"
+  return medians, paired, text
+
+
+def _mib(value: float) -> str:
+  return f"{value:,.0f} MiB"
+
+
+def render_benchmarks(workdir: str) -> str:
+  records = benchmark_records(workdir)
+  rows = []
+  step = _need(records, "train_step")
+  jax_step, nchw, cl = _side(step, "noisy_jax"), _side(step, "NCHW"), _side(step, "channels_last")
+  rows.append(["ResNet-32 train step, batch 128 (`train_step.py`)", f"{_ms(jax_step)} ({_iqr(jax_step, 1e3, 0)})",
+               f"{_ms(nchw)} NCHW, {_ms(cl)} channels_last", f"{_speed(nchw)}, {_speed(cl)}", f">= {STEP_GOAL}x",
+               _met([nchw["ratio_of_medians"], cl["ratio_of_medians"]], STEP_GOAL)])
+  one = _need(records, "train_step_1thread")
+  nchw1, cl1 = _side(one, "NCHW"), _side(one, "channels_last")
+  rows.append(["the same step, 1 thread each", _ms(_side(one, "noisy_jax")), f"{_ms(nchw1)} NCHW, {_ms(cl1)} "
+               "channels_last", f"{_speed(nchw1)}, {_speed(cl1)}", "", ""])
+  epoch = _need(records, "epoch")
+  jax_epoch, w0, w2 = _side(epoch, "noisy_jax"), _side(epoch, "workers=0"), _side(epoch, "workers=2")
+  rows.append(["full epoch, ResNet-32, 5,000 CIFAR-shaped images, crop + flip, JO label-table work (`epoch.py "
+               "--workers 0,2`)", f"{jax_epoch['median_s']:.1f} s ({_iqr(jax_epoch, 1, 1)})",
+               f"{w0['median_s']:.1f} s (DataLoader, 0 workers), {w2['median_s']:.1f} s (2 workers)",
+               f"{_speed(w0)}, {_speed(w2)}", f">= {EPOCH_GOAL}x",
+               _met([w0["ratio_of_medians"], w2["ratio_of_medians"]], EPOCH_GOAL)])
+  small = _need(records, "small_cnn_epoch")
+  jax_small, loader, slices = _side(small, "noisy_jax"), _side(small, "DataLoader"), _side(small, "slices")
+  rows.append(["SmallCNN epoch on mnist5k (`small_cnn_epoch.py`)", f"{_ms(jax_small)} ({_iqr(jax_small, 1e3, 0)})",
+               f"{_ms(loader)} (DataLoader), {_ms(slices)} (tensor slices)", f"{_speed(loader)}, {_speed(slices)}",
+               f">= {SMALL_CNN_GOAL:g}x", _met([loader["ratio_of_medians"], slices["ratio_of_medians"]],
+                                                SMALL_CNN_GOAL)])
+  for model, label, where in (("small_cnn", "SmallCNN", "`label_table_overhead.py`"),
+                              ("preact_resnet32", "ResNet-32", "`--model preact_resnet32`")):
+    record = records.get(f"label_table_overhead/{model}")
+    results = _need(records, f"label_table_overhead/{model}")
+    step_ms = 1e3 * results["CE"]["median_s"] / record["settings"]["steps_per_unit"]
+    medians, paired, text = _overhead(results)
+    step_text = f"{step_ms:.1f}" if step_ms < 100 else f"{step_ms:.0f}"
+    rows.append([f"JO label-table overhead, {label} step {step_text} ms ({where})", text, "", "",
+                 f"<= {OVERHEAD_GOAL_PERCENT:g}%", "yes" if max(medians, paired) <= OVERHEAD_GOAL_PERCENT else "no"])
+  memory = _need(records, "compile_and_memory")
+  jax_r32, torch_r32 = memory["noisy_jax/preact_resnet32"], memory["torch/preact_resnet32"]
+  rows.append(["ResNet-32 first step, fresh process (`compile_and_memory.py`)",
+               f"{jax_r32['first_step_s']:.1f} s (lower {jax_r32['lower_s']:.1f} s + compile "
+               f"{jax_r32['compile_s']:.1f} s); init {jax_r32['init_s']:.1f} s",
+               f"first step {torch_r32['first_step_s']:.2f} s", "", f"<= {FIRST_STEP_GOAL_S:g} s",
+               "yes" if jax_r32["first_step_s"] <= FIRST_STEP_GOAL_S else "no"])
+  rows.append(["peak RSS, ResNet-32 step (same)", f"{_mib(jax_r32['peak_rss_mb'])} (XLA temporaries "
+               f"{_mib(jax_r32['xla_temp_mb'])})", _mib(torch_r32["peak_rss_mb"]), "", "", ""])
+  return markdown(["benchmark", "noisy_jax", "PyTorch", "speed vs PyTorch", "goal", "met?"], rows)
+
+
+def render_speed(workdir: str) -> str:
+  """README's summary of the benchmarks (the same results.jsonl as `render_benchmarks`)."""
+  records = benchmark_records(workdir)
+  step = _need(records, "train_step")
+  jax_step, nchw, cl = _side(step, "noisy_jax"), _side(step, "NCHW"), _side(step, "channels_last")
+  epoch = _need(records, "epoch")
+  jax_epoch, w0, w2 = _side(epoch, "noisy_jax"), _side(epoch, "workers=0"), _side(epoch, "workers=2")
+  small = _need(records, "small_cnn_epoch")
+  jax_small, loader, slices = _side(small, "noisy_jax"), _side(small, "DataLoader"), _side(small, "slices")
+  overheads = [abs(v) for model in ("small_cnn", "preact_resnet32")
+               for v in _overhead(_need(records, f"label_table_overhead/{model}"))[:2]]
+  first_step = _need(records, "compile_and_memory")["noisy_jax/preact_resnet32"]["first_step_s"]
+  rows = [
+      ["pre-activation ResNet-32 train step, batch 128", _ms(jax_step),
+       f"{_ms(nchw)} (NCHW), {_ms(cl)} (channels_last)", f"{_speed(nchw)}, {_speed(cl)}"],
+      ["ResNet-32 epoch of 5,000 CIFAR-shaped images, crop + flip, Joint Optimization",
+       f"{jax_epoch['median_s']:.1f} s", f"{w0['median_s']:.1f} s (DataLoader), {w2['median_s']:.1f} s (2 workers)",
+       f"{_speed(w0)}, {_speed(w2)}"],
+      ["SmallCNN epoch on mnist5k", f"{jax_small['median_s']:.2f} s",
+       f"{loader['median_s']:.2f} s (DataLoader), {slices['median_s']:.2f} s (tensor slices)",
+       f"{_speed(loader)}, {_speed(slices)}"],
+      ["Joint Optimization's label-table work", f"<= {max(overheads):.1f}% of a step", "", ""],
+      ["ResNet-32 step compile, first step", f"{first_step:.1f} s", "", ""],
+  ]
+  return markdown(["", "noisy_jax", "PyTorch", "noisy_jax's speed"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The registry
+
+
+def _train(config: str, workdir: str) -> str:
+  return f"python -m experiments.train --config=experiments/configs/{config}.py --workdir=workdirs/{workdir}"
+
+
+TABLES: tuple[Table, ...] = (
+    Table("default3", README, DEFAULT3_COMMAND, render_default3),
+    Table("memorisation", README, _train("memorisation", "memorisation"), render_memorisation),
+    Table("relabel_ablation", README, _train("relabel_ablation", "relabel_ablation"), render_relabel_ablation),
+    Table("lr_noise_grid", README, _train("lr_noise_grid", "lr_noise_grid"), render_lr_noise_grid),
+    Table("pseudo_label_noise", README, _train("pseudo_label_noise", "pseudo_labels"), render_pseudo_label_noise),
+    Table("log_end_sweep", README, _train("log_end_sweep", "log_end_sweep"), render_log_end_sweep),
+    Table("q_sweep", README, _train("q_sweep", "q_sweep"), render_q_sweep),
+    Table("k_sweep", README, _train("k_sweep", "k_sweep"), render_k_sweep),
+    Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
+    Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
+    Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),
+)
+
+
+def by_name(names: Sequence[str] | None = None) -> list[Table]:
+  """The tables named (all, in registry order, for None); ValueError naming an unknown name and the known ones."""
+  if names is None:
+    return list(TABLES)
+  known = {t.name: t for t in TABLES}
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    raise ValueError(f"unknown table name(s) {unknown}; known: {', '.join(known)}.")
+  return [known[n] for n in names]
