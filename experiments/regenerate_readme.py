@@ -49,6 +49,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_REGEN_ROOT = os.path.join("workdirs", "regen")
 RUN_RECORD = "regen_run.json"
 STDOUT = "stdout.txt"
+LOAD_SAMPLE_SECONDS = 10.0
 _WORKDIR_FLAG = re.compile(r"--workdir[= ](\S+)")
 _DESCRIBE = "import json; from noisy_jax import environment; print(json.dumps(environment.describe()))"
 
@@ -89,15 +90,27 @@ def run_recorded(command: str, workdir: str, output_dir: str | None = None) -> d
             "load_before": environment.load_average(), "cpu_count": len(os.sched_getaffinity(0)),
             "environment": child_environment(env)}
   start = time.perf_counter()
+  load_samples = []  # the 1-minute load average every LOAD_SAMPLE_SECONDS while the command runs
   with open(os.path.join(workdir, STDOUT), "w") as log:
-    result = subprocess.run(["bash", "-c", record["run_as"]], env=env, cwd=REPO, stdout=log,
-                            stderr=subprocess.STDOUT)
+    process = subprocess.Popen(["bash", "-c", record["run_as"]], env=env, cwd=REPO, stdout=log,
+                               stderr=subprocess.STDOUT)
+    while True:
+      try:
+        returncode = process.wait(timeout=LOAD_SAMPLE_SECONDS)
+        break
+      except subprocess.TimeoutExpired:
+        load = environment.load_average()
+        if load:
+          load_samples.append(load[0])
   record.update(seconds=round(time.perf_counter() - start, 1), load_after=environment.load_average(),
-                returncode=result.returncode)
+                returncode=returncode)
+  if load_samples:
+    record["load_during"] = {"mean": round(sum(load_samples) / len(load_samples), 2), "max": max(load_samples),
+                             "samples": len(load_samples)}
   with open(os.path.join(workdir, RUN_RECORD), "w") as f:
     json.dump(record, f, indent=1)
-  if result.returncode:
-    raise RuntimeError(f"{command!r} failed with exit code {result.returncode}; its output: "
+  if returncode:
+    raise RuntimeError(f"{command!r} failed with exit code {returncode}; its output: "
                        f"{os.path.join(workdir, STDOUT)}")
   return record
 
@@ -196,12 +209,16 @@ def _format_load(load) -> str:
 
 
 def env_line(record: dict) -> str:
-  """The environment line of a run: start (UTC), seconds, 1-minute load before -> after, cores, summary_line."""
+  """The environment line of a run: start (UTC), seconds, 1-minute load (mean and max while it ran, when sampled;
+  else before -> after), cores, summary_line. A load well above the run's own threads means other work shared the
+  CPU: its times are slow, its accuracies are not affected (a run is deterministic in its environment)."""
   started = datetime.datetime.fromisoformat(record["started"]).astimezone(datetime.timezone.utc)
   cores = f" on {record['cpu_count']} cores" if record.get("cpu_count") else ""
+  during = record.get("load_during")
+  load = (f"1-minute load {during['mean']:.1f} mean, {during['max']:.1f} max while it ran" if during else
+          f"1-minute load {_format_load(record.get('load_before'))} -> {_format_load(record.get('load_after'))}")
   return (f"{ENV_PREFIX}measured {started:%Y-%m-%d %H:%M} UTC by experiments/regenerate_readme.py, "
-          f"{record['seconds']:,.0f} s, 1-minute load {_format_load(record.get('load_before'))} -> "
-          f"{_format_load(record.get('load_after'))}{cores}; {environment.summary_line(record['environment'])}"
+          f"{record['seconds']:,.0f} s, {load}{cores}; {environment.summary_line(record['environment'])}"
           f"{ENV_SUFFIX}")
 
 

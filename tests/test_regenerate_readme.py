@@ -238,6 +238,21 @@ def test_env_line():
   line = regen.env_line(record)
   assert line.startswith("<sub>Environment: measured 2026-11-24 00:25 UTC") and line.endswith("</sub>")
   assert "1,234 s, 1-minute load 1.00 -> 2.12 on 2 cores; jax 0.10.2" in line and "(Test CPU)" in line
+  sampled = regen.env_line({**record, "load_during": {"mean": 1.94, "max": 3.5, "samples": 120}})
+  assert "1,234 s, 1-minute load 1.9 mean, 3.5 max while it ran on 2 cores;" in sampled
+
+
+def test_run_recorded_samples_the_load_and_records_the_run(tmp_path, monkeypatch):
+  """A real (tiny) command: output captured, exit code, seconds, and the load sampled while it runs."""
+  monkeypatch.setattr(regen, "LOAD_SAMPLE_SECONDS", 0.05)
+  record = regen.run_recorded("sleep 0.3; echo done --workdir=somewhere", str(tmp_path / "run"))
+  assert record["returncode"] == 0 and record["seconds"] >= 0.3
+  assert record["load_during"]["samples"] >= 3
+  assert record["run_as"] == f"sleep 0.3; echo done --workdir={tmp_path / 'run'}"
+  assert (tmp_path / "run" / regen.STDOUT).read_text().strip() == f"done --workdir={tmp_path / 'run'}"
+  assert regen.read_record(str(tmp_path / "run"))["command"] == record["command"]
+  with pytest.raises(RuntimeError, match="exit code 3"):
+    regen.run_recorded("exit 3", str(tmp_path / "fails"))
 
 
 def test_write_round_trip(tmp_path, capsys):
