@@ -108,16 +108,16 @@ def noise_cases() -> dict[str, dict]:
   import ml_collections  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
   dataset = data.load("digits")
   settings = {"symmetric": ("symmetric", 0.4, ""), "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
               "pairflip": ("pairflip", 0.45, ""), "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
-              "pseudo_labels": (train.PSEUDO_LABEL_NOISE, 0.4, "")}
+              "pseudo_labels": (inputs.PSEUDO_LABEL_NOISE, 0.4, "")}
   out = {}
   for name, (noise_type, rate, noise_dataset) in settings.items():
     config = ml_collections.ConfigDict({"noise": {"type": noise_type, "rate": rate, "exact": True,
                                                   "dataset": noise_dataset, "num_components": 20}})
-    noisy, report = train.noisy_training_labels(config, dataset, jax.random.PRNGKey(0))
+    noisy, report = inputs.noisy_training_labels(config, dataset, jax.random.PRNGKey(0))
     out[f"noise/{name}"] = {"flipped": int(np.sum(noisy != dataset.y_train)), "noisy_labels_sha256": checksum(noisy),
                             "flip_rate": float(report["flip_rate"])}
   return out

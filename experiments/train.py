@@ -1,4 +1,4 @@
-r"""Runs an experiment: flags -> config -> noisy_jax.train.run(config, workdir).
+r"""Runs an experiment: flags -> config -> noisy_jax.comparison.run(config, workdir).
 
   python -m experiments.train --config=experiments/configs/default.py --workdir=/tmp/noisy_jax/default
   python -m experiments.train --config=experiments/configs/gce.py --config.noise.rate=0.4 --workdir=/tmp/gce
@@ -16,10 +16,10 @@ from absl import logging
 from ml_collections import config_flags
 
 from noisy_jax import checkpoint
+from noisy_jax import comparison
 from noisy_jax import distributed
 from noisy_jax import host_memory
 from noisy_jax import sweep
-from noisy_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
                                           lock_config=True)
@@ -43,7 +43,7 @@ def main(argv):
   if "sweep" in _CONFIG.value:  # many members of one config in one program (noisy_jax.sweep)
     sweep.run_sweep(_CONFIG.value, _WORKDIR.value)
   else:
-    train.run(_CONFIG.value, _WORKDIR.value)
+    comparison.run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Both papers this library follows train CIFAR with the same two augmentations:
     already standardised data, `standardize(..., 'per_channel')`) the border is 0 = the channel mean. A small
     difference in the border value only; the crop offsets and flips have the same distribution.
 
-Normalisation happens once on the host (`noisy_jax.data.standardize`, in `train.load_dataset`) before the data is
+Normalisation happens once on the host (`noisy_jax.data.standardize`, in `inputs.load_dataset`) before the data is
 put on the device; augmentation runs inside the compiled train step on the gathered batch, so zero padding is
 padding with the (mean-image or per-channel) mean.
 

@@ -12,7 +12,7 @@ A sweep config is a single-run config plus `config.sweep`:
 
 What may differ between members (everything else, i.e. the program's structure, is shared):
   seed                       the init key, the data-order key and the noise draw (exactly as train.run_single)
-  noise.rate                 only changes the member's noisy labels (drawn on the host by train.noisy_training_labels)
+  noise.rate                 only changes the member's noisy labels (drawn on the host by inputs.noisy_training_labels)
   method.loss_kwargs.NAME    method 'loss': a numeric keyword of the loss (GCE's q, SCE's alpha/beta, ...)
   method.q, method.k         truncated Lq
   method.log_end             encouraging loss
@@ -67,6 +67,8 @@ from noisy_jax import augment as augment_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
+from noisy_jax import comparison
+from noisy_jax import inputs
 from noisy_jax import reporting
 from noisy_jax import train
 
@@ -118,7 +120,7 @@ def _set_path(config, path: str, value) -> None:
 
 def traced_fields(config) -> tuple[str, ...]:
   """The dotted paths of `config` that a sweep may vary (see the module docstring)."""
-  allowed = [NOISE_RATE] if config.noise.type not in ("none", train.DATASET_NOISE) else []
+  allowed = [NOISE_RATE] if config.noise.type not in ("none", inputs.DATASET_NOISE) else []
   method = config.method
   allowed += [f"method.{name}" for name in TRACED_METHOD_FIELDS.get(method.name, ())]
   if method.name == "loss":
@@ -372,7 +374,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
 
   Each member's keys, noisy labels and initial state are those of train.run_single with its config: the root key
   PRNGKey(seed) splits into (stage 1, noise, stage 2); stage 1 splits into (init, data order); the labels come
-  from train.noisy_training_labels. `log_fn(epoch, records)` sees every epoch's per-member records.
+  from inputs.noisy_training_labels. `log_fn(epoch, records)` sees every epoch's per-member records.
   """
   method = methods_lib.make(config.method, num_classes=dataset.num_classes)
   num_examples = dataset.x_train.shape[0]
@@ -380,7 +382,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   tables, init_keys, order_keys, reports = [], [], [], []
   for member in members:
     stage1_key, noise_key, _ = jax.random.split(jax.random.PRNGKey(member.seed), 3)
-    noisy, report = train.noisy_training_labels(member.config, dataset, noise_key)
+    noisy, report = inputs.noisy_training_labels(member.config, dataset, noise_key)
     init_key, order_key = jax.random.split(stage1_key)
     tables.append(label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length))
     init_keys.append(init_key)
@@ -496,7 +498,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   sweep, fields, values = check_sweep(config)
   members = make_members(config)
   seeds = tuple(sweep.seeds)
-  dataset = train.load_dataset(config) if dataset is None else dataset
+  dataset = inputs.load_dataset(config) if dataset is None else dataset
   base_config = members[0].config
   method = methods_lib.make(base_config.method, num_classes=dataset.num_classes)
   progress = reporting.Progress(len(members) * int(config.num_epochs))
@@ -537,14 +539,14 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   results = {}
   for point in itertools.product(*values):
     point = tuple(float(v) for v in point)
-    per_seed = [train._flat_metrics(s) for m, s in zip(members, summaries) if m.point == point]  # pylint: disable=protected-access
-    results[point_label(fields, point)] = train.aggregate(per_seed)
+    per_seed = [comparison.flat_metrics(s) for m, s in zip(members, summaries) if m.point == point]  # pylint: disable=protected-access
+    results[point_label(fields, point)] = comparison.aggregate(per_seed)
   title = config.get("title") or f"{config.dataset}, {method.name} sweep over {', '.join(fields) or 'seeds'}"
   print(f"\n{title}  ({len(members)} runs: seeds {list(seeds)}; {mode}; {total:.0f} s in all)")
   for key in sweep.table_keys:
     if len(fields) in (1, 2):
       print(f"\n{key.replace('_', ' ')}, mean ± std over seeds:\n{format_grid(results, fields, values, key)}")
-  print("\n" + train.format_table(results, len(seeds)))
+  print("\n" + comparison.format_table(results, len(seeds)))
   out = {"title": title, "fields": list(fields), "values": [list(v) for v in values], "seeds": list(seeds),
          "mode": mode, "seconds": total, "mean_std": results,
          "members": [{"point": dict(zip(fields, m.point)), "seed": m.seed, "summary": s}
@@ -585,7 +587,7 @@ def format_grid(results: dict[str, dict], fields, values, key: str) -> str:
       point = (float(v),) if c is None else (float(v), float(c))
       cells.append(_cell(results[point_label(fields, point)], key))
     rows.append(cells)
-  return train._text_table(rows)  # pylint: disable=protected-access
+  return comparison.text_table(rows)  # pylint: disable=protected-access
 
 
 def save_sweep_plot(results: dict[str, dict], fields, values, keys, path: str, *, title: str = "") -> str:

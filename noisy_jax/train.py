@@ -14,6 +14,9 @@ statistics are `lax.pmean`-ed; the batch's indices and probabilities are `lax.al
 writes the same rows into its copy of the table) and mapped over the mesh with `jax.shard_map` under `jax.jit`
 with the state and table donated. `check_vma=False` keeps pmap semantics: the explicit `pmean` of the gradients
 is what averages them (see shared/DESIGN.md). One device is a mesh of one.
+
+Around it: the optimiser is `noisy_jax.optim`, the dataset and the noisy labels a run trains on come from
+`noisy_jax.inputs` (re-exported here), and comparisons of several runs with their tables are `noisy_jax.comparison`.
 """
 
 from __future__ import annotations
@@ -42,9 +45,8 @@ from noisy_jax import distributed
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
-from noisy_jax import noise as noise_lib
 from noisy_jax import optim
-from noisy_jax import pseudo_labels as pseudo_labels_lib
+from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, noisy_training_labels  # pylint: disable=g-importing-member,unused-import  (callers use train.NAME)
 from noisy_jax import reporting
 
 AXIS = "batch"
@@ -456,43 +458,6 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: 
 # Runs
 
 
-# config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.pseudo_labels): a fraction `rate` of the
-# training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
-PSEUDO_LABEL_NOISE = "pseudo_labels"
-# config.noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human
-# labels): used as they are; `rate` and `exact` are ignored, the report measures the real noise.
-DATASET_NOISE = "dataset"
-
-
-def noisy_training_labels(config, dataset, key: jax.Array):
-  """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
-  noise_config = config.noise
-  if noise_config.type == DATASET_NOISE:
-    noisy = getattr(dataset, "noisy_y_train", None)
-    if noisy is None:
-      raise ValueError(f"noise type {DATASET_NOISE!r} uses the noisy labels that come with the dataset, but "
-                       f"dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_train is None); use e.g. "
-                       "dataset='cifar10_n' or 'cifar100_n', or another noise type.")
-    noisy = np.asarray(noisy)
-    return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
-  seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
-  if noise_config.type == PSEUDO_LABEL_NOISE:
-    features = pseudo_labels_lib.pca_features(dataset.x_train, int(noise_config.get("num_components", 50)))
-    noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
-        features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed)
-    return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
-  transition = noise_lib.make_transition(noise_config.type, dataset.num_classes, float(noise_config.rate),
-                                         dataset=noise_config.get("dataset") or None)
-  noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
-  return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
-
-
-def load_dataset(config):
-  from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
-  dataset = data.load(config.dataset, **dict(config.get("dataset_kwargs", {})))
-  return data.standardize(dataset, config.get("normalization", "per_channel"))
-
-
 def build_model(model_config, num_classes: int):
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
   return models.get(model_config.name, num_classes=num_classes, bn_axis_name=AXIS,
@@ -615,165 +580,3 @@ def total_epochs(config) -> int:
   if config.method.name == "joint_optimization" and config.method.get("stage2", True):
     epochs += int(config.stage2.num_epochs)
   return epochs
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Comparisons: several methods x seeds, one table
-
-TABLE_COLUMNS = (  # (summary key, header, format)
-    ("best_test_accuracy", "best test", "{:.2%}"),
-    ("last_test_accuracy", "last test", "{:.2%}"),
-    ("label_recovery_overall", "label recovery", "{:.2%}"),
-    ("detection_precision", "detect P", "{:.2%}"),
-    ("detection_recall", "detect R", "{:.2%}"),
-    ("test_margin_correct", "margin", "{:.2f}"),
-    ("realised_noise_rate", "noise", "{:.2%}"),
-    ("seconds", "wall s", "{:.1f}"),
-)
-
-
-def merged_run_config(config, run_name: str, seed: int):
-  """config.shared updated with config.runs[run_name] and the seed: the config of one run of a comparison."""
-  merged = ml_collections.ConfigDict(config.shared.to_dict())
-  merged.update(config.runs[run_name].to_dict())
-  merged.seed = int(seed)
-  if "plots" in config:
-    merged.plots = bool(config.plots)
-  return merged
-
-
-def _flat_metrics(summary: dict) -> dict:
-  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "seconds")}
-  flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
-  if "pseudo_label_accuracy" in summary["noise"]:
-    flat["pseudo_label_accuracy"] = summary["noise"]["pseudo_label_accuracy"]
-  last = summary["history"][-1]
-  if "test_margin_correct" in last:
-    flat["test_margin_correct"] = last["test_margin_correct"]
-  for k, v in summary["stage1"].items():
-    if k.startswith(("label_recovery", "detection_", "pruned_")):
-      flat[k] = v
-  return flat
-
-
-def aggregate(per_seed: list[dict]) -> dict:
-  """Mean and (population) std over seeds of each flat metric present in every seed."""
-  keys = set.intersection(*(set(s) for s in per_seed))
-  return {k: {"mean": float(np.mean([s[k] for s in per_seed])), "std": float(np.std([s[k] for s in per_seed]))}
-          for k in sorted(keys)}
-
-
-def _text_table(rows: list[list[str]], *, left_align: bool = False) -> str:
-  """Columns padded to their widest cell, a dashed rule under the first (header) row."""
-  widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
-  pad = (lambda cell, w: cell.ljust(w)) if left_align else (lambda cell, w: cell.rjust(w))
-  lines = ["  ".join(pad(cell, w) for cell, w in zip(row, widths)) for row in rows]
-  lines.insert(1, "  ".join("-" * w for w in widths))
-  return "\n".join(lines)
-
-
-def format_table(results: dict[str, dict], num_seeds: int) -> str:
-  """Plain-text table of mean (and std when several seeds) per method."""
-  header = ["method"] + [h for _, h, _ in TABLE_COLUMNS]
-  rows = [header]
-  for name, agg in results.items():
-    row = [name]
-    for key, _, fmt in TABLE_COLUMNS:
-      if key not in agg:
-        row.append("-")
-        continue
-      text = fmt.format(agg[key]["mean"])
-      if num_seeds > 1:
-        text += " ±" + fmt.format(agg[key]["std"]).rstrip("%")
-      row.append(text)
-    rows.append(row)
-  return _text_table(rows, left_align=True)
-
-
-def format_epoch_table(history: list[dict], keys) -> str:
-  """Plain-text table of `keys` (record fields) per epoch; '-' where an epoch lacks a field."""
-  header = ["stage", "epoch", *keys]
-  rows = [header]
-  for r in history:
-    cells = [str(r.get("stage", "")), str(r["epoch"])]
-    for k in keys:
-      v = r.get(k)
-      cells.append("-" if v is None else (f"{v:.4f}" if "loss" in k else f"{v:.2%}"))
-    rows.append(cells)
-  return _text_table(rows)
-
-
-def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int = 1) -> str:
-  """Plain-text table of one record field: a row per epoch (every `every`-th and the last), a column per run."""
-  if every < 1:
-    raise ValueError(f"every={every} must be >= 1.")
-  names = list(histories)
-  length = max(len(h) for h in histories.values())
-  steps = sorted(set(range(every - 1, length, every)) | {length - 1})
-  rows = [["epoch", *names]]
-  for i in steps:
-    cells = [str(i + 1)]
-    for name in names:
-      h = histories[name]
-      cells.append(f"{h[i][key]:.2%}" if i < len(h) and key in h[i] else "-")
-    rows.append(cells)
-  return _text_table(rows)
-
-
-def run(config, workdir: str | None = None) -> dict:
-  """Entry point of `experiments/train.py`.
-
-  A config with `runs` (and `shared`) is a comparison: every run x every seed of `config.shared.seeds`, a table
-  printed at the end and `summary.json` in the workdir. Any other config is a single run (`config.seed`).
-  """
-  if "runs" not in config:
-    progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
-    summary = run_single(config, workdir, log_fn=progress)
-    print(format_table({summary["method"]: aggregate([_flat_metrics(summary)])}, 1))
-    return summary
-
-  seeds = tuple(config.shared.get("seeds", (config.shared.get("seed", 0),)))
-  title = config.get("title") or (f"{config.shared.dataset}, {config.shared.noise.rate:.0%} "
-                                  f"{config.shared.noise.type} noise")
-  start = time.perf_counter()
-  dataset = load_dataset(config.shared)
-  mesh = make_mesh(config.shared.get("num_devices") or None)
-  results, summaries, first_seed_histories = {}, {}, {}
-  progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs)
-                                * len(seeds))
-  for name in config.runs:
-    per_seed = []
-    for seed in seeds:
-      run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
-      progress.prefix = f"{name} seed {seed}"
-      summary = run_single(merged_run_config(config, name, seed), run_dir, dataset=dataset, mesh=mesh,
-                           log_fn=progress)
-      first_seed_histories.setdefault(name, summary["history"])
-      per_seed.append(_flat_metrics(summary))
-      logging.info("%s seed %d: last test %.2f%%, %.1fs", name, seed, 100 * summary["last_test_accuracy"],
-                   summary["seconds"])
-    results[name] = aggregate(per_seed)
-    summaries[name] = per_seed
-  if config.get("epoch_table"):
-    for name, history in first_seed_histories.items():
-      print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, tuple(config.epoch_table))}")
-  if config.get("curve_table"):
-    key, every = config.curve_table.key, int(config.curve_table.get("every", 1))
-    print(f"\n{key}, seed {seeds[0]}, per epoch:\n{format_curve_table(first_seed_histories, key, every=every)}")
-  table = format_table(results, len(seeds))
-  total = time.perf_counter() - start
-  print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
-  pseudo = [agg["pseudo_label_accuracy"]["mean"] for agg in results.values() if "pseudo_label_accuracy" in agg]
-  if pseudo:
-    print(f"pseudo-labels: {pseudo[0]:.2%} of the training set's cluster-matched labels are right (mean over seeds)")
-  out = {"title": title, "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
-         "seconds": total, "config": config.to_dict()}
-  if workdir and distributed.is_main_process():
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-      json.dump(out, f, indent=1)
-    if config.get("plots", False):
-      plot_key = config.get("plot_key", "test_accuracy")
-      reporting.save_comparison(first_seed_histories, os.path.join(workdir, "comparison.png"), key=plot_key,
-                                title=f"{title}: {plot_key.replace('_', ' ')}, seed {seeds[0]}")
-  return out

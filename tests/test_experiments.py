@@ -5,6 +5,7 @@ import json
 import pytest
 
 from experiments.configs import memorisation
+from noisy_jax import comparison
 from noisy_jax import train
 
 
@@ -18,7 +19,7 @@ def shrink(config, epochs=3):
 
 def test_memorisation_config(tmp_path, capsys):
   config = shrink(memorisation.get_config())
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   printed = capsys.readouterr().out
   assert "ce_small_lr, seed 0, per epoch:" in printed
   for column in config.epoch_table:
@@ -34,7 +35,7 @@ def test_memorisation_config(tmp_path, capsys):
 def test_format_epoch_table():
   history = [{"stage": "stage1", "epoch": 1, "train_loss": 2.5, "test_accuracy": 0.5},
              {"stage": "stage1", "epoch": 2, "train_loss": 1.25}]
-  lines = train.format_epoch_table(history, ("train_loss", "test_accuracy")).splitlines()
+  lines = comparison.format_epoch_table(history, ("train_loss", "test_accuracy")).splitlines()
   assert lines[0].split() == ["stage", "epoch", "train_loss", "test_accuracy"]
   assert lines[2].split() == ["stage1", "1", "2.5000", "50.00%"]
   assert lines[3].split() == ["stage1", "2", "1.2500", "-"]
@@ -46,7 +47,7 @@ def test_relabel_ablation_config(tmp_path, capsys):
   for run in config.runs.values():
     run.method.begin, run.method.history_length = 2, 2
   config.curve_table.every = 2
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   printed = capsys.readouterr().out
   assert "label_recovery_overall, seed 0, per epoch:" in printed
   header = [l for l in printed.splitlines() if l.strip().startswith("epoch")][0].split()
@@ -64,16 +65,16 @@ def test_relabel_ablation_config(tmp_path, capsys):
 
 def test_format_curve_table():
   histories = {"a": [{"x": 0.1}, {"x": 0.2}, {"x": 0.3}], "b": [{"x": 0.5}, {}]}
-  lines = train.format_curve_table(histories, "x", every=2).splitlines()
+  lines = comparison.format_curve_table(histories, "x", every=2).splitlines()
   assert [l.split() for l in lines[2:]] == [["2", "20.00%", "-"], ["3", "30.00%", "-"]]
   with pytest.raises(ValueError, match="every=0"):
-    train.format_curve_table(histories, "x", every=0)
+    comparison.format_curve_table(histories, "x", every=0)
 
 
 def test_log_end_sweep_config(tmp_path, capsys):
   from experiments.configs import log_end_sweep
   config = shrink(log_end_sweep.get_config(), epochs=2)
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   assert set(out["mean_std"]) == {f"{n}_{m}" for n in ("clean", "noisy60") for m in ("ce", "el50", "el75", "el100")}
   for name, agg in out["mean_std"].items():
     expected_rate = 0.0 if name.startswith("clean") else 0.6
@@ -89,7 +90,7 @@ def test_lr_noise_grid_config(tmp_path):
   config = shrink(lr_noise_grid.get_config(), epochs=3)
   for run in config.runs.values():
     run.method.begin, run.method.history_length = 2, 2
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   assert len(out["mean_std"]) == 9
   for lr in lr_noise_grid.LEARNING_RATES:
     for rate in lr_noise_grid.NOISE_RATES:
@@ -105,7 +106,7 @@ def test_pseudo_label_noise_config(tmp_path, capsys):
   from experiments.configs import pseudo_label_noise
   config = shrink(pseudo_label_noise.get_config(), epochs=2)
   config.runs = {"ce": config.runs.ce}
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   agg = out["mean_std"]["ce"]
   assert 0.0 < agg["pseudo_label_accuracy"]["mean"] < 1.0
   # Exactly 40% took their pseudo-label; those that were right keep the clean label, so fewer than 40% flip.

@@ -26,6 +26,7 @@ from noisy_jax import losses
 from noisy_jax import methods
 from noisy_jax import noise as noise_lib
 from noisy_jax import optim
+from noisy_jax import comparison
 from noisy_jax import train
 
 GCE_COMBOS = ([(d, m, n) for d in ("cifar10", "cifar100", "fashion_mnist") for m in ("ce", "gce", "truncated_lq")
@@ -215,7 +216,7 @@ def test_peers_paper_values_and_comparison():
     config = peers_paper.get_config(arg)
     assert set(config.runs) == set(names)
     for name in config.runs:
-      merged = train.merged_run_config(config, name, 0)
+      merged = comparison.merged_run_config(config, name, 0)
       single = peers_paper.get_config(name)
       single.seed = 0
       assert merged.to_dict() == single.to_dict()

@@ -1,6 +1,6 @@
 """The README regenerator: markers, commands and tables in the READMEs, renderers on synthetic outputs, --write.
 
-Fast: nothing is trained. The synthetic workdirs have the layout the real writers produce (`train.run`'s and
+Fast: nothing is trained. The synthetic workdirs have the layout the real writers produce (`comparison.run`'s and
 `sweep.run_sweep`'s summary.json, `run_single`'s per-run summary.json, the benchmarks' JSON records built with
 `common.summarize`), with run names and point labels taken from the real configs and `sweep.point_label`.
 """
@@ -61,7 +61,7 @@ def stats(metrics=METRICS):
 
 
 def comparison_workdir(path, config):
-  """train.run's summary.json, and run_single's per-run summary.json with a 60-epoch history."""
+  """comparison.run's summary.json, and run_single's per-run summary.json with a 60-epoch history."""
   runs = list(config.runs.keys())
   write_json(os.path.join(path, "summary.json"),
              {"title": "t", "seeds": [0], "mean_std": {run: stats() for run in runs},

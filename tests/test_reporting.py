@@ -13,6 +13,7 @@ from experiments.configs import ce
 from experiments.configs import default
 from experiments.configs import joint_optimization
 from noisy_jax import reporting
+from noisy_jax import comparison
 from noisy_jax import train
 
 
@@ -102,7 +103,7 @@ def test_comparison_progress_total_and_plot(tmp_path, capsys):
   config.runs = {"ce": ce.get_run()}
   config.runs.ce.num_epochs = 2
   config.plots = True
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   assert out["title"] == "digits, 60% symmetric noise"
   assert "digits, 60% symmetric noise" in capsys.readouterr().out
   _load_png(str(tmp_path / "comparison.png"))

@@ -18,6 +18,7 @@ from experiments.configs import gce
 from experiments.configs import joint_optimization
 from experiments.configs import truncated_lq
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import comparison
 from noisy_jax import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,7 +143,7 @@ def test_comparison_table_and_summary(tmp_path, capsys):
     run = tiny(CONFIGS[name])
     runs[name] = {k: run[k] for k in ("method", "num_epochs", "optimizer")}
   config.runs = runs
-  out = train.run(config, str(tmp_path))
+  out = comparison.run(config, str(tmp_path))
   printed = capsys.readouterr().out
   assert "truncated_lq" in printed and "last test" in printed and "±" in printed
   assert set(out["mean_std"]) == {"ce", "truncated_lq"}

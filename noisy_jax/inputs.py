@@ -1,0 +1,57 @@
+"""The input side of a run: the dataset a config names and the noisy training labels it trains on.
+
+  dataset = load_dataset(config)                                  # data.load(config.dataset) + standardize
+  noisy, report = noisy_training_labels(config, dataset, key)     # config.noise applied to the clean labels
+
+Moved out of noisy_jax/train.py (which keeps these names for its callers): the trainer consumes a dataset and a
+label vector and does not care where they came from.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from noisy_jax import noise as noise_lib
+from noisy_jax import pseudo_labels as pseudo_labels_lib
+
+
+# config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.pseudo_labels): a fraction `rate` of the
+# training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
+PSEUDO_LABEL_NOISE = "pseudo_labels"
+# config.noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human
+# labels): used as they are; `rate` and `exact` are ignored, the report measures the real noise.
+DATASET_NOISE = "dataset"
+
+
+def noisy_training_labels(config, dataset, key: jax.Array):
+  """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
+  noise_config = config.noise
+  if noise_config.type == DATASET_NOISE:
+    noisy = getattr(dataset, "noisy_y_train", None)
+    if noisy is None:
+      raise ValueError(f"noise type {DATASET_NOISE!r} uses the noisy labels that come with the dataset, but "
+                       f"dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_train is None); use e.g. "
+                       "dataset='cifar10_n' or 'cifar100_n', or another noise type.")
+    noisy = np.asarray(noisy)
+    return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
+  seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
+  if noise_config.type == PSEUDO_LABEL_NOISE:
+    features = pseudo_labels_lib.pca_features(dataset.x_train, int(noise_config.get("num_components", 50)))
+    noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
+        features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed)
+    return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
+  transition = noise_lib.make_transition(noise_config.type, dataset.num_classes, float(noise_config.rate),
+                                         dataset=noise_config.get("dataset") or None)
+  noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
+  return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
+
+
+def load_dataset(config):
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
+  dataset = data.load(config.dataset, **dict(config.get("dataset_kwargs", {})))
+  return data.standardize(dataset, config.get("normalization", "per_channel"))
+
+
+CLASSES_FILE = "classes.json"
+_PATH_KWARGS = ("root", "manifest", "path", "data_dir")  # dataset_kwargs that name files: written absolute
