@@ -140,6 +140,8 @@ def run(config, workdir: str | None = None) -> dict:
                                   f"{config.shared.noise.type} noise")
   start = time.perf_counter()
   dataset = inputs.load_dataset(config.shared)
+  if workdir and distributed.is_main_process():
+    inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
   mesh = train.make_mesh(config.shared.get("num_devices") or None)
   results, summaries, first_seed_histories = {}, {}, {}
   progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs)

@@ -2,12 +2,16 @@
 
   dataset = load_dataset(config)                                  # data.load(config.dataset) + standardize
   noisy, report = noisy_training_labels(config, dataset, key)     # config.noise applied to the clean labels
+  write_classes(dataset, config, workdir)                         # WORKDIR/classes.json (datasets from disk)
 
 Moved out of noisy_jax/train.py (which keeps these names for its callers): the trainer consumes a dataset and a
 label vector and does not care where they came from.
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 import jax
 import numpy as np
@@ -55,3 +59,25 @@ def load_dataset(config):
 
 CLASSES_FILE = "classes.json"
 _PATH_KWARGS = ("root", "manifest", "path", "data_dir")  # dataset_kwargs that name files: written absolute
+
+
+def write_classes(dataset, config, workdir: str | None) -> str | None:
+  """Writes WORKDIR/classes.json when the dataset names its classes (datasets from disk); returns its path.
+
+  Content: {"class_names": [name of class 0, ...], "source": {"dataset": config.dataset, **config.dataset_kwargs}}
+  with file and folder paths made absolute, so that class ids in the run's outputs can be read back as names and
+  the data found again. Nothing is written for a dataset without class_names or without a workdir. The caller
+  writes from one process only (process 0, as summary.json).
+  """
+  names = getattr(dataset, "class_names", None)
+  if names is None or not workdir:
+    return None
+  kwargs = config.get("dataset_kwargs") or {}
+  kwargs = kwargs.to_dict() if hasattr(kwargs, "to_dict") else dict(kwargs)
+  source = {"dataset": config.get("dataset", getattr(dataset, "name", None))}
+  source.update({k: os.path.abspath(v) if k in _PATH_KWARGS and isinstance(v, str) else v for k, v in kwargs.items()})
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, CLASSES_FILE)
+  with open(path, "w") as f:
+    json.dump({"class_names": list(names), "source": source}, f, indent=1, default=str)
+  return path

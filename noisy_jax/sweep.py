@@ -556,6 +556,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)
+    inputs.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
     if len(fields) in (1, 2) and sweep.plot_keys:
       save_sweep_plot(results, fields, values, tuple(sweep.plot_keys), os.path.join(workdir, "sweep.png"),
                       title=f"{title} (mean ± std over {len(seeds)} seeds)")

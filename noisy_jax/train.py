@@ -42,6 +42,7 @@ from noisy_jax import _checks
 from noisy_jax import augment as augment_lib
 from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import distributed
+from noisy_jax import inputs as inputs_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
@@ -505,6 +506,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
     os.makedirs(workdir, exist_ok=True)
     if writes:
       scalar_writer = reporting.ScalarWriter(workdir)
+      inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
     if int(config.get("checkpoint_every", 0)) > 0:
       checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
 

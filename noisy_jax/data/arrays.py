@@ -20,6 +20,17 @@ def _readonly(array, dtype) -> np.ndarray:
   return view
 
 
+def _sources(name: str, sources, num_rows: int) -> np.ndarray:
+  """Checks one split's sources: a 1-D sequence of `num_rows` strings; returns them as a read-only str array."""
+  array = np.asarray(sources)
+  if array.dtype == object and all(isinstance(s, str) for s in array.ravel()):
+    array = array.astype(str)
+  if array.ndim != 1 or len(array) != num_rows or (array.size and array.dtype.kind != "U"):
+    raise ValueError(f"{name} must hold one string per row of the split: expected [{num_rows}] strings, got "
+                     f"shape {array.shape} of dtype {array.dtype}.")
+  return _readonly(array, array.dtype if array.size else str)
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Dataset:
   """Train / validation / test splits of one classification dataset, held in memory.
@@ -36,8 +47,13 @@ class Dataset:
     noisy_y_train: None, or int32 [N_train] labels given by the dataset itself for the training rows (real human
       noise: CIFAR-10N / CIFAR-100N, noisy_jax.data.tfds_data); row i describes training example i. The trainer
       uses them with noise type 'dataset' (noisy_jax.train.noisy_training_labels).
+    class_names: None, or C names: class id c is called class_names[c] (datasets read from disk,
+      noisy_jax.data.disk; the trainer writes them to WORKDIR/classes.json).
+    train_sources, val_sources, test_sources: None, or str [N_split]: where row i of the split came from, e.g.
+      'train/cat/001.png' (a path relative to the image folder or CSV manifest) or 'npz:x_train[17]' (a record id),
+      so per-example results can be traced back to files.
   The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
-  be cached and shared safely.
+  be cached and shared safely. The optional fields default to None, which is what every built-in dataset has.
   """
   name: str
   num_classes: int
@@ -48,6 +64,10 @@ class Dataset:
   x_test: np.ndarray
   y_test: np.ndarray
   noisy_y_train: np.ndarray | None = None
+  class_names: tuple[str, ...] | None = None
+  train_sources: np.ndarray | None = None
+  val_sources: np.ndarray | None = None
+  test_sources: np.ndarray | None = None
 
   def __post_init__(self):
     for split in ("train", "val", "test"):
@@ -66,6 +86,18 @@ class Dataset:
         raise ValueError(f"noisy_y_train has {len(noisy)} labels but the training split has {len(self.y_train)} "
                          f"rows; expected [{len(self.y_train)}].")
       object.__setattr__(self, "noisy_y_train", _readonly(noisy, np.int32))
+    if self.class_names is not None:
+      names = tuple(self.class_names)
+      if len(names) != self.num_classes or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"class_names={names!r} must be {self.num_classes} strings (one per class).")
+      if len(set(names)) != len(names):
+        raise ValueError(f"class_names={names!r} holds a name twice; every class needs its own name.")
+      object.__setattr__(self, "class_names", names)
+    for split in ("train", "val", "test"):
+      sources = getattr(self, f"{split}_sources")
+      if sources is not None:
+        object.__setattr__(self, f"{split}_sources", _sources(f"{split}_sources", sources, len(getattr(
+            self, f"y_{split}"))))
 
   @property
   def input_shape(self) -> tuple[int, ...]:
@@ -196,7 +228,9 @@ def _labels(name: str, y, num_rows: int) -> np.ndarray:
 
 
 def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num_classes: int | None = None,
-                validation_size: int | float = 0, seed: int = 0, name: str = "arrays") -> Dataset:
+                validation_size: int | float = 0, seed: int = 0, name: str = "arrays",
+                class_names: Sequence[str] | None = None, train_sources=None, val_sources=None,
+                test_sources=None) -> Dataset:
   """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
@@ -211,6 +245,8 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
       default) gives an empty validation split. The remaining training rows keep their order.
     seed: seed of the validation carving.
     name: the Dataset's name.
+    class_names, train_sources, val_sources, test_sources: optional, see `Dataset` (one string per row of the
+      split as given: a carved validation split takes its rows' training sources; val_sources goes with x_val).
 
   Returns:
     A Dataset with read-only float32 inputs and int32 labels.
@@ -225,6 +261,8 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
   if x_val is not None and validation_size:
     raise ValueError(f"validation_size={validation_size!r} carves a validation split from the training data, "
                      "but x_val/y_val were given too: pass one or the other.")
+  if val_sources is not None and x_val is None:
+    raise ValueError("val_sources describes the rows of x_val, but x_val was not given.")
   splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
   if x_val is not None:
     splits["val"] = (x_val, y_val)
@@ -249,11 +287,15 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
     else:
       _checks.check_range("validation_size", validation_size, 0.0, 1.0, high_open=True)
     val_rows, train_rows = stratified_split(ys["train"], [validation_size, None], seed=seed)
+    if train_sources is not None:
+      train_sources = _sources("train_sources", train_sources, len(ys["train"]))
+      train_sources, val_sources = train_sources[train_rows], train_sources[val_rows]
     xs["val"], ys["val"] = xs["train"][val_rows], ys["train"][val_rows]
     xs["train"], ys["train"] = xs["train"][train_rows], ys["train"][train_rows]
   return Dataset(name=name, num_classes=int(num_classes),
                  x_train=xs["train"], y_train=ys["train"], x_val=xs["val"], y_val=ys["val"],
-                 x_test=xs["test"], y_test=ys["test"])
+                 x_test=xs["test"], y_test=ys["test"], class_names=class_names, train_sources=train_sources,
+                 val_sources=val_sources, test_sources=test_sources)
 
 
 def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:

@@ -1,5 +1,9 @@
 """TensorFlow Datasets image datasets held in memory: MNIST, Fashion-MNIST, CIFAR-10/100 and CIFAR-10N/100N.
 
+Also any other TFDS image classification dataset by name (`by_name`, registered as 'tfds'), with its image and
+label keys, optional resizing (image_size), class names from its ClassLabel and sources 'tfds:NAME/SPLIT[i]'; only
+that loader can ask TFDS to download (download=True).
+
 Read with `tfds.data_source` random access (ArrayRecord files, pillow decodes the PNGs): no TensorFlow needed,
 nothing is ever downloaded. The data must already be prepared in ArrayRecord format in `data_dir` (TFDS's default
 `~/tensorflow_datasets` when None); otherwise the loader raises FileNotFoundError with the command that prepares
@@ -66,27 +70,35 @@ def _prepare_instructions(tfds_name: str, data_dir) -> str:
   where = data_dir or "DIR"
   command = f"tfds build {tfds_name} --file_format=array_record --data_dir={where}"
   manual = ""
-  if SPECS[tfds_name].manual:
+  if tfds_name in SPECS and SPECS[tfds_name].manual:
     n = "10" if tfds_name == "cifar10_n" else "100"
     manual = (f"{tfds_name} needs a MANUAL download: put side_info_cifar{n}N.csv, CIFAR-{n}_human_annotations.csv "
               f"(converted from CIFAR-{n}_human_ordered.npy, see the MANUAL_DOWNLOAD_INSTRUCTIONS of TFDS's "
               f"{tfds_name} builder) and image_order_c{n}.npy from https://github.com/UCSC-REAL/cifar-10-100n into a "
               "folder MANUAL; then, ")
     command += " --manual_dir=MANUAL"
+  if tfds_name in SPECS:
+    last = "noisy_jax never downloads."
+  else:  # dataset 'tfds' (by_name) can ask TFDS to download
+    last = ("Or let TFDS download and prepare it here: download=True in dataset_kwargs (needs network, "
+            "tensorflow-datasets and, for most datasets, TensorFlow).")
   return (f"{manual}{'on' if manual else 'On'} a machine with internet and TensorFlow "
           f"(pip install tensorflow-datasets tensorflow-cpu) run\n  {command}\nthen copy {where} here and pass it as "
-          f"data_dir (config: --config.dataset_kwargs.data_dir={where}), or use ~/tensorflow_datasets. "
-          "noisy_jax never downloads.")
+          f"data_dir (config: --config.dataset_kwargs.data_dir={where}), or use ~/tensorflow_datasets. {last}")
 
 
-def _data_source(tfds_name: str, split: str, data_dir):
-  """`tfds` random-access source of one split, or a FileNotFoundError/ValueError saying how to prepare it."""
+def _builder(tfds_name: str, data_dir):
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError("this dataset needs the 'tensorflow-datasets' package (and pillow), which is not installed: "
                       "pip install \"noisy_jax[data]\"") from e
-  builder = tfds.builder(tfds_name, data_dir=data_dir)
+  return tfds.builder(tfds_name, data_dir=data_dir)
+
+
+def _data_source(tfds_name: str, split: str, data_dir):
+  """`tfds` random-access source of one split, or a FileNotFoundError/ValueError saying how to prepare it."""
+  builder = _builder(tfds_name, data_dir)
   try:
     # Under tfds.testing.mock_data this returns random examples whatever is on disk (the tests use that).
     return builder.as_data_source(split=split)
@@ -99,8 +111,24 @@ def _data_source(tfds_name: str, split: str, data_dir):
                      f"{_prepare_instructions(tfds_name, data_dir)}") from e
 
 
-def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _fit_image(image, image_size: int, where: str) -> np.ndarray:
+  """uint8 [H, W, C] (C = 1 or 3) -> [S, S, C]: shorter side resized to S, centre crop (noisy_jax.data.images)."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import images as images_lib  # pylint: disable=g-import-not-at-top
+  image = np.asarray(image, np.uint8)
+  if image.ndim != 3 or image.shape[-1] not in (1, 3):
+    raise ValueError(f"{where}: image of shape {image.shape}; resizing needs [H, W, 1] or [H, W, 3] uint8 pixels.")
+  fitted = np.asarray(images_lib.resize_and_crop(Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image),
+                                                 image_size), np.uint8)
+  return fitted.reshape(image_size, image_size, image.shape[-1])
+
+
+def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None, image_key: str = "image",
+               image_size: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
   """Reads a whole TFDS split into memory.
+
+  image_size: None keeps the records' images, which must then all have one shape; S resizes each image's shorter
+  side to S and centre-crops S x S (noisy_jax.data.images.resize_and_crop).
 
   Returns:
     (uint8 images [N, H, W, C] in TFDS's row order, {key: int64 [N] for each of `label_keys`}).
@@ -110,14 +138,25 @@ def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None) -> tupl
   if num == 0:
     raise ValueError(f"TFDS split {tfds_name}:{split} has 0 examples.")
   first = source[0]
-  missing = [k for k in ("image", *label_keys) if k not in first]
+  missing = [k for k in (image_key, *label_keys) if k not in first]
   if missing:
     raise ValueError(f"TFDS dataset {tfds_name!r} has no feature(s) {missing}; it has {sorted(first)}.")
-  images = np.empty((num, *np.shape(first["image"])), np.uint8)
+
+  def pixels(example, i):
+    image = example[image_key]
+    return image if image_size is None else _fit_image(image, image_size, f"TFDS {tfds_name}:{split}[{i}]")
+
+  shape = np.shape(pixels(first, 0))
+  images = np.empty((num, *shape), np.uint8)
   labels = {k: np.empty(num, np.int64) for k in label_keys}
   for i in range(num):  # one record at a time: the batched __getitems__ is not available under the mock
     example = first if i == 0 else source[i]
-    images[i] = example["image"]
+    image = pixels(example, i)
+    if np.shape(image) != shape:
+      raise ValueError(f"TFDS {tfds_name}:{split}[0] has an image of shape {shape} but [{i}] one of "
+                       f"{np.shape(image)}; pass image_size=S (in dataset_kwargs) to resize every image's shorter "
+                       "side to S and centre-crop S x S.")
+    images[i] = image
     for k in label_keys:
       labels[k][i] = example[k]
   return images, labels
@@ -212,3 +251,52 @@ def cifar10_n(**kwargs) -> arrays.Dataset:
 def cifar100_n(**kwargs) -> arrays.Dataset:
   """CIFAR-100 (fine) with CIFAR-100N human labels in `noisy_y_train` (noise_key 'noisy'). See `load`."""
   return load("cifar100_n", **kwargs)
+
+
+def by_name(name: str, *, image_key: str = "image", label_key: str = "label", train_split: str = "train",
+            val_split: str | None = None, test_split: str = "test", image_size: int | None = None,
+            download: bool = False, data_dir: str | None = None, validation_size: int | float | None = None,
+            seed: int = SPLIT_SEED) -> arrays.Dataset:
+  """Any TFDS image classification dataset by name, held in memory (registered as 'tfds').
+
+    python -m experiments.train --config=experiments/configs/ce.py --config.dataset=tfds \\
+      --config.dataset_kwargs="{'name': 'beans', 'val_split': 'validation', 'image_size': 64}"
+
+  Args:
+    name: the TFDS name, e.g. 'beans', 'tf_flowers', 'oxford_iiit_pet' (a version too: 'beans:0.1.0').
+    image_key, label_key: the features holding the uint8 image [H, W, C] and the integer class id.
+    train_split, val_split, test_split: TFDS split names (slices work, e.g. 'train[:90%]'); val_split None:
+      `validation_size` is carved from the training split (None: 10%), as noisy_jax.data.disk does.
+    image_size: S: resize each image's shorter side to S and centre-crop S x S (needed when sizes differ).
+    download: when the dataset is not prepared in data_dir, `builder.download_and_prepare(file_format=
+      'array_record')` first. Needs network access, tensorflow-datasets and, for most builders, TensorFlow
+      (pip install tensorflow-cpu); some datasets also need a manual download or Apache Beam (see TFDS's catalog).
+      False (default): never downloads; an unprepared dataset raises FileNotFoundError with the `tfds build`
+      command.
+    data_dir: the TFDS data directory (None: ~/tensorflow_datasets or $TFDS_DATA_DIR).
+    seed: seed of the validation carving.
+
+  Returns:
+    A Dataset: float32 [N, H, W, C] images in [0, 1] (pixel / 255), int32 labels, class_names from the label's
+    ClassLabel feature (when it is one), sources 'tfds:NAME/SPLIT[i]' (row i of that TFDS split).
+  """
+  from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import images  # pylint: disable=g-import-not-at-top
+  image_size = images.check_image_size(image_size)
+  builder = _builder(name, data_dir)
+  if download and not builder.is_prepared():
+    builder.download_and_prepare(file_format="array_record")
+  splits = {"train": train_split, "val": val_split, "test": test_split}
+  x, y, sources = {}, {}, {}
+  for split, tfds_split in splits.items():
+    if tfds_split is None:
+      continue
+    pixels, labels = read_split(name, tfds_split, (label_key,), data_dir=data_dir, image_key=image_key,
+                                image_size=image_size)
+    x[split], y[split] = _to_float(pixels), labels[label_key]
+    sources[split] = [f"tfds:{name}/{tfds_split}[{i}]" for i in range(len(pixels))]
+  feature = builder.info.features[label_key]  # read_split has checked that the records have it
+  class_names = tuple(feature.names) if getattr(feature, "names", None) else None  # a ClassLabel's names
+  return disk.assemble(name, x, y, sources, class_names,
+                       num_classes=None if class_names is None else len(class_names),
+                       validation_size=validation_size, seed=seed, where=f"TFDS dataset {name!r}")

@@ -1,0 +1,286 @@
+"""Datasets read from disk into memory: a folder of images (or a CSV manifest of image files) and a .npz of arrays.
+
+Registered as 'image_folder' and 'npz' (TFDS datasets by name are 'tfds', in noisy_jax.data.tfds_data).
+
+image_folder, TFDS's layout (SPLIT: train and test required, val optional; LABEL: the class name):
+
+  ROOT/train/LABEL/*.png|*.jpg|*.jpeg
+  ROOT/val/LABEL/...          optional: without it a stratified validation split is carved from train
+  ROOT/test/LABEL/...
+
+or a CSV manifest (header `path,label[,split]`, paths relative to the CSV's folder, split train / val / test; a
+manifest without a split column has no test rows and is refused for now):
+
+  path,label,split
+  images/001.png,cat,train
+  images/002.png,dog,test
+
+Rows: training example i (row i of the label table) is the i-th file of ROOT/train in the order (class id, file
+name), or the i-th training row of the manifest, minus the rows carved for validation (the rest keep their order).
+`Dataset.train_sources[i]` is its path relative to ROOT or to the CSV ('train/cat/001.png'), likewise
+val_sources / test_sources. Class ids: the sorted class names of the TRAINING split (folder names, or label
+strings of the manifest; integer-looking names sorted as integers: '2' < '10'), or the order of `classes` when
+given; a val/test label outside the list is an error. Pixels: float32 in [0, 1] (uint8 / 255, as the embedded
+datasets), [N, S, S, 1] when every image is grayscale, else [N, S, S, 3] (noisy_jax.data.images: decoding,
+channels, resize + centre crop to `image_size`).
+
+npz: one `.npz` holding x_train, y_train, x_test, y_test and optionally x_val, y_val and class_names (str [C]):
+`arrays.from_arrays` from the command line. Sources are record ids, 'npz:x_train[17]'.
+
+Commands (a comparison config takes the dataset under `shared`; a single-run config such as ce.py directly,
+--config.dataset=...). `dataset_kwargs` is given as one dict: the config is locked, so a new key such as
+`--config.shared.dataset_kwargs.root=DIR` is refused.
+
+  python -m experiments.train --config=experiments/configs/default.py --workdir=workdirs/mine \\
+    --config.shared.dataset=image_folder --config.shared.dataset_kwargs="{'root': 'DIR', 'image_size': 32}"
+  python -m experiments.train --config=experiments/configs/ce.py --workdir=workdirs/mine_ce \\
+    --config.dataset=npz --config.dataset_kwargs="{'path': 'data.npz'}"
+
+The run writes WORKDIR/classes.json (class names and where the data came from) next to summary.json.
+
+Errors name the file or value: a file pillow cannot decode, a manifest row naming a missing file, a label outside
+the class list, an empty class folder, a missing ROOT/train or ROOT/test, images of different sizes without
+image_size. Nothing is skipped silently (hidden files, names starting with '.', are ignored).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from typing import Sequence
+import zipfile
+
+import numpy as np
+
+from noisy_jax.data import arrays
+from noisy_jax.data import images
+
+SPLITS = ("train", "val", "test")
+SPLIT_SEED = 20180611  # default seed of the validation carving: part of the dataset's definition (as embedded.py)
+DEFAULT_VALIDATION_FRACTION = 0.1  # carved from train when the data has no validation split
+NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
+NPZ_OPTIONAL = ("x_val", "y_val", "class_names")
+
+# split -> [(source: path relative to the base folder, label name)]
+Listing = dict[str, list[tuple[str, str]]]
+
+
+def _visible(names) -> list[str]:
+  return sorted(n for n in names if not n.startswith("."))
+
+
+def list_folder(root: str) -> Listing:
+  """The image files of ROOT/SPLIT/LABEL/ per split (train, val, test), sorted by (label folder, file name).
+
+  No image is read.
+
+  Raises:
+    FileNotFoundError: naming ROOT, ROOT/train or ROOT/test when missing.
+    ValueError: naming an unknown split folder, a file outside a class folder, a sub-folder or a non-image file
+      inside one, or an empty class folder.
+  """
+  if not os.path.isdir(root):
+    raise FileNotFoundError(f"image folder root {root!r} is not a folder.")
+  listing = {}
+  for split in _visible(os.listdir(root)):
+    folder = os.path.join(root, split)
+    if not os.path.isdir(folder):
+      continue  # a README or a manifest next to the split folders
+    if split not in SPLITS:
+      raise ValueError(f"{folder!r} is not a split folder: the splits are {', '.join(SPLITS)} (val optional).")
+    listing[split] = []
+    for label in _visible(os.listdir(folder)):
+      class_folder = os.path.join(folder, label)
+      if not os.path.isdir(class_folder):
+        raise ValueError(f"{class_folder!r} is a file, but images belong in class folders: {folder}/LABEL/.")
+      files = _visible(os.listdir(class_folder))
+      if not files:
+        raise ValueError(f"class folder {class_folder!r} is empty; remove it or put its images there.")
+      for name in files:
+        path = os.path.join(class_folder, name)
+        if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
+          raise ValueError(f"{path!r} is not an image file: a class folder holds only "
+                           f"{', '.join(images.IMAGE_EXTENSIONS)} files.")
+        listing[split].append((f"{split}/{label}/{name}", label))
+    if not listing[split]:
+      raise ValueError(f"split folder {folder!r} has no class folder.")
+  for split in ("train", "test"):
+    if split not in listing:
+      raise FileNotFoundError(f"{os.path.join(root, split)!r} is missing: an image folder needs "
+                              f"ROOT/{split}/LABEL/ images (val is optional).")
+  return {split: listing[split] for split in SPLITS if split in listing}
+
+
+def read_manifest(manifest: str) -> Listing:
+  """The rows of a CSV manifest (`path,label[,split]`) per split (train, val, test), each in file order.
+
+  Paths are relative to the CSV's folder.
+
+  Raises:
+    FileNotFoundError: naming the manifest, or a row's missing image file (with its line).
+    ValueError: naming a bad header, an empty path or label, an unknown split (with its line), or a manifest
+      without training or test rows.
+  """
+  if not os.path.isfile(manifest):
+    raise FileNotFoundError(f"manifest {manifest!r} does not exist.")
+  base = os.path.dirname(manifest)
+  listing = {}
+  with open(manifest, newline="", encoding="utf-8") as f:
+    reader = csv.DictReader(f)
+    columns = [c.strip() for c in reader.fieldnames or ()]
+    if "path" not in columns or "label" not in columns or set(columns) - {"path", "label", "split"}:
+      raise ValueError(f"manifest {manifest!r} has the columns {columns}; expected path,label and optionally split.")
+    reader.fieldnames = columns
+    for row in reader:
+      line = f"{manifest}, line {reader.line_num}"
+      path, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
+      split = (row.get("split") or "").strip() if "split" in columns else "train"
+      if not path or not label:
+        raise ValueError(f"{line}: a row needs a path and a label, got {row!r}.")
+      if split not in SPLITS:
+        raise ValueError(f"{line}: split {split!r} is not one of {', '.join(SPLITS)}.")
+      if not os.path.isfile(os.path.join(base, path)):
+        raise FileNotFoundError(f"{line}: image file {os.path.join(base, path)!r} does not exist.")
+      listing.setdefault(split, []).append((path, label))
+  for split in ("train", "test"):
+    if split not in listing:
+      raise ValueError(f"manifest {manifest!r} has no {split} row; give every row a split (train, val or test) "
+                       "in a split column.")
+  return {split: listing[split] for split in SPLITS if split in listing}
+
+
+def class_order(names) -> tuple[str, ...]:
+  """Distinct class names, sorted; integer-looking names ('-?[0-9]+') sorted as integers when all are."""
+  names = set(names)
+  if all(re.fullmatch(r"-?[0-9]+", n) for n in names):
+    return tuple(sorted(names, key=lambda n: (int(n), n)))
+  return tuple(sorted(names))
+
+
+def _class_ids(listing: Listing, classes: Sequence[str] | None, where: str) -> tuple[tuple[str, ...], dict]:
+  """(class names, {split: int64 [N] ids}); a label outside the class list is a ValueError naming it and its file."""
+  names = class_order(label for _, label in listing["train"]) if classes is None else tuple(map(str, classes))
+  if len(set(names)) != len(names):
+    raise ValueError(f"classes={names!r} lists a class twice.")
+  index = {name: c for c, name in enumerate(names)}
+  ids = {}
+  for split, rows in listing.items():
+    for source, label in rows:
+      if label not in index:
+        shown = ", ".join(map(repr, names[:20])) + (", ..." if len(names) > 20 else "")
+        raise ValueError(f"{where}: label {label!r} of {source!r} is not in the class list ({shown}), which "
+                         f"{'is `classes`' if classes is not None else 'comes from the training split'}.")
+    ids[split] = np.array([index[label] for _, label in rows], np.int64)
+  return names, ids
+
+
+def _to_float(pixels: np.ndarray) -> np.ndarray:
+  """uint8 -> float32 in [0, 1]: pixel / 255 in float32 (bit for bit what embedded.mnist5k computes)."""
+  return np.divide(pixels, np.float32(255.0), dtype=np.float32)
+
+
+def assemble(name: str, x: dict, y: dict, sources: dict, class_names, *, num_classes: int | None, validation_size,
+             seed: int, where: str) -> arrays.Dataset:
+  """Splits {'train', 'test'[, 'val']} -> `arrays.from_arrays`; without 'val', validation_size (None: 10%) is
+  carved stratified from train with `seed`. Shared by image_folder, npz and tfds_data.by_name."""
+  if "val" in x:
+    if validation_size:
+      raise ValueError(f"validation_size={validation_size!r} carves a validation split from train, but {where} "
+                       "has a val split already: drop one of them.")
+    validation_size = 0
+  elif validation_size is None:
+    validation_size = DEFAULT_VALIDATION_FRACTION
+  return arrays.from_arrays(
+      x["train"], y["train"], x["test"], y["test"], x_val=x.get("val"), y_val=y.get("val"),
+      num_classes=num_classes, validation_size=validation_size,
+      seed=seed, name=name, class_names=class_names, train_sources=sources["train"],
+      val_sources=sources.get("val"), test_sources=sources["test"])
+
+
+def image_folder(root: str | None = None, *, manifest: str | None = None, image_size: int | None = None,
+                 classes: Sequence[str] | None = None, validation_size: int | float | None = None,
+                 seed: int = SPLIT_SEED) -> arrays.Dataset:
+  """Loads an image folder or a CSV manifest (layouts in the module docstring) into memory.
+
+  Args:
+    root: ROOT of ROOT/SPLIT/LABEL/*.png|jpg|jpeg (give root or manifest, not both).
+    manifest: a CSV file with columns path,label,split (paths relative to the CSV's folder).
+    image_size: S: resize each image's shorter side to S (bilinear) and centre-crop S x S; None keeps the files'
+      size, which must then be the same for every image.
+    classes: the class names in class-id order (default: sorted training labels); a label outside it is an error.
+    validation_size: without a val split, the stratified validation split carved from train (an int count or a
+      float fraction, arrays.stratified_split); None: 10% without a val split, the val split when there is one.
+    seed: seed of the carving (a constant by default, so every experiment sees the same split).
+
+  Returns:
+    A Dataset with float32 [N, S, S, 1 or 3] images in [0, 1], int32 labels, class_names and per-row sources.
+
+  Raises:
+    FileNotFoundError, ValueError: naming the bad file, folder or value (see the module docstring).
+  """
+  if (root is None) == (manifest is None):
+    raise ValueError(f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
+                     f"manifest={manifest!r}.")
+  image_size = images.check_image_size(image_size)
+  where = root if manifest is None else manifest
+  listing = list_folder(root) if manifest is None else read_manifest(manifest)
+  base = root if manifest is None else os.path.dirname(manifest)
+  class_names, y = _class_ids(listing, classes, where)
+  if manifest is None:  # folder rows in the order (class id, file name), also for integer names and `classes`
+    for split in listing:
+      order = np.argsort(y[split], kind="stable")
+      listing[split], y[split] = [listing[split][i] for i in order], y[split][order]
+  paths = {split: [os.path.join(base, s) for s, _ in rows] for split, rows in listing.items()}
+  pixels = {split: images.decode_files(paths[split], image_size) for split in listing}
+  images.check_same_size(sum(pixels.values(), []), sum(paths.values(), []))  # across splits, naming the files
+  color = any(images.is_color(p) for p in pixels.values())
+  x = {split: _to_float(images.stack(p, paths[split], color=color)) for split, p in pixels.items()}
+  del pixels
+  sources = {split: [s for s, _ in rows] for split, rows in listing.items()}
+  return assemble("image_folder", x, y, sources, class_names, num_classes=len(class_names),
+                  validation_size=validation_size, seed=seed, where=where)
+
+
+def npz(path: str, *, validation_size: int | float | None = None, seed: int = SPLIT_SEED,
+        num_classes: int | None = None) -> arrays.Dataset:
+  """Loads a .npz of x_train, y_train, x_test, y_test [, x_val, y_val, class_names] (`arrays.from_arrays`).
+
+  Inputs are taken as they are (cast to float32, not rescaled), as from_arrays does. C: len(class_names) when the
+  file has them, else `num_classes`, else inferred (largest label + 1). validation_size: as `image_folder` (None:
+  x_val/y_val when present, else 10% carved from train). Nothing is unpickled (allow_pickle=False).
+
+  Raises:
+    FileNotFoundError: naming a missing file.
+    ValueError: naming the file for an unreadable archive or missing / unknown arrays; from_arrays' checks.
+  """
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"npz file {path!r} does not exist.")
+  try:
+    archive = np.load(path, allow_pickle=False)
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
+  if not hasattr(archive, "files"):
+    raise ValueError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
+  with archive:
+    try:
+      loaded = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+      raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
+  missing, unknown = set(NPZ_REQUIRED) - set(loaded), set(loaded) - set(NPZ_REQUIRED) - set(NPZ_OPTIONAL)
+  if missing or unknown:
+    raise ValueError(f"npz file {path!r} has the arrays {sorted(loaded)}: it needs {', '.join(NPZ_REQUIRED)} "
+                     f"(optional: {', '.join(NPZ_OPTIONAL)}); missing {sorted(missing)}, unknown {sorted(unknown)}.")
+  if ("x_val" in loaded) != ("y_val" in loaded):
+    raise ValueError(f"npz file {path!r} has only one of x_val and y_val; give both or neither.")
+  class_names = None
+  if "class_names" in loaded:
+    class_names = tuple(str(n) for n in np.asarray(loaded["class_names"]).ravel())
+    if num_classes is not None and num_classes != len(class_names):
+      raise ValueError(f"num_classes={num_classes!r} but {path!r} lists {len(class_names)} class_names.")
+    num_classes = len(class_names)
+  x = {split: loaded[f"x_{split}"] for split in SPLITS if f"x_{split}" in loaded}
+  y = {split: loaded[f"y_{split}"] for split in SPLITS if f"y_{split}" in loaded}
+  sources = {split: [f"npz:x_{split}[{i}]" for i in range(len(v))] for split, v in x.items()}
+  return assemble("npz", x, y, sources, class_names, num_classes=num_classes, validation_size=validation_size,
+                  seed=seed, where=path)
