@@ -4,7 +4,9 @@ Layout: `WORKDIR/checkpoints/STAGE/EPOCH/` (STAGE is 'stage1', and 'stage2' for 
 `orbax.checkpoint.CheckpointManager` per stage directory. Each checkpoint has two items:
 
   arrays  (StandardSave)  state:  the TrainState's step, params, opt_state, batch_stats
-                          table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled)
+                          table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled),
+                                  its N real rows: train.fit drops a row-sharded table's padding before saving and
+                                  pads and shards the restored rows again (noisy_jax.table_sharding)
                           best_variables: the best-validation params and batch_stats (truncated Lq prunes with them;
                                           the current variables while no validation score exists yet)
   meta    (JsonSave)      epoch, best_val, has_best, the per-epoch history records, the seed and the root key data
@@ -46,10 +48,12 @@ FORMAT_VERSION = 1
 #     reporting only;
 #   eval_train: also scores the training split each epoch (more record fields, same training);
 #   checkpoint_every, keep_checkpoints: checkpoint cadence;
-#   num_devices, epoch_mode: the same program on another device count or dispatch mode; the results then equal an
-#     uninterrupted run up to float rounding, not bit for bit.
+#   num_devices, epoch_mode, label_table_sharding, label_table_budget_mib: the same program on another device count,
+#     dispatch mode or label-table placement (a checkpoint holds the table's N real rows, whatever its sharding);
+#     the results then equal an uninterrupted run up to float rounding, not bit for bit.
 RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
-                      "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode")
+                      "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode", "label_table_sharding",
+                      "label_table_budget_mib")
 
 
 def stage_dir(workdir: str, stage: str) -> str:

@@ -16,6 +16,12 @@ Truncated Lq (Zhang & Sabuncu, NeurIPS 2018) sets w_i = [p_y(x_i) > k].
 
 All functions are pure, jit-able and never leave the device. Indices outside [0, N) are dropped on write (the
 trainer uses index N to pad a short final batch) and read as row N - 1 (their results are masked out by the caller).
+
+A large table is split by rows over the devices (noisy_jax.table_sharding: when, padding, specs, memory per
+device). Inside the per-device step each device then holds rows [d n, (d + 1) n) and reads and writes by index with
+`sharded_targets`, `sharded_record` and `sharded_set_weights` (no gather of the table). The epoch-boundary functions
+(history_mean, relabel, relabel_top_k, set_all_weights, methods.prune_weights) are written for the global table and
+are jitted over the sharded global arrays; all but top-k are row-wise, so each device computes its own rows.
 """
 
 from __future__ import annotations
@@ -129,11 +135,17 @@ def relabel_top_k(table: LabelTable, k: int) -> LabelTable:
   s_bar_i); the k largest get y_i = one_hot(argmax s_bar_i), every other row is unchanged (Joint Optimization's
   ablation of hard updates restricted to the top K: K = 50 / 500 / 5000 of CIFAR-10's 50k examples).
   An example whose label already equals its predicted class stays the same. k is static (it fixes a shape).
+
+  Padding rows of a sharded table (noisy_labels < 0, noisy_jax.table_sharding) get d = -inf and are never chosen
+  while k <= the number of real rows. On a row-sharded table d is computed by each device for its rows; the top-k
+  of the [N] vector is left to XLA's partitioner under jit (it moves the N floats of d, 4 N bytes, not the table),
+  then the k chosen rows' means are gathered ([k, C]) and scattered back into their shards.
   """
   if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= table.num_examples:
     raise ValueError(f"k={k!r} must be an int in [1, {table.num_examples}] (the number of examples).")
   mean = history_mean(table)
   disagreement = -jnp.sum(table.soft_labels * jnp.log(jnp.maximum(mean, 1e-12)), axis=-1)
+  disagreement = jnp.where(table.noisy_labels >= 0, disagreement, -jnp.inf)
   _, chosen = lax.top_k(disagreement, k)
   hard = jax.nn.one_hot(jnp.argmax(mean[chosen], axis=-1), table.num_classes, dtype=table.soft_labels.dtype)
   return table.replace(soft_labels=table.soft_labels.at[chosen].set(hard))
@@ -150,6 +162,72 @@ def set_all_weights(table: LabelTable, weights: jax.Array) -> LabelTable:
   """Replaces the whole weight vector [N]."""
   _checks.check_same_shape("weights", weights, "table.weights", table.weights)
   return table.replace(weights=jnp.asarray(weights, table.weights.dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reads and writes by index on a row-sharded table, inside a per-device program (shard_map over `axis_name`)
+#
+# `table` is this device's block: n = table.num_examples rows, the global rows [o, o + n) with o = d n and d =
+# axis_index(axis_name). A global row r is owned here iff o <= r < o + n; it is local row r - o. Rows outside
+# [0, D n) belong to no device. With one device (o = 0, n = N) these equal targets / record / set_weights for
+# in-range indices.
+
+
+def _owned_rows(table: LabelTable, rows: jax.Array, axis_name: str) -> tuple[jax.Array, jax.Array]:
+  """(local row r - o clipped into [0, n), owned [..] bool) for global rows `rows`."""
+  n = table.num_examples
+  local = rows - lax.axis_index(axis_name) * n
+  owned = (local >= 0) & (local < n)
+  return jnp.where(owned, local, 0), owned
+
+
+def sharded_targets(table: LabelTable, indices: jax.Array, *, axis_name: str) -> tuple[jax.Array, jax.Array]:
+  """`targets` for a row-sharded table: (soft_labels[indices] [b, C], weights[indices] [b]) of this device's [b].
+
+  The devices' indices are all-gathered (I = [i_1 .. i_B], B = D b, this device's at positions [d b, (d + 1) b));
+  each device looks up the rows it owns and zeros elsewhere, and the sum over devices is reduce-scattered:
+
+    y_j = sum_e [i_j owned by e] soft_labels_e[i_j - o_e]      for j in this device's [d b, (d + 1) b)
+
+  Exactly one device owns a row in [0, D n), so y_j is that row bit for bit (the others add zeros); indices outside
+  [0, D n) read as zeros. Communication per step: B ints and a [B, C + 1] float block, never the table.
+  """
+  gathered = lax.all_gather(indices, axis_name, tiled=True)
+  local, owned = _owned_rows(table, gathered, axis_name)
+  soft = jnp.where(owned[:, None], jnp.take(table.soft_labels, local, axis=0), 0)
+  weights = jnp.where(owned, jnp.take(table.weights, local, axis=0), 0)
+  return (lax.psum_scatter(soft, axis_name, scatter_dimension=0, tiled=True),
+          lax.psum_scatter(weights, axis_name, scatter_dimension=0, tiled=True))
+
+
+def sharded_record(table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, slot,
+                   axis_name: str) -> LabelTable:
+  """`record` for a row-sharded table: history[slot % H, r - o] = p for each (r, p) this device owns.
+
+  Args:
+    indices: [B] global rows of the whole (all-gathered) batch; rows no device owns (e.g. -1) are dropped.
+    probabilities: [B, C], the same on every device (all-gathered).
+    slot: as in `record`; history_filled (replicated) is marked on every device alike.
+  """
+  if table.history_length == 0:
+    raise ValueError("sharded_record() needs a table with history_length > 0; create it with history_length=H.")
+  _checks.check_same_shape("probabilities", probabilities, "soft_labels[indices]",
+                           np.empty((np.shape(indices)[0], table.num_classes)))
+  local, owned = _owned_rows(table, indices, axis_name)
+  local = jnp.where(owned, local, table.num_examples)  # not ours: out of range, dropped
+  ring_slot = jnp.asarray(slot, jnp.int32) % table.history_length
+  history = table.history.at[ring_slot, local].set(probabilities.astype(table.history.dtype), mode="drop")
+  return table.replace(history=history, history_filled=table.history_filled.at[ring_slot].set(True))
+
+
+def sharded_set_weights(table: LabelTable, indices: jax.Array, weights: jax.Array, *, axis_name: str) -> LabelTable:
+  """`set_weights` for a row-sharded table: weights[r - o] = w for each (r, w) of the [B] (all-gathered) pairs
+  this device owns; rows no device owns are dropped."""
+  _checks.check_same_shape("weights", weights, "indices", indices)
+  local, owned = _owned_rows(table, indices, axis_name)
+  local = jnp.where(owned, local, table.num_examples)
+  return table.replace(
+      weights=table.weights.at[local].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
 
 
 def current_labels(table: LabelTable) -> jax.Array:

@@ -15,6 +15,13 @@ writes the same rows into its copy of the table) and mapped over the mesh with `
 with the state and table donated. `check_vma=False` keeps pmap semantics: the explicit `pmean` of the gradients
 is what averages them (see shared/DESIGN.md). One device is a mesh of one.
 
+A large label table is split by rows over the mesh instead (config `label_table_sharding`, 'auto' by default: sharded
+iff more than one device and N x (C (1 + H) x 4 + 8) bytes > `label_table_budget_mib`, 256; per device the sharded
+table costs ceil(N / D) x (C (1 + H) x 4 + 8) bytes: Clothing1M with JO's history 624 MB in all, 78 MB a device
+over 8; 2.4M x 1000 classes over 256 devices 37.6 MB a device, 412.6 MB with H = 10). Each device then reads its
+batch's rows by index (all-gathered indices, owned rows, reduce-scatter) and keeps the gathered writes of its rows:
+noisy_jax.table_sharding and label_table.sharded_targets / sharded_record.
+
 Around it: the optimiser is `noisy_jax.optim`, the dataset and the noisy labels a run trains on come from
 `noisy_jax.inputs` (re-exported here), and comparisons of several runs with their tables are `noisy_jax.comparison`.
 """
@@ -49,6 +56,7 @@ from noisy_jax import metrics as metrics_lib
 from noisy_jax import optim
 from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, noisy_training_labels  # pylint: disable=g-importing-member,unused-import  (callers use train.NAME)
 from noisy_jax import reporting
+from noisy_jax import table_sharding
 
 AXIS = "batch"
 # The optimiser lives in noisy_jax.optim; these names stay here for callers of train.make_optimizer.
@@ -98,16 +106,22 @@ def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
 
 
 def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax.Array, indices: jax.Array,
-               valid: jax.Array, *, method: methods_lib.Method, epoch, axis_name: str | None = AXIS):
+               valid: jax.Array, *, method: methods_lib.Method, epoch, axis_name: str | None = AXIS,
+               table_axis: str | None = None):
   """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
 
   Args:
-    state, table: replicated.
+    state: replicated. table: replicated, or this device's rows of a row-sharded table (`table_axis`).
     images: [b, ...] this device's inputs; indices [b] their rows in the table; valid [b] False for padding.
     epoch: scalar int, the history slot that predictions are recorded into (ring position epoch % H).
     axis_name: the device axis (None outside any mapping).
+    table_axis: None (replicated table) or the axis its rows are split over (noisy_jax.table_sharding): reads and
+      writes then go through label_table.sharded_targets / sharded_record.
   """
-  soft_labels, weights = label_table_lib.targets(table, indices)
+  if table_axis is None:
+    soft_labels, weights = label_table_lib.targets(table, indices)
+  else:
+    soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
 
   def loss_fn(params):
     logits, updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, images, train=True,
@@ -124,13 +138,17 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
 
   probs = jax.nn.softmax(logits)
   if method.history_length:
-    write_rows = jnp.where(valid, indices, table.num_examples)  # padding rows are dropped by the write
+    # Padding rows are dropped by the write: row N of a replicated table, -1 (owned by no device) of a sharded one.
+    write_rows = jnp.where(valid, indices, table.num_examples if table_axis is None else -1)
     if axis_name is not None:
       write_rows = lax.all_gather(write_rows, axis_name, tiled=True)
       probs_all = lax.all_gather(probs, axis_name, tiled=True)
     else:
       probs_all = probs
-    table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
+    if table_axis is None:
+      table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
+    else:
+      table = label_table_lib.sharded_record(table, write_rows, probs_all, slot=epoch, axis_name=table_axis)
 
   given = jnp.argmax(soft_labels, axis=-1)
   valid_f = valid.astype(jnp.float32)
@@ -194,8 +212,12 @@ def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
 
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
                   mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
-                  compiler_options: dict[str, str] | None = None) -> Callable:
+                  compiler_options: dict[str, str] | None = None, shard_table: bool = False) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  shard_table: the table is row-sharded over the mesh axis (table_sharding.shard; rows padded to a multiple of the
+  device count): the program's in/out specs take table_sharding.specs (rows on `batch`) instead of P(), and the
+  step reads and writes by index (train_step's table_axis). False: the table is replicated (today's program).
 
   `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
   is the history slot. State and table are donated: do not reuse the arguments after the call.
@@ -228,14 +250,19 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
     x = jnp.take(images, rows, axis=0)
     if augment is not None:
       x = augment(augmentation_key(key, step), x, rows)
-    return train_step(state, table, x, rows, ok, method=method, epoch=epoch)
+    return train_step(state, table, x, rows, ok, method=method, epoch=epoch,
+                      table_axis=AXIS if shard_table else None)
 
   def finish(totals):
     return {"train_loss": totals["loss"] / totals["count"],
             "train_accuracy_given": totals["correct"] / totals["count"]}
 
-  def shard(fn, num_in, num_out):
-    return jax.shard_map(fn, mesh=mesh, in_specs=(P(),) * num_in, out_specs=(P(),) * num_out, check_vma=False)
+  table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
+
+  def shard(fn, num_in, num_out):  # argument and result 1 are the table
+    in_specs, out_specs = [P()] * num_in, [P()] * num_out
+    in_specs[1] = out_specs[1] = table_spec
+    return jax.shard_map(fn, mesh=mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
 
   if mode == "scan":
     def per_device_epoch(state, table, images, key, epoch):
@@ -326,24 +353,36 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   config fields: batch_size, num_epochs, optimizer (noisy_jax.optim: learning_rate, momentum, weight_decay,
   lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min, grad_clip_norm; the cosine's period defaults to this
   stage's num_epochs), eval_train (bool, default False: also score the training split each epoch), augment (None
-  or {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments).
+  or {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments),
+  label_table_sharding ('auto' | 'replicated' | 'sharded', default 'auto': sharded iff >1 device, one process and
+  the table's N x (C (1 + H) x 4 + 8) bytes exceed label_table_budget_mib, default 256; noisy_jax.table_sharding
+  has the cost per device). A sharded table is padded on the devices; metrics, checkpoints and the returned table
+  hold its N real rows, so a run may resume on another table sharding.
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
   state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
-  table = replicate(table, mesh)
+  shard_table = table_sharding.use_sharded(
+      config.get("label_table_sharding", "auto"), num_examples=num_examples, num_classes=table.num_classes,
+      history_length=table.history_length, num_devices=mesh.devices.size, multi_process=mesh.is_multi_process,
+      budget_mib=config.get("label_table_budget_mib", table_sharding.DEFAULT_BUDGET_MIB))
+  place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
+  given = np.asarray(jax.device_get(table.noisy_labels))
+  table = place_table(table)
   images = replicate(jnp.asarray(dataset.x_train), mesh)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=config.get("epoch_mode", "auto"),
                            augment=augment_lib.make_augment(config.get("augment")),
-                           compiler_options=compiler_options(model, mesh.devices.flat[0].platform))
+                           compiler_options=compiler_options(model, mesh.devices.flat[0].platform),
+                           shard_table=shard_table)
   predict = make_predict_fn(model)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
+  if update_table is not None and shard_table:
+    update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
 
   clean = np.asarray(clean_train_labels)
-  given = np.asarray(table.noisy_labels)
   is_noisy = clean != given
   has_val = dataset.x_val.shape[0] > 0
   best_val, best_variables, history = -1.0, None, []
@@ -355,7 +394,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
     checkpoint_meta = {"stage": stage, "seed": None if config.get("seed") is None else int(config.seed),
                        "key_data": checkpoint_lib.key_data(key), "config": checkpoint_lib.config_json(config)}
-    resumed = _resume(manager, checkpoint_dir, config=config, key=key, state=state, table=table, mesh=mesh)
+    resumed = _resume(manager, checkpoint_dir, config=config, key=key, state=state,
+                      table=table_sharding.unpad(table, num_examples), mesh=mesh, place_table=place_table)
     if resumed is not None:
       state, table, best_variables, best_val, history = resumed
       first_epoch = history[-1]["epoch"] + 1 if history else 1
@@ -402,7 +442,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     record["seconds"] = time.perf_counter() - start
     history.append(record)
     if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
-      checkpoint_lib.save(manager, epoch, state=state, table=table,
+      checkpoint_lib.save(manager, epoch, state=state, table=table_sharding.unpad(table, num_examples),
                           best_variables=_variables(state) if best_variables is None else best_variables,
                           meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
                                 "history": history})
@@ -412,11 +452,11 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     manager.close()
   if best_variables is None:
     best_variables = jax.tree.map(jnp.copy, _variables(state))
-  return state, table, history, best_variables
+  return state, table_sharding.unpad(table, num_examples), history, best_variables
 
 
 def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainState,
-            table: label_table_lib.LabelTable, mesh: Mesh):
+            table: label_table_lib.LabelTable, mesh: Mesh, place_table: Callable | None = None):
   """The newest checkpoint in `manager`, checked and replicated on `mesh`: (state, table, best variables or None,
   best_val, history); None when there is none. `state` and `table` are the fresh ones (structure and given labels)."""
   epoch = checkpoint_lib.latest_epoch(manager)
@@ -431,13 +471,15 @@ def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainStat
                      f"(a different dataset or noise); use another workdir.")
   logging.info("Resuming %s from %s after epoch %d.", meta.get("stage") or "training", directory, epoch)
   # Fresh device buffers (replicate never aliases): the epoch program donates the state and the table.
-  return (replicate(restored_state, mesh), replicate(restored_table, mesh),
+  place_table = place_table or (lambda t: replicate(t, mesh))
+  return (replicate(restored_state, mesh), place_table(restored_table),
           replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]))
 
 
 def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:
   """Label recovery (for relabelling methods) and noise detection (pruned or relabelled examples)."""
   out = {}
+  table = table_sharding.unpad(table, np.shape(clean)[0])  # a sharded table's real rows
   given = np.asarray(table.noisy_labels)
   is_noisy = clean != given
   if method.history_length:

@@ -1,0 +1,176 @@
+"""Where the label table lives: replicated on every device (small tables) or split by rows over the mesh (large).
+
+Config (train.fit): `label_table_sharding` = 'auto' (default) | 'replicated' | 'sharded', and
+`label_table_budget_mib` (default 256, the budget of 'auto').
+
+  replicated  every device holds the whole table (N rows); reads and writes are local (label_table.targets/record).
+  sharded     the rows are padded up to N_pad = D ceil(N / D) (D devices on the mesh axis) and device d holds rows
+              [d n, (d + 1) n), n = N_pad / D, of noisy_labels [N_pad], soft_labels [N_pad, C], weights [N_pad] and
+              history [H, N_pad, C] (its row axis); history_filled [H] is replicated. The step reads and writes by
+              index with label_table.sharded_targets / sharded_record (no gather of the table).
+  auto        sharded iff D > 1, the mesh is single-process and table_bytes(N, C, H) > budget; replicated
+              otherwise. Every experiment of this repository (at most CIFAR-100 with JO's history: 50k x 100 x 11
+              floats = 210 MiB) stays replicated; Clothing1M with JO's history (595 MiB) is sharded on D > 1.
+
+Padding rows carry noisy_labels = -1, soft_labels = 0, weights = 0, history = 0. No real index reaches them: batch
+indices are in [0, N); relabel_top_k never chooses them; truncated Lq's pruning sees zero probabilities for them
+(`pad_rows`) and gives them weight 0. Their content is otherwise unspecified (a hard relabel writes one_hot(0) there)
+and never read back: `unpad` drops them for host metrics, checkpoints and the table `fit` returns.
+
+Memory. A row costs C (1 + H) x 4 bytes (soft labels and H history slots, float32) + 8 (weight and given label):
+
+  per device = ceil(N / D) x (C x (1 + H) x 4 + 8) bytes     (replicated: N x (...), the same on every device)
+
+  Clothing1M with JO's history (N = 1M, C = 14, H = 10): 624 bytes a row, 624 MB in all; fits replicated on one
+    accelerator, 78 MB a device sharded over 8.
+  N = 2.4M, C = 1000 over D = 256 devices: 9,375 rows a device; without history (H = 0) 4,008 bytes a row, 37.6 MB
+    a device (9.6 GB replicated); with H = 10, 44,008 bytes a row, 412.6 MB a device (105.6 GB replicated: only
+    the sharded table fits).
+  On top of that a step moves the global batch's B indices and a [B, C] float32 block (the reduce-scatter of the
+  read) and all-gathers the written [B, C] probabilities: B x C x 4 bytes, 4 MB at B = 1024, C = 1000.
+
+Epoch boundaries (sharded_update): the methods' updates are jitted over the global sharded arrays with the table's
+shardings as out_shardings. relabel / history_mean / prune_weights are row-wise; relabel_top_k's top-k moves the
+[N] disagreements (4 N bytes) and k rows, see label_table.relabel_top_k. Not sharded yet: truncated Lq's train
+probabilities [N, C] come from train.make_predict_fn whole on each device (N C x 4 bytes: 9.6 GB at 2.4M x 1000),
+and a multi-process mesh (`shard` refuses it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import numpy as np
+
+from noisy_jax import _checks
+from noisy_jax import label_table as label_table_lib
+
+SHARDING_MODES = ("auto", "replicated", "sharded")
+DEFAULT_BUDGET_MIB = 256
+PAD_LABEL = -1  # noisy_labels of a padding row
+
+
+def row_bytes(num_classes: int, history_length: int) -> int:
+  """Bytes of one table row: C (1 + H) float32 (soft labels, history) + a float32 weight + an int32 label."""
+  return int(num_classes) * (1 + int(history_length)) * 4 + 8
+
+
+def table_bytes(num_examples: int, num_classes: int, history_length: int, num_devices: int = 1) -> int:
+  """Bytes of the table held by one device when sharded over `num_devices` (1: the whole, replicated table):
+  ceil(N / D) x (C (1 + H) x 4 + 8), plus the H flags of history_filled."""
+  rows = math.ceil(int(num_examples) / int(num_devices))
+  return rows * row_bytes(num_classes, history_length) + int(history_length)
+
+
+def use_sharded(mode: str, *, num_examples: int, num_classes: int, history_length: int, num_devices: int,
+                budget_mib: float = DEFAULT_BUDGET_MIB, multi_process: bool = False) -> bool:
+  """Whether the table is sharded: 'sharded' -> True, 'replicated' -> False, 'auto' -> D > 1 and the whole
+  table's bytes (table_bytes with D = 1) exceed `budget_mib` MiB (and the mesh is single-process: `shard` does
+  not build multi-process tables yet)."""
+  _checks.check_choice("label_table_sharding", mode, SHARDING_MODES)
+  if not float(budget_mib) > 0:
+    raise ValueError(f"label_table_budget_mib={budget_mib!r} must be > 0 (MiB).")
+  if mode != "auto":
+    return mode == "sharded"
+  whole = table_bytes(num_examples, num_classes, history_length)
+  return int(num_devices) > 1 and not multi_process and whole > float(budget_mib) * 2 ** 20
+
+
+def padded_rows(num_examples: int, num_devices: int) -> int:
+  """N_pad = D ceil(N / D), the smallest multiple of the device count that holds N rows."""
+  return int(num_devices) * math.ceil(int(num_examples) / int(num_devices))
+
+
+def _array_module(x):
+  return jnp if isinstance(x, jax.Array) else np  # jax arrays and tracers stay on device; NumPy stays on the host
+
+
+def pad_rows(x, rows: int):
+  """x [N, ...] with zero rows appended up to `rows` (x itself when it has that many already)."""
+  extra = rows - x.shape[0]
+  if extra < 0:
+    raise ValueError(f"Cannot pad {x.shape[0]} rows down to {rows}.")
+  if extra == 0:
+    return x
+  xp = _array_module(x)
+  return xp.concatenate([x, xp.zeros((extra, *x.shape[1:]), x.dtype)])
+
+
+def pad(table: label_table_lib.LabelTable, num_devices: int) -> label_table_lib.LabelTable:
+  """The table with padding rows (see the module docstring) up to padded_rows(N, D); unchanged if N_pad = N.
+  Host (NumPy) tables are padded on the host, device tables on their device."""
+  n = table.num_examples
+  rows = padded_rows(n, num_devices)
+  if rows == n:
+    return table
+  xp = _array_module(table.soft_labels)
+  labels = xp.concatenate([table.noisy_labels, xp.full((rows - n,), PAD_LABEL, table.noisy_labels.dtype)])
+  history = xp.swapaxes(pad_rows(xp.swapaxes(table.history, 0, 1), rows), 0, 1)
+  return table.replace(noisy_labels=labels, soft_labels=pad_rows(table.soft_labels, rows),
+                       weights=pad_rows(table.weights, rows), history=history)
+
+
+def unpad(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:
+  """The first `num_examples` rows (the real ones) of a padded table; the table itself when it has no padding.
+
+  Works on device arrays (a sliced global array) and on host (NumPy) tables alike.
+  """
+  if table.num_examples == num_examples:
+    return table
+  if table.num_examples < num_examples:
+    raise ValueError(f"num_examples={num_examples!r} exceeds the table's {table.num_examples} rows.")
+  return table.replace(noisy_labels=table.noisy_labels[:num_examples],
+                       soft_labels=table.soft_labels[:num_examples], weights=table.weights[:num_examples],
+                       history=table.history[:, :num_examples])
+
+
+def specs(axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
+  """The PartitionSpecs of the table's leaves (a LabelTable of specs, a prefix of the table's pytree): rows on
+  `axis` when sharded (history's row axis is its second), P() everywhere when replicated."""
+  if not sharded:
+    return label_table_lib.LabelTable(noisy_labels=P(), soft_labels=P(), weights=P(), history=P(),
+                                      history_filled=P())
+  return label_table_lib.LabelTable(noisy_labels=P(axis), soft_labels=P(axis), weights=P(axis),
+                                    history=P(None, axis), history_filled=P())
+
+
+def shardings(mesh: Mesh, axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
+  """NamedShardings of the table's leaves on `mesh` (see `specs`)."""
+  return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs(axis, sharded=sharded),
+                      is_leaf=lambda x: isinstance(x, P))
+
+
+def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_table_lib.LabelTable:
+  """The table padded to a multiple of the mesh's device count (on the host) and split by rows over `axis`:
+  fresh device buffers, each device receiving only its rows (never an alias: the epoch program donates them).
+
+  Single-process meshes only (a multi-process run would build each process's rows with
+  jax.make_array_from_callback; not done yet, and `use_sharded` keeps 'auto' replicated there).
+  """
+  if mesh.is_multi_process:
+    raise ValueError("label_table_sharding='sharded' is implemented for single-process meshes only; use "
+                     "'replicated' (or 'auto') in a multi-process run.")
+  padded = pad(jax.tree.map(np.asarray, jax.device_get(table)), mesh.devices.size)
+  return jax.device_put(padded, shardings(mesh, axis, sharded=True), may_alias=False)
+
+
+def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> Callable:
+  """A method's epoch-boundary `table_update(table, train_probs [N, C] or None) -> table`, jitted for a row-sharded
+  table of `rows` = N_pad rows: the probabilities get zero padding rows and the result keeps the rows split.
+
+  jit over the global arrays: relabel, history_mean and prune_weights are row-wise (each device computes its own
+  rows); relabel_top_k's top-k goes through XLA's partitioner (see label_table.relabel_top_k).
+  """
+  def update(table, train_probs):
+    return table_update(table, None if train_probs is None else pad_rows(train_probs, rows))
+
+  return jax.jit(update, out_shardings=shardings(mesh, axis, sharded=True))
+
+
+def host_table(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:
+  """A host (NumPy) copy of the table's real rows: what metrics and checkpoints read."""
+  return unpad(jax.tree.map(np.asarray, jax.device_get(table)), num_examples)

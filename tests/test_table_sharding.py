@@ -1,0 +1,173 @@
+"""The row-sharded label table: placement rule, padding, reads and writes by index, 1 device == 4 devices.
+
+The 4-device comparison runs tests/sharded_table_worker.py in its own process with 4 simulated CPU devices
+(PJRT_NPROC=8 set before jax is imported: without it collectives on simulated devices deadlock on a 2-core machine,
+shared/DESIGN.md), bounded by a timeout. The rest runs here on one device.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from noisy_jax import checkpoint as checkpoint_lib
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import table_sharding
+from noisy_jax import train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import resume_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+import sharded_table_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+NUM_DEVICES = 4
+TOLERANCE = 1e-6
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# In its own process: 4 simulated devices
+
+
+@pytest.fixture(scope="module")
+def four_devices():
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={NUM_DEVICES}"
+  env["PJRT_NPROC"] = str(2 * NUM_DEVICES)
+  env["JAX_PLATFORMS"] = "cpu"
+  proc = subprocess.run([sys.executable, os.path.join(HERE, "sharded_table_worker.py"), str(NUM_DEVICES), "3"],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])
+
+
+def _check_reads_and_writes(result, padding_rows):
+  for key in ("read_soft", "read_weights", "history", "weights", "soft_unchanged"):
+    assert result[key] == 0.0, (key, result)  # values are moved, never computed
+  assert result["filled"] == [False, True]  # slot 3 % 2
+  assert result["padding_rows"] == padding_rows
+  assert result["padding_max"] == 0.0  # no real index reaches a padding row
+
+
+def test_sharded_reads_and_writes_equal_numpy_on_four_devices(four_devices):
+  _check_reads_and_writes(four_devices["reads_and_writes"], padding_rows=2)  # 30 rows -> 32
+
+
+@pytest.mark.parametrize("method", ["joint_optimization", "joint_optimization_scan", "truncated_lq"])
+def test_one_device_equals_four_devices_with_the_table_sharded(four_devices, method):
+  diffs = four_devices["training"][method]
+  assert diffs["param_change"] > 1e-3  # training moved the parameters: equality is not trivial
+  for key in ("params", "table", "loss"):
+    assert diffs[key] <= TOLERANCE, (method, key, diffs)
+  # 302 rows padded to 304: each of the 4 devices holds 76 rows of soft labels, weights and history.
+  assert diffs["rows_per_device"] == [76] * NUM_DEVICES and diffs["devices_holding"] == NUM_DEVICES
+  assert diffs["history_rows_per_device"] == [76] * NUM_DEVICES
+  assert diffs["table_rows"] == 302  # the host copy holds the real rows only
+  if method.startswith("joint_optimization"):
+    assert diffs["relabelled"] > 0.05, diffs  # the relabelling really changed labels
+    assert diffs["top_k"] <= TOLERANCE and diffs["top_k_changed"] > 0, diffs
+  else:
+    assert 0 < diffs["pruned"] < 1, diffs  # pruning really set some weights to 0
+
+
+def test_sharded_run_on_four_devices_checkpoints_real_rows_and_resumes_bit_identical(four_devices):
+  resume = four_devices["resume"]
+  assert resume["epoch"] == 3 and resume["resumed_epochs"] == [3]
+  assert resume["bit_identical"], resume
+  # The checkpoint holds the N real rows (no padding label -1), whatever the padding on the devices.
+  assert resume["checkpoint_rows"] == resume["num_train"] == resume["dataset_rows"]
+  assert resume["min_label"] >= 0
+  assert 0 < resume["pruned_fraction"] < 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Here: one device
+
+
+def test_sharded_reads_and_writes_equal_numpy_on_one_device():
+  _check_reads_and_writes(sharded_table_worker.check_reads_and_writes(train.make_mesh(1)), padding_rows=0)
+
+
+def test_auto_rule_and_memory_per_device():
+  mib = 2 ** 20
+  # Clothing1M with JO's history: 1M x 14 x (1 + 10) floats + 8 bytes a row = 624 MB.
+  assert table_sharding.row_bytes(14, 10) == 624
+  assert table_sharding.table_bytes(1_000_000, 14, 10) == 624_000_000 + 10
+  assert table_sharding.table_bytes(1_000_000, 14, 10, num_devices=8) == 78_000_000 + 10
+  # 2.4M x 1000 classes over 256 devices: 9,375 rows a device.
+  assert table_sharding.table_bytes(2_400_000, 1000, 0, num_devices=256) == 37_575_000
+  assert table_sharding.table_bytes(2_400_000, 1000, 10, num_devices=256) == 412_575_000 + 10
+  auto = lambda n, c, h, d, **kw: table_sharding.use_sharded("auto", num_examples=n, num_classes=c,
+                                                             history_length=h, num_devices=d, **kw)
+  assert not auto(1_000_000, 14, 10, 1)  # one device: always replicated
+  assert auto(1_000_000, 14, 10, 8)
+  assert not auto(50_000, 100, 10, 8)  # the largest table of this repository (CIFAR-100, JO): 210 MiB
+  assert table_sharding.table_bytes(50_000, 100, 10) < 256 * mib
+  assert auto(50_000, 100, 10, 8, budget_mib=100)
+  assert table_sharding.use_sharded("sharded", num_examples=10, num_classes=2, history_length=0, num_devices=1)
+  assert not table_sharding.use_sharded("replicated", num_examples=10 ** 9, num_classes=2, history_length=0,
+                                        num_devices=8)
+  with pytest.raises(ValueError, match=r"label_table_sharding.*'rows'"):
+    table_sharding.use_sharded("rows", num_examples=10, num_classes=2, history_length=0, num_devices=1)
+  with pytest.raises(ValueError, match=r"label_table_budget_mib=0 must be > 0"):
+    auto(10, 2, 0, 2, budget_mib=0)
+
+
+def test_pad_and_unpad():
+  table = label_table_lib.create(np.array([1, 0, 2, 2, 1]), 3, history_length=2)
+  padded = table_sharding.pad(table, 4)
+  assert padded.num_examples == 8 and padded.history.shape == (2, 8, 3)
+  np.testing.assert_array_equal(padded.noisy_labels[5:], [-1, -1, -1])
+  assert not np.any(padded.soft_labels[5:]) and not np.any(padded.weights[5:])
+  assert table_sharding.pad(table, 5) is table and table_sharding.unpad(table, 5) is table
+  back = table_sharding.unpad(padded, 5)
+  for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(table)):
+    np.testing.assert_array_equal(a, b)
+  # Top-k relabelling never picks a padding row, even with k = every real row.
+  picked = label_table_lib.relabel_top_k(padded.replace(history_filled=padded.history_filled.at[0].set(True)), 5)
+  np.testing.assert_array_equal(picked.soft_labels[5:], padded.soft_labels[5:])
+  with pytest.raises(ValueError, match=r"exceeds the table's 5 rows"):
+    table_sharding.unpad(table, 6)
+
+
+def _arrays(workdir):
+  manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(workdir, "stage1"), keep=100)
+  epoch = checkpoint_lib.latest_epoch(manager)
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  restored = manager.restore(epoch, args=ocp.args.Composite(arrays=ocp.args.StandardRestore()))["arrays"]
+  manager.close()
+  return epoch, jax.tree.map(np.asarray, restored)
+
+
+def test_sharded_run_resumes_with_a_replicated_table(tmp_path):
+  """A 3-epoch truncated-Lq run with the table sharded (a mesh of one), a checkpoint each epoch; with the last one
+  removed the run resumes after epoch 2 with a replicated table and ends within float rounding of the first run
+  (the checkpoint holds the table's real rows, whatever its sharding; the exact resume of a sharded table with
+  padding rows is the 4-device worker's)."""
+  config = resume_worker.tiny_config("truncated_lq", checkpoint_every=1)
+  config.num_epochs = 3
+  config.method.prune_start, config.method.prune_every = 2, 1  # prunes after every epoch
+  config.label_table_sharding = "sharded"
+  reference = str(tmp_path / "reference")
+  summary = train.run_single(config, reference)
+  assert 0 < summary["stage1"]["pruned_fraction"] < 1
+  epoch, ref = _arrays(reference)
+  assert epoch == 3
+  resumed = str(tmp_path / "resumed")
+  shutil.copytree(reference, resumed)
+  shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(resumed, "stage1"), "3"))
+  config.label_table_sharding = "replicated"
+  logged = []
+  train.run_single(config, resumed, log_fn=logged.append)
+  assert [r["epoch"] for r in logged] == [3]
+  _, again = _arrays(resumed)
+  leaves_ref, leaves_again = jax.tree_util.tree_leaves_with_path(ref), jax.tree_util.tree_leaves_with_path(again)
+  assert [p for p, _ in leaves_ref] == [p for p, _ in leaves_again]
+  for (path, a), (_, b) in zip(leaves_ref, leaves_again):
+    assert a.shape == b.shape, jax.tree_util.keystr(path)
+    assert np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0) <= TOLERANCE, path
