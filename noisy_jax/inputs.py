@@ -51,9 +51,18 @@ def noisy_training_labels(config, dataset, key: jax.Array):
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
 
 
+def dataset_kwargs(config) -> dict:
+  """config.dataset_kwargs as a dict, without the entries that are None: an unset placeholder
+  (`ml_collections.config_dict.placeholder(str)`, declared so that --config.dataset_kwargs.KEY=VALUE works on a
+  locked config) leaves the loader's own default in place."""
+  kwargs = config.get("dataset_kwargs") or {}
+  kwargs = kwargs.to_dict() if hasattr(kwargs, "to_dict") else dict(kwargs)
+  return {k: v for k, v in kwargs.items() if v is not None}
+
+
 def load_dataset(config):
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
-  dataset = data.load(config.dataset, **dict(config.get("dataset_kwargs", {})))
+  dataset = data.load(config.dataset, **dataset_kwargs(config))
   return data.standardize(dataset, config.get("normalization", "per_channel"))
 
 
@@ -65,15 +74,14 @@ def write_classes(dataset, config, workdir: str | None) -> str | None:
   """Writes WORKDIR/classes.json when the dataset names its classes (datasets from disk); returns its path.
 
   Content: {"class_names": [name of class 0, ...], "source": {"dataset": config.dataset, **config.dataset_kwargs}}
-  with file and folder paths made absolute, so that class ids in the run's outputs can be read back as names and
-  the data found again. Nothing is written for a dataset without class_names or without a workdir. The caller
-  writes from one process only (process 0, as summary.json).
+  without its unset (None) entries and with file and folder paths made absolute, so that class ids in the run's
+  outputs can be read back as names and the data found again. Nothing is written for a dataset without
+  class_names or without a workdir. The caller writes from one process only (process 0, as summary.json).
   """
   names = getattr(dataset, "class_names", None)
   if names is None or not workdir:
     return None
-  kwargs = config.get("dataset_kwargs") or {}
-  kwargs = kwargs.to_dict() if hasattr(kwargs, "to_dict") else dict(kwargs)
+  kwargs = dataset_kwargs(config)
   source = {"dataset": config.get("dataset", getattr(dataset, "name", None))}
   source.update({k: os.path.abspath(v) if k in _PATH_KWARGS and isinstance(v, str) else v for k, v in kwargs.items()})
   os.makedirs(workdir, exist_ok=True)

@@ -287,7 +287,8 @@ class Programs:
     if epoch_mode == "auto":
       epoch_mode = "steps" if cpu else "scan"
     if member_map == "auto":
-      member_map = "loop" if cpu and config.model.name != "mlp" else "vmap"
+      from noisy_jax import models  # pylint: disable=g-import-not-at-top
+      member_map = "loop" if cpu and models.resolve(config.model.name, input_shape) != "mlp" else "vmap"
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
     augment = augment_lib.make_augment(config.get("augment"))
@@ -481,11 +482,12 @@ def member_summary(member: Member, method_name: str, history: list[dict], report
 # The entry point, tables and figure
 
 
-def build_model(config, num_classes: int):
-  """The config's model without a device axis for BatchNorm (a sweep's step runs outside any device mapping)."""
+def build_model(config, num_classes: int, input_shape=None):
+  """The config's model without a device axis for BatchNorm (a sweep's step runs outside any device mapping); name
+  'auto' is picked from `input_shape` (one example's shape) by models.resolve, as in train.build_model."""
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
-  return models.get(config.model.name, num_classes=num_classes, bn_axis_name=None,
-                    **dict(config.model.get("kwargs", {})))
+  name = models.resolve(config.model.name, input_shape) if input_shape is not None else config.model.name
+  return models.get(name, num_classes=num_classes, bn_axis_name=None, **dict(config.model.get("kwargs", {})))
 
 
 def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
@@ -510,7 +512,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
       progress.prefix = f"member {i + 1}/{len(members)} ({point_label(fields, member.point)}, seed {member.seed})"
       summaries.append(train.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
   else:
-    model = build_model(base_config, dataset.num_classes)
+    model = build_model(base_config, dataset.num_classes, dataset.x_train.shape[1:])
     programs = Programs(base_config, model, method, input_shape=dataset.x_train.shape[1:],
                         num_examples=dataset.x_train.shape[0],
                         member_map=sweep.member_map)

@@ -501,10 +501,13 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: 
 # Runs
 
 
-def build_model(model_config, num_classes: int):
+def build_model(model_config, num_classes: int, input_shape=None):
+  """The config's model; name 'auto' is picked from `input_shape` (one example's shape) by models.resolve."""
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
-  return models.get(model_config.name, num_classes=num_classes, bn_axis_name=AXIS,
-                    **dict(model_config.get("kwargs", {})))
+  name = models.resolve(model_config.name, input_shape) if input_shape is not None else model_config.name
+  if name != model_config.name:
+    logging.info("model %r: %s for inputs of shape %s", model_config.name, name, tuple(input_shape))
+  return models.get(name, num_classes=num_classes, bn_axis_name=AXIS, **dict(model_config.get("kwargs", {})))
 
 
 def _summary_of(history: list[dict]) -> dict:
@@ -538,7 +541,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   method = methods_lib.make(config.method, num_classes=dataset.num_classes)
   table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
-  model = build_model(config.model, dataset.num_classes)
+  model = build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
@@ -578,7 +581,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                           clean_train_labels=dataset.y_train, config=config, key=stage1_key,
                                           mesh=mesh, stage="stage1", log_fn=log,
                                           checkpoint_dir=checkpoint_dirs["stage1"], on_resume=on_resume)
-    summary = {"method": method.name, "seed": int(config.seed), "stage1": _summary_of(history)}
+    summary = {"method": method.name, "model": type(model).__name__, "seed": int(config.seed),
+               "stage1": _summary_of(history)}
     summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
                                                                                        "pruned_", "relabelled_"))})
     final_history = history

@@ -258,6 +258,17 @@ def test_registry_errors():
     models.get("mlp", num_classes=0)
 
 
+def test_auto_model_follows_the_input_shape():
+  for shape, name in (((28, 28, 1), "small_cnn"), ((31, 64, 3), "small_cnn"), ((32, 32, 3), "preact_resnet32"),
+                      ((36, 36, 3), "preact_resnet32"), ((224, 224, 3), "preact_resnet32"), ((784,), "mlp")):
+    assert models.resolve("auto", shape) == name, shape
+  assert models.resolve("resnet18", (28, 28, 1)) == "resnet18"  # a named model is kept whatever the inputs
+  with pytest.raises(ValueError, match=r"input shape \(28, 28\)\. Name a model instead"):
+    models.resolve("auto", (28, 28))
+  with pytest.raises(ValueError, match=r"'auto' is picked from the input shape: pass models\.resolve"):
+    models.get("auto", num_classes=10)
+
+
 @pytest.mark.parametrize("name", ["mlp", "small_cnn"])
 def test_fused_batch_norm_gives_the_same_training_step(name):
   """batch_norm='fused' (hand-written backward) and 'flax' give the same logits, statistics and gradients."""

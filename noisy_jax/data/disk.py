@@ -36,6 +36,9 @@ Commands (a comparison config takes the dataset under `shared`; a single-run con
   python -m experiments.train --config=experiments/configs/ce.py --workdir=workdirs/mine_ce \\
     --config.dataset=npz --config.dataset_kwargs="{'path': 'data.npz'}"
 
+experiments/configs/own_data.py declares every image_folder option as a field of a top-level dataset_kwargs, unset
+until given, so single keys work there: --config.dataset_kwargs.root=DIR --config.dataset_kwargs.image_size=64.
+
 The run writes WORKDIR/classes.json (class names and where the data came from) next to summary.json.
 
 Errors name the file or value: a file pillow cannot decode, a manifest row naming a missing file, a label outside
@@ -221,7 +224,8 @@ def image_folder(root: str | None = None, *, manifest: str | None = None, image_
   """
   if (root is None) == (manifest is None):
     raise ValueError(f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
-                     f"manifest={manifest!r}.")
+                     f"manifest={manifest!r}. On the command line: --config.dataset_kwargs.root=DIR (or "
+                     "--config.dataset_kwargs.manifest=FILE.csv) with experiments/configs/own_data.py.")
   image_size = images.check_image_size(image_size)
   where = root if manifest is None else manifest
   listing = list_folder(root) if manifest is None else read_manifest(manifest)

@@ -4,6 +4,8 @@ Every model is called as `model.apply(variables, x, train=bool, mutable=["batch_
 mode) on inputs [B, H, W, C] (the MLP also takes [B, D]) and returns float32 logits [B, num_classes]. Every model
 has `bn_axis_name` (the device axis over which BatchNorm averages batch statistics in a per-device train step)
 and `dtype` (the compute dtype; parameters stay float32).
+
+The name 'auto' picks a model from the input shape (`resolve`): configs for data of unknown size (own_data.py).
 """
 
 from __future__ import annotations
@@ -22,17 +24,51 @@ MODELS: dict[str, type[nn.Module]] = {
     "resnet18": ResNet18, "resnet34": ResNet34, "apl_cnn": APLCNN, "apl_cnn_mnist": APLCNNMnist}
 
 
+AUTO = "auto"
+# 'auto': images whose smaller side is at least this get the pre-activation ResNet-32, smaller ones the SmallCNN.
+RESNET_MIN_SIZE = 32
+
+
+def resolve(name: str, input_shape) -> str:
+  """The model name to build for inputs of shape `input_shape` (one example, no batch axis): `name` itself unless
+  it is 'auto', which picks by the inputs (the same rule in train.build_model and sweep.build_model):
+
+    [D] feature vectors                       -> 'mlp'
+    [H, W, C] with min(H, W) < 32             -> 'small_cnn' (built for 28x28: mnist5k, 97-98% clean test accuracy)
+    [H, W, C] with min(H, W) >= 32            -> 'preact_resnet32'
+
+  Why ResNet-32 and not ResNet-18 from 32px up: the pre-activation ResNet of the CIFAR literature (0.47M parameters,
+  the Joint Optimization paper's family) is global-average-pooled, so it takes any size >= 32, and its train step
+  (batch 128, 2-core CPU) takes ~0.3 s against ~1.6 s for the 11.2M-parameter ResNet-18
+  (experiments/benchmarks/README.md); pick resnet18 by name (--config.model.name=resnet18) for larger data.
+
+  Raises:
+    ValueError: naming `input_shape` when 'auto' cannot read it (neither [D] nor [H, W, C]).
+  """
+  if name != AUTO:
+    return name
+  shape = tuple(int(d) for d in input_shape)
+  if len(shape) == 1:
+    return "mlp"
+  if len(shape) != 3:
+    raise ValueError(f"model 'auto' picks a model for inputs [D] or [H, W, C]; got input shape {shape}. Name a "
+                     f"model instead (--config.model.name=...), one of {', '.join(MODELS)}.")
+  return "small_cnn" if min(shape[:2]) < RESNET_MIN_SIZE else "preact_resnet32"
+
+
 def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   """Builds the model registered as `name` in MODELS with `num_classes` outputs; kwargs set its other fields.
 
   Raises:
     ValueError: for an unknown name (listing the known ones) or num_classes < 1.
   """
+  if name == AUTO:
+    raise ValueError("model 'auto' is picked from the input shape: pass models.resolve(name, input_shape) to get.")
   _checks.check_choice("model", name, MODELS)
   if int(num_classes) != num_classes or num_classes < 1:
     raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
   return MODELS[name](num_classes=int(num_classes), **kwargs)
 
 
-__all__ = ["APLCNN", "APLCNNMnist", "MLP", "MODELS", "PreActResNet", "PreActResNet32", "PreActResNetJO", "ResNet",
-           "ResNet18", "ResNet34", "SmallCNN", "get"]
+__all__ = ["AUTO", "APLCNN", "APLCNNMnist", "MLP", "MODELS", "PreActResNet", "PreActResNet32", "PreActResNetJO",
+           "ResNet", "ResNet18", "ResNet34", "SmallCNN", "get", "resolve"]
