@@ -101,7 +101,7 @@ def benchmarks_workdir(path):
                          "peak_rss_mb": 1635.0, "xla_temp_mb": 596.0}
             for f in ("noisy_jax", "torch") for m in ("preact_resnet32", "small_cnn")}
   records = [
-      record("train_step", results(*step_sides)),
+      record("train_step", results(*step_sides), {"steps_per_unit": 5}),
       record("epoch", results("noisy_jax (make_epoch_fn, steps)", "torch DataLoader workers=0",
                               "torch DataLoader workers=2")),
       record("small_cnn_epoch", results("noisy_jax (make_epoch_fn, steps)", "torch eager, DataLoader",
@@ -109,7 +109,7 @@ def benchmarks_workdir(path):
       record("label_table_overhead", overhead, {"model": "small_cnn", "steps_per_unit": 10}),
       record("label_table_overhead", overhead, {"model": "preact_resnet32", "steps_per_unit": 3}),
       record("compile_and_memory", memory),
-      record("train_step", results(*step_sides), cores=1),
+      record("train_step", results(*step_sides), {"steps_per_unit": 5}, cores=1),
   ]
   os.makedirs(path, exist_ok=True)
   with open(os.path.join(path, "results.jsonl"), "w") as f:
@@ -185,7 +185,7 @@ def test_renderer_formats(tmp_path):
   q = readme_tables.render_q_sweep(SYNTHETIC["q_sweep"](str(tmp_path / "q")))
   assert q.count("**") == 2 and "| 1.0 |" in q
   speed = readme_tables.render_speed(SYNTHETIC["speed"](str(tmp_path / "s")))
-  assert "| 305 ms | 315 ms (NCHW), 325 ms (channels_last) | 1.03x, 1.07x |" in speed
+  assert "| 61 ms | 63 ms (NCHW), 65 ms (channels_last) | 1.03x, 1.07x |" in speed  # unit times / 5 steps
   assert "| ResNet-32 step compile, first step | 2.9 s | | |" in speed
   memory = readme_tables.render_memorisation(SYNTHETIC["memorisation"](str(tmp_path / "m")))
   assert "| train loss | 0.500 |" in memory and "| 65.0% |" in memory
@@ -295,3 +295,13 @@ def test_replace_table_inserts_a_missing_env_line():
       "| 2 |", "| 3 |").replace("x</sub>", "y</sub>")
   with pytest.raises(ValueError, match="has 0 lines '<!-- table: u -->'"):
     regen.replace_table(text, "u", "", "")
+
+
+def test_train_step_times_are_per_step_not_per_timed_unit():
+  """train_step.py times units of `steps_per_unit` steps: the tables show per-step times, ratios unchanged."""
+  record = {"settings": {"steps_per_unit": 5}, "results": {"noisy_jax": {
+      "median_s": 2.5, "q1_s": 2.4, "q3_s": 2.6, "min_s": 2.3, "max_s": 2.9, "ratio_of_medians": 0.7,
+      "images/s_at_median": 256.0}}}
+  stats = readme_tables.per_step(record)["noisy_jax"]
+  assert stats["median_s"] == pytest.approx(0.5) and stats["q3_s"] == pytest.approx(0.52)
+  assert stats["ratio_of_medians"] == 0.7 and stats["images/s_at_median"] == 256.0
