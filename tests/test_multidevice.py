@@ -5,12 +5,9 @@ there: without it, collectives on simulated devices deadlock on a 2-core machine
 bounded by a timeout so a hang fails the test instead of freezing the suite.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+import simulated_devices
 
 NUM_DEVICES = 4
 TOLERANCE = 1e-6
@@ -18,16 +15,7 @@ TOLERANCE = 1e-6
 
 @pytest.fixture(scope="module")
 def multidevice_result():
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={NUM_DEVICES}"
-  env["PJRT_NPROC"] = str(2 * NUM_DEVICES)
-  env["JAX_PLATFORMS"] = "cpu"
-  worker = os.path.join(os.path.dirname(__file__), "multidevice_worker.py")
-  proc = subprocess.run([sys.executable, worker, str(NUM_DEVICES), "3"], env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
+  return simulated_devices.run_worker("multidevice_worker.py", NUM_DEVICES, "3")
 
 
 @pytest.mark.parametrize("method", ["cross_entropy", "truncated_lq", "joint_optimization", "cross_entropy_augmented",

@@ -28,6 +28,19 @@ ARCH = {  # name -> (class, widths, blocks per stage, kind)
 }
 
 
+def assert_same_logits(net, model, variables, x):
+  """The torch module `net` and the flax `model` with `variables` give the same logits on NHWC images `x`, in eval
+  and in train mode (batch statistics), to 1e-4."""
+  xt = torch.from_numpy(x.transpose(0, 3, 1, 2))
+  for train in (False, True):
+    net.train(train)
+    with torch.no_grad():
+      want = net(xt.clone()).numpy()
+    got = model.apply(variables, jnp.asarray(x, jnp.float32), train=train, mutable=["batch_stats"] if train else False)
+    got = got[0] if train else got
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
 def abstract_variables(model, x=CIFAR):
   return jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros(x.shape, x.dtype), train=False))
 
@@ -196,14 +209,7 @@ def test_forward_matches_torch(kind, widths, blocks):
   variables = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), torch_to_flax(net))
   assert jax.tree.structure(variables) == jax.tree.structure(
       jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False)))
-  xt = torch.from_numpy(x.transpose(0, 3, 1, 2))
-  for train in (False, True):
-    net.train(train)
-    with torch.no_grad():
-      want = net(xt.clone()).numpy()
-    got = model.apply(variables, jnp.asarray(x, jnp.float32), train=train, mutable=["batch_stats"] if train else False)
-    got = got[0] if train else got
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+  assert_same_logits(net, model, variables, x)
 
 
 @pytest.mark.parametrize("name", sorted(ARCH))
@@ -424,14 +430,7 @@ def test_apl_cnn_forward_matches_torch():
   assert jax.tree.structure(variables) == jax.tree.structure(abstract_variables(
       model, jax.ShapeDtypeStruct((1, 16, 16, 3), jnp.float32)))
   x = np.random.default_rng(0).normal(size=(4, 16, 16, 3))
-  xt = torch.from_numpy(x.transpose(0, 3, 1, 2))
-  for train in (False, True):
-    net.train(train)
-    with torch.no_grad():
-      want = net(xt.clone()).numpy()
-    got = model.apply(variables, jnp.asarray(x, jnp.float32), train=train, mutable=["batch_stats"] if train else False)
-    got = got[0] if train else got
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+  assert_same_logits(net, model, variables, x)
 
 
 def test_apl_cnn_init_matches_pytorch():

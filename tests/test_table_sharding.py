@@ -5,10 +5,8 @@ The 4-device comparison runs tests/sharded_table_worker.py in its own process wi
 shared/DESIGN.md), bounded by a timeout. The rest runs here on one device.
 """
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import jax
@@ -24,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import resume_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
 import sharded_table_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+import simulated_devices  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 NUM_DEVICES = 4
 TOLERANCE = 1e-6
@@ -35,15 +34,7 @@ TOLERANCE = 1e-6
 
 @pytest.fixture(scope="module")
 def four_devices():
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={NUM_DEVICES}"
-  env["PJRT_NPROC"] = str(2 * NUM_DEVICES)
-  env["JAX_PLATFORMS"] = "cpu"
-  proc = subprocess.run([sys.executable, os.path.join(HERE, "sharded_table_worker.py"), str(NUM_DEVICES), "3"],
-                        env=env, capture_output=True, text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
+  return simulated_devices.run_worker("sharded_table_worker.py", NUM_DEVICES, "3")
 
 
 def _check_reads_and_writes(result, padding_rows):

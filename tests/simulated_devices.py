@@ -1,0 +1,26 @@
+"""Runs a test worker script in its own process on N simulated CPU devices and returns its RESULT record.
+
+The worker prints one line `RESULT {json}`. Set before jax is imported there: XLA_FLAGS with the device count,
+PJRT_NPROC = 2N (without it, collectives on simulated devices deadlock on a 2-core machine: shared/DESIGN.md) and
+JAX_PLATFORMS=cpu. A timeout bounds the process, so a hang fails the test instead of freezing the suite.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_worker(script: str, num_devices: int, *args: str, timeout: float = 300) -> dict:
+  """Runs tests/`script` with `num_devices` simulated devices and `args`; returns its RESULT json."""
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_devices}"
+  env["PJRT_NPROC"] = str(2 * num_devices)
+  env["JAX_PLATFORMS"] = "cpu"
+  proc = subprocess.run([sys.executable, os.path.join(HERE, script), str(num_devices), *args], env=env,
+                        capture_output=True, text=True, timeout=timeout)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])
