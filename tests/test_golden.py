@@ -20,7 +20,7 @@ STORED = golden.load()
 
 @pytest.fixture(scope="module")
 def current():
-  """(environment, every case computed now): ~30 s on a quiet 2-core CPU, the runs most of it."""
+  """(environment, every case computed now): 41-57 s on a busy 2-core CPU, the runs most of it."""
   return environment.describe(), golden.compute()
 
 
