@@ -37,9 +37,11 @@ GOLDEN_FILE = os.path.join(REPO, "tests", "golden_values.json")
 REGENERATE = "python -m experiments.golden --write"
 
 # Tolerances used only when the environment differs from the stored one: (relative, absolute) per kind of value.
-# Measured drift against the stored file, same machine: 2 simulated devices (a different reduction order) moved run
-# numbers by at most 2e-7 (relative) and no accuracy; XLA's fast math moved run numbers by 2e-7 and one loss
-# gradient sum (the encouraging loss at its clamp) by 2.7e-4. A real change of a method moves them by far more.
+# Measured drift against the stored file, same machine (`python -m experiments.golden` prints it per kind in another
+# environment): 2 simulated devices, a different reduction order (XLA_FLAGS=--xla_force_host_platform_device_count=2
+# PJRT_NPROC=4), moved run numbers by at most 2e-7 (relative) and no accuracy; XLA's fast math
+# (XLA_FLAGS=--xla_cpu_enable_fast_math=true) moved run numbers by 2e-7 and one loss gradient sum (the encouraging
+# loss at its clamp) by 2.7e-4. A real change of a method moves them by far more.
 TOLERANCES = {
     "loss": (1e-3, 1e-6),       # one evaluation of a loss and its gradient
     "accuracy": (0.0, 0.02),    # a fraction of 180-359 examples after 2-3 epochs (4-7 examples)
@@ -317,6 +319,28 @@ def compare_case(case: str, stored: dict, current: dict, *, exact: bool) -> list
   return problems
 
 
+def drift(stored_cases: dict[str, dict], cases: dict[str, dict]) -> dict[str, dict]:
+  """The largest difference per kind of value (TOLERANCES' kinds) between stored and computed floats:
+  {kind: {"abs": max |a - b|, "rel": max |a - b| / |a|, "where": 'case key' of the largest relative one}}.
+  Checksums and integers are left out. What the tolerances were chosen from (run it in another environment)."""
+  worst = {}
+  for case in sorted(set(stored_cases) & set(cases)):
+    for key in sorted(set(stored_cases[case]) & set(cases[case])):
+      a, b = stored_cases[case][key], cases[case][key]
+      if key.endswith("sha256"):
+        continue
+      for x, y in zip(*((a, b) if isinstance(a, list) else ([a], [b]))):
+        if isinstance(x, int) and isinstance(y, int):
+          continue
+        entry = worst.setdefault(kind_of(case, key), {"abs": 0.0, "rel": 0.0, "where": ""})
+        diff = abs(float(x) - float(y))
+        entry["abs"] = max(entry["abs"], diff)
+        rel = diff / abs(float(x)) if x else (0.0 if not diff else math.inf)
+        if rel > entry["rel"]:
+          entry["rel"], entry["where"] = rel, f"{case} {key}"
+  return worst
+
+
 def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tuple[bool, list[str], list[str]]:
   """(exact?, environment differences, value differences) of computed `cases` against a stored golden file."""
   from noisy_jax import environment  # pylint: disable=g-import-not-at-top
@@ -357,6 +381,12 @@ def main(argv=None) -> int:
   print("environment: " + ("same as the stored one: values must be equal" if exact else
                            "differs from the stored one (" + "; ".join(env_differences) + "): within tolerances"))
   print("\n".join(problems) if problems else f"all {len(cases)} cases match")
+  if not exact:
+    print("largest differences from the stored values, by kind (tolerance: relative / absolute):")
+    for kind, entry in sorted(drift(stored["cases"], cases).items()):
+      rel, abs_ = TOLERANCES[kind]
+      print(f"  {kind:8s} rel {entry['rel']:.2g}, abs {entry['abs']:.2g} ({rel:g} / {abs_:g})"
+            + (f"  at {entry['where']}" if entry["where"] else ""))
   return 1 if problems else 0
 
 

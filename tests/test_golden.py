@@ -75,3 +75,14 @@ def test_golden_tolerant_comparison_skips_checksums_and_bounds_floats():
   assert [p.split(":")[0] for p in golden.compare_case("runs/x", stored, far, exact=False)] == ["runs/x train_loss"]
   assert golden.compare_case("runs/x", stored, dict(near, params_count=11), exact=False)  # integers stay exact
   assert golden.compare_case("runs/x", stored, dict(near, test_accuracy=[0.6]), exact=False)
+
+
+def test_golden_drift_reports_the_largest_difference_per_kind():
+  stored = {"runs/x": {"train_loss": [1.0, 2.0], "params_count": 3, "params_sha256": "a"},
+            "losses/y": {"value_sum": 4.0}}
+  current = {"runs/x": {"train_loss": [1.0, 2.002], "params_count": 4, "params_sha256": "b"},
+             "losses/y": {"value_sum": 4.0}}
+  worst = golden.drift(stored, current)
+  assert worst["run"]["rel"] == pytest.approx(1e-3) and worst["run"]["abs"] == pytest.approx(2e-3)
+  assert worst["run"]["where"] == "runs/x train_loss"
+  assert worst["loss"] == {"abs": 0.0, "rel": 0.0, "where": ""}
