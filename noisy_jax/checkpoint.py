@@ -47,13 +47,15 @@ FORMAT_VERSION = 1
 #   plots, plot_key, title, epoch_table, curve_table, seeds (the list a comparison iterates; each run has `seed`):
 #     reporting only;
 #   eval_train: also scores the training split each epoch (more record fields, same training);
-#   checkpoint_every, keep_checkpoints: checkpoint cadence;
+#   checkpoint_every, keep_checkpoints, checkpoint_every_steps: checkpoint cadence;
+#   input, input_workers, input_budget_mib: resident or streamed input (noisy_jax.inputs), the same batches;
 #   num_devices, epoch_mode, label_table_sharding, label_table_budget_mib: the same program on another device count,
 #     dispatch mode or label-table placement (a checkpoint holds the table's N real rows, whatever its sharding);
 #     the results then equal an uninterrupted run up to float rounding, not bit for bit.
 RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
                       "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode", "label_table_sharding",
-                      "label_table_budget_mib")
+                      "label_table_budget_mib", "checkpoint_every_steps", "input", "input_workers",
+                      "input_budget_mib")
 
 
 def stage_dir(workdir: str, stage: str) -> str:
@@ -61,6 +63,12 @@ def stage_dir(workdir: str, stage: str) -> str:
   if not stage:
     raise ValueError(f"stage={stage!r} must be a non-empty name such as 'stage1'.")
   return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIRNAME, stage)
+
+
+def steps_dir(stage_directory: str) -> str:
+  """The directory of a stage's checkpoints written inside an epoch (config checkpoint_every_steps): next to the
+  epoch checkpoints, `STAGE.steps/GLOBAL_STEP/`, with the input position (epoch, step, metric sums) in meta."""
+  return stage_directory.rstrip(os.sep) + ".steps"
 
 
 def is_due(epoch: int, *, every: int, num_epochs: int) -> bool:

@@ -1,8 +1,17 @@
-"""The input side of a run: the dataset a config names and the noisy training labels it trains on.
+"""The input side of a run: the dataset a config names, how it reaches the devices, and its noisy training labels.
 
-  dataset = load_dataset(config)                                  # data.load(config.dataset) + standardize
+  dataset = load_dataset(config)                                  # data.load(config.dataset), as stored (uint8)
+  input_mode(config, dataset)                                     # 'resident' or 'streaming'
+  normalize = normalizer(config, dataset)                         # codes -> float32, applied on the device
   noisy, report = noisy_training_labels(config, dataset, key)     # config.noise applied to the clean labels
   write_classes(dataset, config, workdir)                         # WORKDIR/classes.json (datasets from disk)
+
+Input modes (config.input): 'resident' puts the training split on every device as stored (uint8 images: 4x less
+memory than float32) and gathers each batch there; 'streaming' reads each batch from the host or from disk with
+Grain worker processes (noisy_jax.streaming), for data that does not fit; 'auto' (the default) keeps the data
+resident when its training split takes at most config.input_budget_mib (DEFAULT_INPUT_BUDGET_MIB) and streams it
+otherwise. Loaders of files (data.ON_DISK) then leave the files on disk until the choice is made: decoded in full
+for resident input, one batch at a time when streaming. Both modes train the same network.
 
 Moved out of noisy_jax/train.py (which keeps these names for its callers): the trainer consumes a dataset and a
 label vector and does not care where they came from.
@@ -41,7 +50,8 @@ def noisy_training_labels(config, dataset, key: jax.Array):
     return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
   seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
   if noise_config.type == PSEUDO_LABEL_NOISE:
-    features = pseudo_labels_lib.pca_features(dataset.x_train, int(noise_config.get("num_components", 50)))
+    features = pseudo_labels_lib.pca_features(host_features(config, dataset),
+                                              int(noise_config.get("num_components", 50)))
     noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
         features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed)
     return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
@@ -49,6 +59,38 @@ def noisy_training_labels(config, dataset, key: jax.Array):
                                          dataset=noise_config.get("dataset") or None)
   noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
+
+
+INPUT_MODES = ("auto", "resident", "streaming")
+DEFAULT_INPUT_BUDGET_MIB = 2048  # 'auto': a training split up to this size (as stored) stays on the devices
+
+
+def input_mode(config, dataset) -> str:
+  """'resident' or 'streaming' for `dataset` under config.input (see the module docstring)."""
+  from noisy_jax import _checks  # pylint: disable=g-import-not-at-top
+  mode = config.get("input", "auto")
+  _checks.check_choice("input", mode, INPUT_MODES)
+  if mode != "auto":
+    return mode
+  budget = float(config.get("input_budget_mib", DEFAULT_INPUT_BUDGET_MIB))
+  return "streaming" if dataset.x_train.nbytes > budget * 2**20 else "resident"
+
+
+def normalizer(config, dataset):
+  """The on-device normalisation of `dataset`'s inputs for config.normalization (default 'per_channel'):
+  noisy_jax.data.normalization.fit, statistics of the training split."""
+  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+  return normalization.fit(dataset, config.get("normalization", "per_channel"))
+
+
+def host_features(config, dataset) -> np.ndarray:
+  """The normalised training inputs as float32 on the host (what the PCA of pseudo-label noise works on):
+  data.standardize with config.normalization ('imagenet': the same constants as on the device)."""
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top
+  mode = config.get("normalization", "per_channel")
+  if mode in data.STANDARDIZE_MODES:
+    return data.standardize(dataset, mode).x_train
+  return normalizer(config, dataset).numpy(dataset.load().x_train)
 
 
 def dataset_kwargs(config) -> dict:
@@ -61,9 +103,23 @@ def dataset_kwargs(config) -> dict:
 
 
 def load_dataset(config):
+  """The dataset of `config` as stored (not normalised: the trainer does that on the device, `normalizer`).
+
+  A loader of files (data.ON_DISK) reads only the listing unless config.input is 'resident'; the splits are then
+  decoded here when `input_mode` says resident, and the training split is left on disk for streaming (the val and
+  test splits are decoded when each fits input_budget_mib, else streamed in order at evaluation). A dataset_kwargs
+  `decode` given by the user wins.
+  """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
-  dataset = data.load(config.dataset, **dataset_kwargs(config))
-  return data.standardize(dataset, config.get("normalization", "per_channel"))
+  kwargs = dataset_kwargs(config)
+  if config.get("input", "auto") != "resident" and config.dataset in data.ON_DISK:
+    kwargs.setdefault("decode", False)
+  dataset = data.load(config.dataset, **kwargs)
+  if input_mode(config, dataset) == "resident":
+    return dataset.load()
+  # Streaming: the evaluation splits are read every epoch; those within the budget are decoded once here.
+  budget = float(config.get("input_budget_mib", DEFAULT_INPUT_BUDGET_MIB)) * 2**20
+  return dataset.load([s for s in ("val", "test") if getattr(dataset, f"x_{s}").nbytes <= budget])
 
 
 CLASSES_FILE = "classes.json"

@@ -280,7 +280,7 @@ class Programs:
   """
 
   def __init__(self, config, model, method: methods_lib.Method, *, input_shape, num_examples: int,
-               member_map: str):
+               member_map: str, normalize=None):
     epoch_mode = config.get("epoch_mode", "auto")
     _checks.check_choice("epoch mode", epoch_mode, train.EPOCH_MODES)
     cpu = jax.devices()[0].platform == "cpu"
@@ -292,6 +292,7 @@ class Programs:
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
     augment = augment_lib.make_augment(config.get("augment"))
+    normalize = normalize or (lambda x: x.astype(jnp.float32))
     method_dict = config.method.to_dict()
 
     def build_method(hypers) -> methods_lib.Method:
@@ -305,7 +306,7 @@ class Programs:
       """One train step of one member on its batch `step` (indices [S, B] of this member's epoch order)."""
       state, table, totals = carry
       rows, ok = indices[step], valid[step]
-      x = jnp.take(images, rows, axis=0)
+      x = normalize(jnp.take(images, rows, axis=0))
       if augment is not None:
         x = augment(train.augmentation_key(key, step), x, rows)
       state, table, step_metrics = train.train_step(state, table, x, rows, ok, method=build_method(hypers),
@@ -338,7 +339,7 @@ class Programs:
         return program.join(parts)
 
     self.epoch = epoch_fn
-    predict_one = train.make_predict_fn(model)
+    predict_one = train.make_predict_fn(model, normalize=normalize)
     if member_map == "vmap":
       predict_all = jax.jit(jax.vmap(predict_one, in_axes=(0, None)))
       self.predict = lambda variables, x: np.asarray(predict_all(variables, x))
@@ -392,7 +393,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   tables, order_keys = _stack(tables), jnp.stack(order_keys)
   states = programs.init(jnp.stack(init_keys))
   hypers = _member_hypers(members, fields)
-  images = jnp.asarray(dataset.x_train)
+  images = jnp.asarray(np.asarray(dataset.x_train))
   clean = np.asarray(dataset.y_train)
   given = [np.asarray(r) for r in np.asarray(tables.noisy_labels)]
   has_val = dataset.x_val.shape[0] > 0
@@ -502,6 +503,11 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   seeds = tuple(sweep.seeds)
   dataset = inputs.load_dataset(config) if dataset is None else dataset
   base_config = members[0].config
+  if not sweep.sequential and inputs.input_mode(base_config, dataset) == "streaming":
+    raise ValueError("a sweep trains its members together on resident data; this dataset would be streamed "
+                     "(config.input / input_budget_mib): set sweep.sequential=True, or input='resident'.")
+  if not sweep.sequential:
+    dataset = dataset.load()
   method = methods_lib.make(base_config.method, num_classes=dataset.num_classes)
   progress = reporting.Progress(len(members) * int(config.num_epochs))
   summaries = []
@@ -515,7 +521,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
     model = build_model(base_config, dataset.num_classes, dataset.x_train.shape[1:])
     programs = Programs(base_config, model, method, input_shape=dataset.x_train.shape[1:],
                         num_examples=dataset.x_train.shape[0],
-                        member_map=sweep.member_map)
+                        member_map=sweep.member_map, normalize=inputs.normalizer(base_config, dataset))
     mode = f"{programs.member_map}, {programs.epoch_mode}"
     chunk = int(sweep.max_members_per_program) or len(members)
     for first in range(0, len(members), chunk):

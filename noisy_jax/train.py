@@ -56,6 +56,7 @@ from noisy_jax import metrics as metrics_lib
 from noisy_jax import optim
 from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, noisy_training_labels  # pylint: disable=g-importing-member,unused-import  (callers use train.NAME)
 from noisy_jax import reporting
+from noisy_jax import streaming
 from noisy_jax import table_sharding
 
 AXIS = "batch"
@@ -181,6 +182,18 @@ EPOCH_MODES = ("auto", "scan", "steps")
 AUGMENT_STREAM = 0x61756721
 
 
+def resolve_epoch_mode(mode: str, platform: str, *, streamed: bool = False) -> str:
+  """'scan' or 'steps' for epoch mode `mode` on devices of `platform` (see make_epoch_fn); streamed input needs
+  'steps' (ValueError for 'scan')."""
+  _checks.check_choice("epoch mode", mode, EPOCH_MODES)
+  if streamed and mode == "scan":
+    raise ValueError("epoch_mode='scan' compiles a whole epoch over data on the devices; streaming input feeds "
+                     "one step at a time: use epoch_mode 'steps' or 'auto' (or input='resident').")
+  if mode == "auto":
+    return "steps" if streamed or platform == "cpu" else "scan"
+  return mode
+
+
 def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   """The key that augments train step `step` of an epoch: fold_in(fold_in(epoch_key, AUGMENT_STREAM), step)."""
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
@@ -212,8 +225,22 @@ def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
 
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
                   mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
-                  compiler_options: dict[str, str] | None = None, shard_table: bool = False) -> Callable:
+                  compiler_options: dict[str, str] | None = None, shard_table: bool = False,
+                  normalize: Callable | None = None, source=None, workers: int = 0) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  normalize: the inputs as stored -> float32 network inputs, applied on the device to each gathered (or streamed)
+  batch before augmentation (noisy_jax.data.normalization; inputs.normalizer). None: the inputs are float already.
+
+  source: None (resident: `images` is the training split on the devices), or the training inputs on the host
+  (image_files.ImageFiles or an array [N, ...]) that each step's batch is streamed from (noisy_jax.streaming, with
+  `workers` Grain processes); `images` is then ignored (pass None). Streaming dispatches one step at a time, so
+  mode 'scan' is refused and 'auto' means 'steps'. The batches, their order and their augmentation keys are the
+  resident path's, so both train the same network.
+
+  In mode 'steps' epoch_fn also takes `start` (the first step: resume inside an epoch), `totals` (the metric sums
+  of the steps before it) and `after_step(steps_done, state, table, totals)` (called after every step: mid-epoch
+  checkpoints); the epoch's metrics cover all its steps.
 
   shard_table: the table is row-sharded over the mesh axis (table_sharding.shard; rows padded to a multiple of the
   device count): the program's in/out specs take table_sharding.specs (rows on `batch`) instead of P(), and the
@@ -235,23 +262,27 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   --jax-mode scan`, then `steps`). 'auto' picks 'steps' on CPU and 'scan' elsewhere. Both trace the step once per run.
   """
   _checks.check_choice("epoch mode", mode, EPOCH_MODES)
-  if mode == "auto":
-    mode = "steps" if mesh.devices.flat[0].platform == "cpu" else "scan"
+  mode = resolve_epoch_mode(mode, mesh.devices.flat[0].platform, streamed=source is not None)
+  normalize = normalize or (lambda x: x.astype(jnp.float32))
   num_devices = mesh.devices.size
   if batch_size % num_devices:
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
   local = batch_size // num_devices
 
-  def local_step(state, table, images, indices, valid, epoch, key, step):
-    """This device's slice of the global batch `indices`/`valid` [B], augmented, then one train step."""
-    start = lax.axis_index(AXIS) * local
-    rows = lax.dynamic_slice_in_dim(indices, start, local)
-    ok = lax.dynamic_slice_in_dim(valid, start, local)
-    x = jnp.take(images, rows, axis=0)
+  def step_on(state, table, codes, rows, ok, epoch, key, step):
+    """One train step on this device's batch: inputs as stored [b, ...], their rows [b] and valid flags [b]."""
+    x = normalize(codes)
     if augment is not None:
       x = augment(augmentation_key(key, step), x, rows)
     return train_step(state, table, x, rows, ok, method=method, epoch=epoch,
                       table_axis=AXIS if shard_table else None)
+
+  def local_step(state, table, images, indices, valid, epoch, key, step):
+    """This device's slice of the global batch `indices`/`valid` [B], gathered from the resident `images`."""
+    start = lax.axis_index(AXIS) * local
+    rows = lax.dynamic_slice_in_dim(indices, start, local)
+    ok = lax.dynamic_slice_in_dim(valid, start, local)
+    return step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
 
   def finish(totals):
     return {"train_loss": totals["loss"] / totals["count"],
@@ -259,9 +290,11 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
 
   table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
 
-  def shard(fn, num_in, num_out):  # argument and result 1 are the table
+  def shard(fn, num_in, num_out, batch_args=()):  # argument and result 1 are the table
     in_specs, out_specs = [P()] * num_in, [P()] * num_out
     in_specs[1] = out_specs[1] = table_spec
+    for i in batch_args:  # streamed batches arrive split over the devices
+      in_specs[i] = P(AXIS)
     return jax.shard_map(fn, mesh=mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
 
   if mode == "scan":
@@ -288,19 +321,46 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   finish_fn = jax.jit(finish)
   num_steps = math.ceil(num_examples / batch_size)
 
-  def epoch_fn(state, table, images, key, epoch):
+  def per_device_streamed_step(state, table, totals, codes, rows, ok, step, epoch, key):
+    state, table, step_metrics = step_on(state, table, codes, rows, ok, epoch, key, step)
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  if source is not None:
+    step_fn = jax.jit(shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5)), donate_argnums=(0, 1, 2),
+                      compiler_options=compiler_options)
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  split = jax.sharding.NamedSharding(mesh, P(AXIS))
+
+  def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None):
     indices, valid = batches_fn(key)
-    totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
-    totals = jax.device_put(totals, jax.sharding.NamedSharding(mesh, P()))
-    for step in range(num_steps):
-      state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
+    if totals is None:
+      totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+    totals = jax.device_put({k: jnp.asarray(v, jnp.float32) for k, v in totals.items()}, replicated)
+    if source is None:
+      for step in range(start, num_steps):
+        state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
+        if after_step is not None:
+          after_step(step + 1, state, table, totals)
+      return state, table, finish_fn(totals)
+    with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start,
+                                workers=workers) as loader:
+      for step, batch in zip(range(start, num_steps), loader):
+        codes, rows, ok = (jax.make_array_from_process_local_data(split, batch[k])
+                           for k in ("images", "indices", "valid"))
+        state, table, totals = step_fn(state, table, totals, codes, rows, ok, np.int32(step), epoch, key)
+        if after_step is not None:
+          after_step(step + 1, state, table, totals)
     return state, table, finish_fn(totals)
 
   return epoch_fn
 
 
-def make_predict_fn(model, *, batch_size: int = 500) -> Callable:
-  """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks."""
+def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None = None) -> Callable:
+  """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks.
+
+  normalize: the inputs as stored -> float32 network inputs (on the device); None: they are float already.
+  """
+  normalize = normalize or (lambda x: x.astype(jnp.float32))
 
   @jax.jit
   def predict(variables, images):
@@ -309,7 +369,7 @@ def make_predict_fn(model, *, batch_size: int = 500) -> Callable:
     pad = chunks * batch_size - n
     padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
     padded = padded.reshape(chunks, batch_size, *images.shape[1:])
-    logits = lax.map(lambda x: model.apply(variables, x, train=False), padded)
+    logits = lax.map(lambda x: model.apply(variables, normalize(x), train=False), padded)
     return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(jnp.float32))[:n]
 
   return predict
@@ -328,6 +388,20 @@ def replicate(tree, mesh: Mesh):
 
 # ---------------------------------------------------------------------------------------------------------------
 # The epoch loop
+
+
+def make_evaluate(predict: Callable, *, workers: int = 0, batch_size: int = 500) -> Callable:
+  """`evaluate(variables, x) -> probabilities [N, C]`: `predict` of an array split, or of a split on disk
+  (image_files.ImageFiles) streamed in order in chunks of `batch_size` (noisy_jax.streaming.ordered_batches)."""
+  from noisy_jax.data import image_files  # pylint: disable=g-import-not-at-top
+
+  def evaluate(variables, x):
+    if not isinstance(x, image_files.ImageFiles):
+      return predict(variables, x)
+    with streaming.ordered_batches(x, batch_size, workers=workers) as loader:
+      return jnp.concatenate([predict(variables, batch["images"]) for batch in loader])
+
+  return evaluate
 
 
 def _variables(state: TrainState):
@@ -361,6 +435,16 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
+  streamed = inputs_lib.input_mode(config, dataset) == "streaming"
+  normalize = inputs_lib.normalizer(config, dataset)
+  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
+  workers = streaming.default_workers() if workers < 0 else workers
+  epoch_mode = resolve_epoch_mode(config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform,
+                                  streamed=streamed)
+  every_steps = int(config.get("checkpoint_every_steps", 0))
+  if every_steps and epoch_mode != "steps":
+    raise ValueError(f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
+                     "one program: use epoch_mode='steps', or checkpoint_every_steps=0.")
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
   state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
@@ -371,13 +455,13 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
   given = np.asarray(jax.device_get(table.noisy_labels))
   table = place_table(table)
-  images = replicate(jnp.asarray(dataset.x_train), mesh)
+  images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
-                           mode=config.get("epoch_mode", "auto"),
-                           augment=augment_lib.make_augment(config.get("augment")),
+                           mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
                            compiler_options=compiler_options(model, mesh.devices.flat[0].platform),
-                           shard_table=shard_table)
-  predict = make_predict_fn(model)
+                           shard_table=shard_table, normalize=normalize,
+                           source=dataset.x_train if streamed else None, workers=workers)
+  predict = make_evaluate(make_predict_fn(model, normalize=normalize), workers=workers)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
@@ -386,7 +470,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   is_noisy = clean != given
   has_val = dataset.x_val.shape[0] > 0
   best_val, best_variables, history = -1.0, None, []
-  manager, first_epoch = None, 1
+  manager, step_manager, first_epoch, position = None, None, 1, None
   if checkpoint_dir:
     checkpoint_every = int(config.get("checkpoint_every", 1))
     if checkpoint_every < 1:
@@ -394,17 +478,39 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
     checkpoint_meta = {"stage": stage, "seed": None if config.get("seed") is None else int(config.seed),
                        "key_data": checkpoint_lib.key_data(key), "config": checkpoint_lib.config_json(config)}
-    resumed = _resume(manager, checkpoint_dir, config=config, key=key, state=state,
-                      table=table_sharding.unpad(table, num_examples), mesh=mesh, place_table=place_table)
+    resume_args = dict(config=config, key=key, state=state, table=table_sharding.unpad(table, num_examples),
+                       mesh=mesh, place_table=place_table)
+    resumed = _resume(manager, checkpoint_dir, **resume_args)
+    if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
+      step_manager = checkpoint_lib.open_manager(checkpoint_lib.steps_dir(checkpoint_dir), keep=1)
+      inside = _resume(step_manager, checkpoint_lib.steps_dir(checkpoint_dir), **resume_args)
+      done = len(resumed[4]) if resumed is not None else 0
+      if inside is not None and inside[5]["epoch"] > done:
+        resumed = inside
     if resumed is not None:
-      state, table, best_variables, best_val, history = resumed
+      state, table, best_variables, best_val, history, position = resumed
       first_epoch = history[-1]["epoch"] + 1 if history else 1
       if on_resume is not None:
         on_resume(list(history))
   for epoch in range(first_epoch, config.num_epochs + 1):
     start = time.perf_counter()
+    inside_epoch = {}
+    if position is not None:  # resumed inside this epoch: its first steps are trained
+      inside_epoch = {"start": int(position["step"]), "totals": position["totals"]}
+      position = None
+    if step_manager is not None:
+      def save_inside(steps_done, state, table, totals, epoch=epoch):
+        if steps_done % every_steps or steps_done == steps_per_epoch:
+          return
+        checkpoint_lib.save(step_manager, (epoch - 1) * steps_per_epoch + steps_done, state=state,
+                            table=table_sharding.unpad(table, num_examples),
+                            best_variables=_variables(state) if best_variables is None else best_variables,
+                            meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
+                                  "history": history, "position": {"epoch": epoch, "step": steps_done,
+                                                                   "totals": _to_python(totals)}})
+      inside_epoch["after_step"] = save_inside
     state, table, train_metrics = epoch_fn(state, table, images, jax.random.fold_in(order_key, epoch),
-                                           jnp.asarray(epoch, jnp.int32))
+                                           jnp.asarray(epoch, jnp.int32), **inside_epoch)
     variables = _variables(state)
     record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
     record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
@@ -448,8 +554,9 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
                                 "history": history})
     if log_fn is not None:
       log_fn(record)
-  if manager is not None:
-    manager.close()
+  for m in (manager, step_manager):
+    if m is not None:
+      m.close()
   if best_variables is None:
     best_variables = jax.tree.map(jnp.copy, _variables(state))
   return state, table_sharding.unpad(table, num_examples), history, best_variables
@@ -458,7 +565,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
 def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainState,
             table: label_table_lib.LabelTable, mesh: Mesh, place_table: Callable | None = None):
   """The newest checkpoint in `manager`, checked and replicated on `mesh`: (state, table, best variables or None,
-  best_val, history); None when there is none. `state` and `table` are the fresh ones (structure and given labels)."""
+  best_val, history, position); None when there is none. `state` and `table` are the fresh ones (structure and given
+  labels). position: None for an epoch checkpoint, {"epoch", "step", "totals"} for one written inside an epoch."""
   epoch = checkpoint_lib.latest_epoch(manager)
   if epoch is None:
     return None
@@ -473,7 +581,8 @@ def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainStat
   # Fresh device buffers (replicate never aliases): the epoch program donates the state and the table.
   place_table = place_table or (lambda t: replicate(t, mesh))
   return (replicate(restored_state, mesh), place_table(restored_table),
-          replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]))
+          replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]),
+          meta.get("position"))
 
 
 def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:

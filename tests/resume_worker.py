@@ -7,6 +7,10 @@ Runs a tiny config (digits, 40% symmetric noise, a few epochs) with `run_single(
 of --stop_stage has been logged and the newest checkpoint due by then is on disk (orbax writes in the background;
 the worker waits for the finished directory): what a preempted machine does. Started again with the same arguments
 minus the stop, it resumes in DIR.
+
+Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
+2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
+the process right after the mid-epoch checkpoint of stage-1 step S (counted over the stage) is on disk.
 """
 
 import argparse
@@ -74,10 +78,28 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--stop_stage", default="stage1")
   parser.add_argument("--stop_after_epoch", type=int, default=0, help="0: run to the end")
+  parser.add_argument("--image_folder", default="", help="stream this image folder instead of digits")
+  parser.add_argument("--checkpoint_every_steps", type=int, default=0)
+  parser.add_argument("--stop_after_step", type=int, default=0, help="0: no kill inside an epoch")
   args = parser.parse_args(argv)
 
   config = tiny_config(args.method, checkpoint_every=args.checkpoint_every, model=args.model)
   config.seed = args.seed
+  if args.image_folder:
+    config.dataset, config.dataset_kwargs = "image_folder", {"root": args.image_folder}
+    config.input, config.input_workers = "streaming", 2
+  config.checkpoint_every_steps = args.checkpoint_every_steps
+  if args.stop_after_step:
+    save = checkpoint_lib.save
+
+    def save_then_maybe_die(manager, number, **kwargs):
+      save(manager, number, **kwargs)
+      if str(manager.directory).endswith(".steps") and number == args.stop_after_step:
+        manager.wait_until_finished()  # the mid-epoch checkpoint is on disk: die right after it
+        print(f"killed at step {number}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    checkpoint_lib.save = save_then_maybe_die
 
   def log_fn(record):
     print(f"epoch {record['stage']} {record['epoch']}", flush=True)

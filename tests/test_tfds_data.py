@@ -48,18 +48,17 @@ def test_each_dataset_loads_with_its_shapes_and_ranges(mock, name):
   assert ds.input_shape == SHAPES[name]
   assert ds.sizes == {"train": NUM_MOCK - validation, "val": validation, "test": NUM_MOCK}
   for x, y in ((ds.x_train, ds.y_train), (ds.x_val, ds.y_val), (ds.x_test, ds.y_test)):
-    assert x.dtype == np.float32 and y.dtype == np.int32
+    assert x.dtype == np.uint8 and y.dtype == np.int32 and ds.pixel_max == 255
     assert x.shape == (len(y), *SHAPES[name])
     assert not x.flags.writeable
     if len(y):
-      assert 0.0 <= x.min() and x.max() <= 1.0
       assert 0 <= y.min() and y.max() < CLASSES[name]
   assert (ds.noisy_y_train is not None) == name.endswith("_n")
-  # The images are pixel / 255 of TFDS's records, row for row (validation_size 0 keeps TFDS's order).
+  # The images are TFDS's records, row for row (validation_size 0 keeps TFDS's order).
   if not validation:
     records = _source(name, "train")
     np.testing.assert_array_equal(ds.y_train, [r["label"] for r in records])
-    np.testing.assert_allclose(ds.x_train[3], records[3]["image"] / 255.0, atol=1e-7)
+    np.testing.assert_array_equal(ds.x_train[3], records[3]["image"])
 
 
 @pytest.mark.parametrize("noise_key,feature", sorted(tfds_data.CIFAR10N_NOISE_KEYS.items()))
@@ -130,9 +129,9 @@ def test_validation_split_is_class_balanced_and_noisy_labels_follow_their_rows(n
   assert ds.sizes == {"train": 150, "val": 50, "test": 200}
   np.testing.assert_array_equal(np.bincount(ds.y_val, minlength=10), [5] * 10)
   np.testing.assert_array_equal(np.bincount(ds.y_train, minlength=10), [15] * 10)
-  rows = np.rint(ds.x_train[:, 0, 0, 0] * 255).astype(int)
+  rows = ds.x_train[:, 0, 0, 0].astype(int)
   assert len(set(rows)) == 150 and np.all(np.diff(rows) > 0)  # kept rows, in TFDS's order
-  val_rows = np.rint(ds.x_val[:, 0, 0, 0] * 255).astype(int)
+  val_rows = ds.x_val[:, 0, 0, 0].astype(int)
   assert not set(rows) & set(val_rows)
   if name == "cifar10_n":
     np.testing.assert_array_equal(ds.noisy_y_train, (ds.y_train + rows) % 10)

@@ -37,6 +37,16 @@ def get_shared() -> ml_collections.ConfigDict:
   # (orbax then writes in the background) against ~1 s epochs on a 2-core CPU: every 5 epochs costs <1%.
   config.checkpoint_every = 5
   config.keep_checkpoints = 2
+  # Also checkpoint every this many steps inside an epoch (0: only at epoch ends): the input position is saved with
+  # the state, so a run killed mid-epoch resumes at the step it reached. For epochs of hours (Clothing1M).
+  config.checkpoint_every_steps = 0
+  # How the training split reaches the devices (noisy_jax.inputs): 'resident' (on every device as stored, uint8),
+  # 'streaming' (batches read from the host or from disk by Grain, noisy_jax.streaming) or 'auto' (resident when
+  # the split takes at most input_budget_mib, else streaming). input_workers: Grain's decoding processes when
+  # streaming (-1: min(8, CPUs - 1); 0: in the training process).
+  config.input = "auto"
+  config.input_budget_mib = 2048.0
+  config.input_workers = -1
   return config
 
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 from typing import Callable
 
 from noisy_jax import _checks
+from noisy_jax.data import animal10n
+from noisy_jax.data import clothing1m
 from noisy_jax.data import disk
 from noisy_jax.data import embedded
 from noisy_jax.data import tfds_data
+from noisy_jax.data import webvision
 from noisy_jax.data.arrays import Dataset
 from noisy_jax.data.arrays import from_arrays
 from noisy_jax.data.arrays import STANDARDIZE_MODES
@@ -44,7 +47,17 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
     "image_folder": disk.image_folder,
     "npz": disk.npz,  # path, validation_size, seed, num_classes
     "tfds": tfds_data.by_name,  # name, image_key, label_key, *_split, image_size, download, data_dir, ...
+    # Published noisy-label datasets in their release layouts (manual downloads). y_train holds the GIVEN (noisy)
+    # labels, as no clean ones are known: train with noise type 'none'. Options: root, image_size, validation_size,
+    # seed, channels, decode, and those named here.
+    "clothing1m": clothing1m.load,  # noisy_train, max_examples; val = clean_val, test = clean_test
+    "mini_webvision": webvision.mini_webvision,  # num_classes (50); test = WebVision's validation set
+    "animal10n": animal10n.animal10n,  # 64x64, decoded by default
 }
+
+
+# Loaders that can leave their files on disk (decode=False: splits as image_files.ImageFiles), for streaming.
+ON_DISK = frozenset({"image_folder", "clothing1m", "mini_webvision", "animal10n"})
 
 
 def load(name: str, /, **kwargs) -> Dataset:
@@ -57,5 +70,5 @@ def load(name: str, /, **kwargs) -> Dataset:
   return DATASETS[name](**kwargs)
 
 
-__all__ = ["DATASETS", "Dataset", "STANDARDIZE_MODES", "from_arrays", "load", "standardize",
+__all__ = ["DATASETS", "Dataset", "ON_DISK", "STANDARDIZE_MODES", "from_arrays", "load", "standardize",
            "stratified_split"]

@@ -9,8 +9,19 @@ from typing import Sequence
 import numpy as np
 
 from noisy_jax import _checks
+from noisy_jax.data import image_files
+from noisy_jax.data import normalization as normalization_lib
 
 STANDARDIZE_MODES = ("none", "per_channel", "mean_image")
+
+
+def _inputs(x):
+  """One split's inputs as stored: a split on disk (image_files.ImageFiles) as it is, uint8 codes read-only as
+  uint8, anything else read-only float32."""
+  if isinstance(x, image_files.ImageFiles):
+    return x
+  x = np.asarray(x)
+  return _readonly(x, np.uint8 if x.dtype == np.uint8 else np.float32)
 
 
 def _readonly(array, dtype) -> np.ndarray:
@@ -41,7 +52,9 @@ class Dataset:
   Attributes:
     name: the registry name (or the user's name for `from_arrays` data).
     num_classes: C; every label is in [0, C).
-    x_train, x_val, x_test: float32 [N, H, W, Ch] images, or [N, D] feature vectors (from `from_arrays`).
+    x_train, x_val, x_test: images [N, H, W, Ch] or feature vectors [N, D] (from `from_arrays`), as stored:
+      uint8 pixel codes (the image is x / pixel_max), float32 values, or, for data read from files that is not
+      loaded, an image_files.ImageFiles (decoded on demand; the trainer loads or streams it).
     y_train, y_val, y_test: int32 [N] CLEAN labels. Label noise is injected by the trainer (noisy_jax.noise),
       never stored here, except:
     noisy_y_train: None, or int32 [N_train] labels given by the dataset itself for the training rows (real human
@@ -52,6 +65,11 @@ class Dataset:
     train_sources, val_sources, test_sources: None, or str [N_split]: where row i of the split came from, e.g.
       'train/cat/001.png' (a path relative to the image folder or CSV manifest) or 'npz:x_train[17]' (a record id),
       so per-example results can be traced back to files.
+    pixel_max: the code of full intensity: the inputs in [0, 1] are x / pixel_max (255 for uint8 images, 16 for
+      scikit-learn's digits, 1 for float inputs). The trainer normalises on the device
+      (noisy_jax.data.normalization), so images stay uint8 in host and device memory.
+    normalized: None, or the `standardize` mode already applied on the host (the trainer then normalises no
+      further).
   The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
   be cached and shared safely. The optional fields default to None, which is what every built-in dataset has.
   """
@@ -68,10 +86,15 @@ class Dataset:
   train_sources: np.ndarray | None = None
   val_sources: np.ndarray | None = None
   test_sources: np.ndarray | None = None
+  pixel_max: float = 1.0
+  normalized: str | None = None
 
   def __post_init__(self):
+    if not (isinstance(self.pixel_max, numbers.Real) and self.pixel_max > 0):
+      raise ValueError(f"pixel_max={self.pixel_max!r} must be a positive number (255 for uint8 images).")
+    object.__setattr__(self, "pixel_max", float(self.pixel_max))
     for split in ("train", "val", "test"):
-      x = _readonly(getattr(self, f"x_{split}"), np.float32)
+      x = _inputs(getattr(self, f"x_{split}"))
       y = _readonly(getattr(self, f"y_{split}"), np.int32)
       if y.ndim != 1 or len(y) != len(x):
         raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(x)} rows; expected [{len(x)}].")
@@ -103,6 +126,17 @@ class Dataset:
   def input_shape(self) -> tuple[int, ...]:
     """Shape of one example, e.g. (28, 28, 1) for mnist5k or (D,) for feature vectors."""
     return tuple(self.x_train.shape[1:])
+
+  @property
+  def on_disk(self) -> bool:
+    """True when the training inputs are files decoded on demand (image_files.ImageFiles), not arrays."""
+    return isinstance(self.x_train, image_files.ImageFiles)
+
+  def load(self, splits=("train", "val", "test")) -> "Dataset":
+    """This dataset with its `splits` that are on disk decoded into uint8 arrays (itself when none is)."""
+    splits = {f"x_{s}": getattr(self, f"x_{s}") for s in splits}
+    loaded = {k: x.load() for k, x in splits.items() if isinstance(x, image_files.ImageFiles)}
+    return dataclasses.replace(self, **loaded) if loaded else self
 
   @property
   def num_train(self) -> int:
@@ -202,7 +236,10 @@ def stratified_split(labels, sizes: Sequence[int | float | None], *, seed: int) 
 
 
 def _features(name: str, x) -> np.ndarray:
-  """Checks and converts one split's inputs to float32 [N, H, W, C] (from [N, H, W]) or [N, D]."""
+  """Checks one split's inputs: uint8 [N, H, W, C] (from [N, H, W]) kept as uint8, other numbers converted to
+  float32 [N, H, W, C] or [N, D]; a split on disk (image_files.ImageFiles) as it is."""
+  if isinstance(x, image_files.ImageFiles):
+    return x
   x = np.asarray(x)
   if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
     raise ValueError(f"{name} has dtype {x.dtype}; expected numbers.")
@@ -210,6 +247,8 @@ def _features(name: str, x) -> np.ndarray:
     x = x[..., None]
   if x.ndim not in (2, 4):
     raise ValueError(f"{name} has shape {x.shape}; expected [N, H, W], [N, H, W, C] or [N, D].")
+  if x.dtype == np.uint8:
+    return x
   x = x.astype(np.float32)
   bad = ~np.isfinite(x)
   if bad.any():
@@ -230,13 +269,14 @@ def _labels(name: str, y, num_rows: int) -> np.ndarray:
 def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num_classes: int | None = None,
                 validation_size: int | float = 0, seed: int = 0, name: str = "arrays",
                 class_names: Sequence[str] | None = None, train_sources=None, val_sources=None,
-                test_sources=None) -> Dataset:
+                test_sources=None, pixel_max: float = 1.0) -> Dataset:
   """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
     x_train, x_test, x_val: inputs of each split: images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or
-      feature vectors [N, D] (stored as [N, D]: use the 'mlp' model; the CNNs need images). Cast to float32, not
-      rescaled; every value must be finite and every split must have the same example shape.
+      feature vectors [N, D] (stored as [N, D]: use the 'mlp' model; the CNNs need images). uint8 arrays stay
+      uint8 (pixel codes; see pixel_max), others are cast to float32; nothing is rescaled; every value must be
+      finite and every split must have the same example shape.
     y_train, y_test, y_val: [N] integer class ids in [0, num_classes) (integral floats are accepted).
     x_val, y_val: an optional validation split (both or neither).
     num_classes: C; inferred as (largest label over all splits) + 1 when None.
@@ -247,9 +287,11 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
     name: the Dataset's name.
     class_names, train_sources, val_sources, test_sources: optional, see `Dataset` (one string per row of the
       split as given: a carved validation split takes its rows' training sources; val_sources goes with x_val).
+    pixel_max: the value of full intensity (Dataset.pixel_max): 255 for uint8 images that the trainer should see
+      in [0, 1], 1 (the default) to take the values as they are.
 
   Returns:
-    A Dataset with read-only float32 inputs and int32 labels.
+    A Dataset with read-only uint8 or float32 inputs and int32 labels.
 
   Raises:
     ValueError: naming the bad value for mismatched lengths or shapes, labels outside [0, C) or not integers,
@@ -295,11 +337,16 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
   return Dataset(name=name, num_classes=int(num_classes),
                  x_train=xs["train"], y_train=ys["train"], x_val=xs["val"], y_val=ys["val"],
                  x_test=xs["test"], y_test=ys["test"], class_names=class_names, train_sources=train_sources,
-                 val_sources=val_sources, test_sources=test_sources)
+                 val_sources=val_sources, test_sources=test_sources, pixel_max=pixel_max)
 
 
 def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
-  """Normalises every split with statistics of the TRAINING split only; returns a new Dataset.
+  """Normalises every split on the host with statistics of the TRAINING split only; returns a float32 Dataset.
+
+  The trainer does not need this: it keeps the pixel codes and normalises on the device
+  (noisy_jax.data.normalization, the same statistics). This is the host-side version for code that wants float
+  inputs (the PCA of pseudo-label noise, users' own JAX code). Inputs in [0, 1] are x / pixel_max (float32
+  division); splits on disk are loaded first.
 
   Modes (statistics in float64, results float32):
     'per_channel': x' = (x - mean_c) / std_c, mean and (population) std over all training pixels of channel c
@@ -307,19 +354,26 @@ def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
       paper's code and of most ports.
     'mean_image': x' = x - mean_image, the per-pixel (and per-channel) mean of the training images. The Joint
       Optimization code's habit (Tanaka et al., CVPR 2018).
-    'none': the dataset unchanged.
+    'none': x' = x / pixel_max (the dataset itself when pixel_max is 1 and its inputs are float32 arrays).
   """
   _checks.check_choice("standardize mode", mode, STANDARDIZE_MODES)
-  if mode == "none":
+  dataset = dataset.load()
+  if dataset.normalized:
     return dataset
-  x = dataset.x_train.astype(np.float64)
-  if mode == "per_channel":
-    axes = tuple(range(x.ndim - 1))
-    mean, std = x.mean(axis=axes), x.std(axis=axes)
-    std = np.where(std > 0, std, 1.0)
-    apply = lambda a: (a - mean) / std
+  if mode == "none" and dataset.pixel_max == 1.0 and dataset.x_train.dtype == np.float32:
+    return dataset
+  unit = lambda a: normalization_lib.unit_floats(a, dataset.pixel_max)
+  if mode == "none":
+    apply = unit
   else:
-    mean_image = x.mean(axis=0)
-    apply = lambda a: a - mean_image
+    x = unit(dataset.x_train).astype(np.float64)
+    if mode == "per_channel":
+      axes = tuple(range(x.ndim - 1))
+      mean, std = x.mean(axis=axes), x.std(axis=axes)
+      std = np.where(std > 0, std, 1.0)
+      apply = lambda a: (unit(a) - mean) / std
+    else:
+      mean_image = x.mean(axis=0)
+      apply = lambda a: unit(a) - mean_image
   return dataclasses.replace(dataset, x_train=apply(dataset.x_train), x_val=apply(dataset.x_val),
-                             x_test=apply(dataset.x_test))
+                             x_test=apply(dataset.x_test), pixel_max=1.0, normalized=mode)

@@ -2,9 +2,9 @@
 
 About one million clothing images from shopping websites, 14 classes, labels from the surrounding text (about 38%
 wrong), plus small hand-checked clean splits. Manual download only (request access at
-https://github.com/Cysu/noisy_label); noisy_jax never downloads it and never holds it in memory: this module
-returns index-carrying split descriptors (paths, labels, indices) and a host-side batch iterator that decodes
-the JPEGs of one batch at a time with pillow.
+https://github.com/Cysu/noisy_label); noisy_jax never downloads it. This module reads the release's lists into
+index-carrying split descriptors (paths, labels, indices), builds the registry's Dataset from them (`load`, splits
+left on disk), and has a host-side batch iterator that decodes the JPEGs of one batch at a time with pillow.
 
 Folder layout of the official release, after `tar -xf images/N.tar` for N = 0..9 inside `images/` (the annotation
 files may also sit in `ROOT/annotations/`, as several codebases keep them):
@@ -25,10 +25,18 @@ noisy_label_kv.txt; `clean_labels` from clean_label_kv.txt where an image has on
 'clean_val', 'clean_test' (labels from clean_label_kv.txt). Example i of a split is row i of its key list: the
 index the trainer's label table would use.
 
-The usual preprocessing of the papers' code (ResNet-50 on 224x224): resize the shorter side to 256, then a random
-224 crop and horizontal flip for training, a center 224 crop for evaluation. `iterate_batches` does exactly that,
-deterministically from (seed, epoch, example index). The trainer (noisy_jax.train) holds whole splits in device
-memory and has no streaming path yet: this iterator is the building block for one.
+Registry loader `load` ('clothing1m' in noisy_jax.data.DATASETS): a Dataset whose training rows are the noisy
+training split (row i = line i of noisy_train_key_list.txt) with its NOISY labels in y_train (the hand-checked label
+of most of these images is unknown, so the labels are taken as given: train with noise type 'none'), validation =
+clean_val, test = clean_test, class names from category_names_eng.txt and sources = keys (paths relative to ROOT).
+By default the splits stay on disk (image_files.ImageFiles, decode=False): a million decoded 224x224 RGB images
+are 150 GB, so the trainer streams them (or loads a split that fits its memory budget).
+
+The usual preprocessing of the papers' code (ResNet-50 on 224x224; DivideMix's and ELR's dataloaders): resize the
+shorter side to 256, then a random 224 crop and horizontal flip for training, a center 224 crop for evaluation.
+`iterate_batches` does exactly that, deterministically from (seed, epoch, example index). `load` decodes every
+split the evaluation way instead (shorter side to `image_size`, default 224, then the centre crop:
+noisy_jax.data.images); the trainer's augmentation runs on the device.
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ from typing import Iterator
 import numpy as np
 
 from noisy_jax import _checks
+from noisy_jax.data import arrays
+from noisy_jax.data import disk
+from noisy_jax.data import file_lists
 
 NUM_CLASSES = 14
 CATEGORY_FILE = "category_names_eng.txt"
@@ -174,7 +185,11 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
   if missing:
     raise ValueError(f"Clothing1M: {len(missing)} key(s) of {key_file} have no label in {label_file}, e.g. "
                      f"{missing[0]!r}.")
-  labels = _checks.check_labels(f"Clothing1M {split} labels", [given[k] for k in keys], NUM_CLASSES)
+  labels = np.array([given[k] for k in keys], np.int64)
+  bad = np.flatnonzero((labels < 0) | (labels >= NUM_CLASSES))
+  if bad.size:
+    raise ValueError(f"Clothing1M: {label_file} gives {keys[bad[0]]!r} (listed in {key_file}) the label "
+                     f"{labels[bad[0]]}, outside the class ids 0..{NUM_CLASSES - 1}.")
   if label_file == CLEAN_LABELS_FILE:
     clean = labels
   else:
@@ -185,6 +200,56 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
     raise FileNotFoundError(f"Clothing1M: the first image of {key_file}, {first!r}, does not exist. {_HOW_TO_GET}")
   return Split(name=split, root=root, keys=np.array(keys, dtype=object), labels=labels.astype(np.int32),
                clean_labels=clean.astype(np.int32), class_names=names)
+
+
+def load(root: str, *, image_size: int | None = 224, noisy_train: bool = True, max_examples: int | None = None,
+         validation_size: int | float | None = None, seed: int = disk.SPLIT_SEED, channels: int = 3,
+         decode: bool = False) -> arrays.Dataset:
+  """Clothing1M as a Dataset for the trainer (registered as 'clothing1m'; layout in the module docstring).
+
+  Rows: training example i is key i of noisy_train_key_list.txt (clean_train_key_list.txt with noisy_train=False),
+  validation and test rows follow clean_val_key_list.txt and clean_test_key_list.txt. Class id c is line c of
+  category_names_eng.txt (never re-sorted). Sources are the keys, e.g. 'images/0/61/2358596911,1.jpg'.
+
+  Args:
+    root: the dataset folder (annotation files in it or in root/annotations).
+    image_size: S: every image's shorter side resized to S, then the centre S x S crop (noisy_jax.data.images);
+      None keeps the files' size, which then must agree (it does not in Clothing1M).
+    noisy_train: train on the 1M noisy rows with their noisy labels (True: what the papers do; labels taken as
+      given, so the trainer's noise type is 'none') or on the 47,570 hand-checked clean_train rows (False).
+    max_examples: keep the first max_examples rows of every split (quick runs); None keeps all.
+    validation_size: None: clean_val is the validation split. An int count or float fraction carves the
+      validation split from the training rows instead (stratified by their labels, noisy ones with noisy_train;
+      clean_val is then not read); 0: no validation split.
+    seed: seed of that carving.
+    channels: 3 (default: a grayscale file is repeated over RGB) or 1.
+    decode: False (default) keeps every split on disk as image_files.ImageFiles (decoded when the trainer reads
+      it); True decodes everything now (uint8 [N, S, S, channels]: only sensible with max_examples).
+
+  Returns:
+    A Dataset: x_* uint8 images or ImageFiles (pixel_max 255), y_train the given (noisy) training labels, y_val
+    and y_test hand-checked labels, the 14 class_names, sources per row.
+
+  Raises:
+    FileNotFoundError: naming a missing annotation file or folder, or a listed image that does not exist (with its
+      key list and row).
+    ValueError: a malformed line, a key without a label, or a label outside 0..13 (naming the file and key).
+  """
+  splits = {"train": "noisy_train" if noisy_train else "clean_train", "test": "clean_test"}
+  if validation_size is None:
+    splits["val"] = "clean_val"
+  names = class_names(root)
+  listing = {}
+  for split, name in splits.items():
+    rows = load_split(root, name, max_examples=max_examples)
+    missing = file_lists.first_missing(root, rows.keys)
+    if missing is not None:
+      raise FileNotFoundError(f"Clothing1M: image {rows.path(missing)!r} does not exist; it is key {missing + 1} "
+                              f"of {SPLITS[name][0]}. {_HOW_TO_GET}")
+    listing[split] = [(str(key), names[label]) for key, label in zip(rows.keys, rows.labels)]
+  return disk.from_listing("clothing1m", listing, root, image_size=image_size, classes=names,
+                           validation_size=validation_size, seed=seed, where=f"Clothing1M at {root!r}",
+                           channels=channels, decode=decode)
 
 
 def decode(path: str, *, resize: int = 256, crop: int = 224, rng: np.random.Generator | None = None) -> np.ndarray:

@@ -20,9 +20,10 @@ name), or the i-th training row of the manifest, minus the rows carved for valid
 `Dataset.train_sources[i]` is its path relative to ROOT or to the CSV ('train/cat/001.png'), likewise
 val_sources / test_sources. Class ids: the sorted class names of the TRAINING split (folder names, or label
 strings of the manifest; integer-looking names sorted as integers: '2' < '10'), or the order of `classes` when
-given; a val/test label outside the list is an error. Pixels: float32 in [0, 1] (uint8 / 255, as the embedded
-datasets), [N, S, S, 1] when every image is grayscale, else [N, S, S, 3] (noisy_jax.data.images: decoding,
-channels, resize + centre crop to `image_size`).
+given; a val/test label outside the list is an error. Pixels: uint8 (pixel_max 255, as the embedded datasets;
+the trainer normalises on the device), [N, S, S, 1] when every image is grayscale, else [N, S, S, 3]
+(noisy_jax.data.images: decoding, channels, resize + centre crop to `image_size`). With decode=False the splits
+stay on disk (noisy_jax.data.image_files.ImageFiles) and the trainer streams them or loads them (`config.input`).
 
 npz: one `.npz` holding x_train, y_train, x_test, y_test and optionally x_val, y_val and class_names (str [C]):
 `arrays.from_arrays` from the command line. Sources are record ids, 'npz:x_train[17]'.
@@ -49,6 +50,7 @@ image_size. Nothing is skipped silently (hidden files, names starting with '.', 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import re
 from typing import Sequence
@@ -57,6 +59,7 @@ import zipfile
 import numpy as np
 
 from noisy_jax.data import arrays
+from noisy_jax.data import image_files
 from noisy_jax.data import images
 
 SPLITS = ("train", "val", "test")
@@ -178,13 +181,8 @@ def _class_ids(listing: Listing, classes: Sequence[str] | None, where: str) -> t
   return names, ids
 
 
-def _to_float(pixels: np.ndarray) -> np.ndarray:
-  """uint8 -> float32 in [0, 1]: pixel / 255 in float32 (bit for bit what embedded.mnist5k computes)."""
-  return np.divide(pixels, np.float32(255.0), dtype=np.float32)
-
-
 def assemble(name: str, x: dict, y: dict, sources: dict, class_names, *, num_classes: int | None, validation_size,
-             seed: int, where: str) -> arrays.Dataset:
+             seed: int, where: str, pixel_max: float = 255.0) -> arrays.Dataset:
   """Splits {'train', 'test'[, 'val']} -> `arrays.from_arrays`; without 'val', validation_size (None: 10%) is
   carved stratified from train with `seed`. Shared by image_folder, npz and tfds_data.by_name."""
   if "val" in x:
@@ -198,13 +196,13 @@ def assemble(name: str, x: dict, y: dict, sources: dict, class_names, *, num_cla
       x["train"], y["train"], x["test"], y["test"], x_val=x.get("val"), y_val=y.get("val"),
       num_classes=num_classes, validation_size=validation_size,
       seed=seed, name=name, class_names=class_names, train_sources=sources["train"],
-      val_sources=sources.get("val"), test_sources=sources["test"])
+      val_sources=sources.get("val"), test_sources=sources["test"], pixel_max=pixel_max)
 
 
 def image_folder(root: str | None = None, *, manifest: str | None = None, image_size: int | None = None,
                  classes: Sequence[str] | None = None, validation_size: int | float | None = None,
-                 seed: int = SPLIT_SEED) -> arrays.Dataset:
-  """Loads an image folder or a CSV manifest (layouts in the module docstring) into memory.
+                 seed: int = SPLIT_SEED, channels: int | None = None, decode: bool = True) -> arrays.Dataset:
+  """Loads an image folder or a CSV manifest (layouts in the module docstring).
 
   Args:
     root: ROOT of ROOT/SPLIT/LABEL/*.png|jpg|jpeg (give root or manifest, not both).
@@ -215,9 +213,14 @@ def image_folder(root: str | None = None, *, manifest: str | None = None, image_
     validation_size: without a val split, the stratified validation split carved from train (an int count or a
       float fraction, arrays.stratified_split); None: 10% without a val split, the val split when there is one.
     seed: seed of the carving (a constant by default, so every experiment sees the same split).
+    channels: 1 or 3; None: 1 when every image is grayscale (decode=True) or when the first training file is
+      (decode=False), else 3.
+    decode: True decodes every file now; False keeps each split on disk (image_files.ImageFiles, decoded when
+      read: what the trainer streams, `config.input`), reading one file for the example shape.
 
   Returns:
-    A Dataset with float32 [N, S, S, 1 or 3] images in [0, 1], int32 labels, class_names and per-row sources.
+    A Dataset with uint8 [N, S, S, 1 or 3] images (pixel_max 255) or ImageFiles, int32 labels, class_names and
+    per-row sources.
 
   Raises:
     FileNotFoundError, ValueError: naming the bad file, folder or value (see the module docstring).
@@ -226,23 +229,45 @@ def image_folder(root: str | None = None, *, manifest: str | None = None, image_
     raise ValueError(f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
                      f"manifest={manifest!r}. On the command line: --config.dataset_kwargs.root=DIR (or "
                      "--config.dataset_kwargs.manifest=FILE.csv) with experiments/configs/own_data.py.")
-  image_size = images.check_image_size(image_size)
   where = root if manifest is None else manifest
   listing = list_folder(root) if manifest is None else read_manifest(manifest)
   base = root if manifest is None else os.path.dirname(manifest)
+  return from_listing("image_folder", listing, base, image_size=image_size, classes=classes,
+                      validation_size=validation_size, seed=seed, where=where, channels=channels, decode=decode,
+                      order_by_class=manifest is None)
+
+
+def from_listing(name: str, listing: Listing, base: str, *, image_size: int | None = None,
+                 classes: Sequence[str] | None = None, validation_size: int | float | None = None,
+                 seed: int = SPLIT_SEED, where: str, channels: int | None = None, decode: bool = True,
+                 order_by_class: bool = False) -> arrays.Dataset:
+  """A Dataset of image files: `listing` {split: [(path relative to `base`, label name)]}, splits train and test
+  (val optional). The shared end of image_folder and the readers of published layouts (Clothing1M, WebVision,
+  ANIMAL-10N); arguments as image_folder's. order_by_class: rows sorted by (class id, listing order), as a folder
+  is listed; False keeps the listing's order. `where` names the data in error messages."""
+  image_size = images.check_image_size(image_size)
+  if channels is not None and channels not in (1, 3):
+    raise ValueError(f"channels={channels!r} must be None (from the images), 1 (grayscale) or 3 (RGB).")
+  for split in ("train", "test"):
+    if not listing.get(split):
+      raise ValueError(f"{where}: the {split} split has no image; a dataset needs train and test images.")
   class_names, y = _class_ids(listing, classes, where)
-  if manifest is None:  # folder rows in the order (class id, file name), also for integer names and `classes`
+  if order_by_class:
     for split in listing:
       order = np.argsort(y[split], kind="stable")
       listing[split], y[split] = [listing[split][i] for i in order], y[split][order]
   paths = {split: [os.path.join(base, s) for s, _ in rows] for split, rows in listing.items()}
-  pixels = {split: images.decode_files(paths[split], image_size) for split in listing}
-  images.check_same_size(sum(pixels.values(), []), sum(paths.values(), []))  # across splits, naming the files
-  color = any(images.is_color(p) for p in pixels.values())
-  x = {split: _to_float(images.stack(p, paths[split], color=color)) for split, p in pixels.items()}
-  del pixels
   sources = {split: [s for s, _ in rows] for split, rows in listing.items()}
-  return assemble("image_folder", x, y, sources, class_names, num_classes=len(class_names),
+  if decode:
+    pixels = {split: images.decode_files(paths[split], image_size) for split in listing}
+    images.check_same_size(sum(pixels.values(), []), sum(paths.values(), []))  # across splits, naming the files
+    color = any(images.is_color(p) for p in pixels.values()) if channels is None else channels == 3
+    x = {split: images.stack(p, paths[split], color=color) for split, p in pixels.items()}
+    del pixels
+  else:
+    probe = image_files.ImageFiles.probe(paths["train"], image_size=image_size, channels=channels)
+    x = {split: dataclasses.replace(probe, paths=tuple(p)) for split, p in paths.items()}
+  return assemble(name, x, y, sources, class_names, num_classes=len(class_names),
                   validation_size=validation_size, seed=seed, where=where)
 
 
@@ -287,4 +312,4 @@ def npz(path: str, *, validation_size: int | float | None = None, seed: int = SP
   y = {split: loaded[f"y_{split}"] for split in SPLITS if f"y_{split}" in loaded}
   sources = {split: [f"npz:x_{split}[{i}]" for i in range(len(v))] for split, v in x.items()}
   return assemble("npz", x, y, sources, class_names, num_classes=num_classes, validation_size=validation_size,
-                  seed=seed, where=path)
+                  seed=seed, where=path, pixel_max=1.0)

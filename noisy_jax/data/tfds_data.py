@@ -7,7 +7,8 @@ that loader can ask TFDS to download (download=True).
 Read with `tfds.data_source` random access (ArrayRecord files, pillow decodes the PNGs): no TensorFlow needed,
 nothing is ever downloaded. The data must already be prepared in ArrayRecord format in `data_dir` (TFDS's default
 `~/tensorflow_datasets` when None); otherwise the loader raises FileNotFoundError with the command that prepares
-it. Images become float32 [N, H, W, C] in [0, 1] (pixel / 255), like the embedded loaders; labels int32.
+it. Images stay uint8 [N, H, W, C] with pixel_max 255 (the trainer normalises on the device), like the embedded
+loaders; labels int32.
 
 Row order: training example i is row i of TFDS's 'train' split (after the optional validation carving, the kept
 rows keep their TFDS order). TFDS stores CIFAR in its own shuffled order, not the order of the original python
@@ -162,11 +163,6 @@ def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None, image_k
   return images, labels
 
 
-def _to_float(images: np.ndarray) -> np.ndarray:
-  """uint8 [N, ...] -> float32 in [0, 1] (pixel / 255)."""
-  return np.multiply(images, np.float32(1.0 / 255.0), dtype=np.float32)
-
-
 def load(name: str, *, validation_size: int | float | None = None, data_dir: str | None = None,
          noise_key: str | None = None, seed: int = SPLIT_SEED) -> arrays.Dataset:
   """Loads a TFDS dataset of SPECS into memory as a Dataset with clean labels (plus CIFAR-N's human labels).
@@ -183,7 +179,7 @@ def load(name: str, *, validation_size: int | float | None = None, data_dir: str
     seed: seed of the validation carving (a constant by default, so every experiment sees the same split).
 
   Returns:
-    A Dataset: float32 [N, H, W, C] images in [0, 1], int32 clean labels, `noisy_y_train` for CIFAR-N
+    A Dataset: uint8 [N, H, W, C] images (pixel_max 255), int32 clean labels, `noisy_y_train` for CIFAR-N
     (its validation rows' human labels are dropped: validation uses clean labels).
 
   Raises:
@@ -217,10 +213,10 @@ def load(name: str, *, validation_size: int | float | None = None, data_dir: str
   val_rows, train_rows = arrays.stratified_split(y_train, [validation_size, None], seed=seed)
   return arrays.Dataset(
       name=name, num_classes=spec.num_classes,
-      x_train=_to_float(x_train[train_rows]), y_train=y_train[train_rows],
-      x_val=_to_float(x_train[val_rows]), y_val=y_train[val_rows],
-      x_test=_to_float(x_test), y_test=y_test,
-      noisy_y_train=None if noisy is None else noisy[train_rows])
+      x_train=x_train[train_rows], y_train=y_train[train_rows],
+      x_val=x_train[val_rows], y_val=y_train[val_rows],
+      x_test=x_test, y_test=y_test,
+      noisy_y_train=None if noisy is None else noisy[train_rows], pixel_max=255.0)
 
 
 def mnist(**kwargs) -> arrays.Dataset:
@@ -277,7 +273,7 @@ def by_name(name: str, *, image_key: str = "image", label_key: str = "label", tr
     seed: seed of the validation carving.
 
   Returns:
-    A Dataset: float32 [N, H, W, C] images in [0, 1] (pixel / 255), int32 labels, class_names from the label's
+    A Dataset: uint8 [N, H, W, C] images (pixel_max 255), int32 labels, class_names from the label's
     ClassLabel feature (when it is one), sources 'tfds:NAME/SPLIT[i]' (row i of that TFDS split).
   """
   from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
@@ -293,7 +289,7 @@ def by_name(name: str, *, image_key: str = "image", label_key: str = "label", tr
       continue
     pixels, labels = read_split(name, tfds_split, (label_key,), data_dir=data_dir, image_key=image_key,
                                 image_size=image_size)
-    x[split], y[split] = _to_float(pixels), labels[label_key]
+    x[split], y[split] = pixels, labels[label_key]
     sources[split] = [f"tfds:{name}/{tfds_split}[{i}]" for i in range(len(pixels))]
   feature = builder.info.features[label_key]  # read_split has checked that the records have it
   class_names = tuple(feature.names) if getattr(feature, "names", None) else None  # a ClassLabel's names

@@ -1,0 +1,180 @@
+"""Streaming input (noisy_jax.streaming) trains what resident input trains, and resumes inside an epoch.
+
+mnist5k is written out as an image folder (5,000 PNGs); the resident run decodes it whole, the streaming run reads
+each batch from the files through Grain worker processes. Same order, same augmentation keys, same normalisation
+on the device: after 2 epochs the parameters and the label table agree to 1e-6.
+"""
+
+import json
+import os
+import shutil
+import signal
+import sys
+
+import jax
+import ml_collections
+import numpy as np
+from PIL import Image
+import pytest
+
+from noisy_jax import data
+from noisy_jax import inputs
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
+from noisy_jax import streaming
+from noisy_jax import train
+from noisy_jax.data import image_files
+from noisy_jax.data import normalization
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import resume_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+import test_checkpoint  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _write_folder(root, dataset):
+  for split in ("train", "val", "test"):
+    x, y = getattr(dataset, f"x_{split}"), getattr(dataset, f"y_{split}")
+    for i in range(len(y)):
+      folder = os.path.join(root, split, str(int(y[i])))
+      os.makedirs(folder, exist_ok=True)
+      Image.fromarray(np.asarray(x[i, ..., 0])).save(os.path.join(folder, f"{i:05d}.png"))
+  return str(root)
+
+
+@pytest.fixture(scope="module")
+def mnist_folder(tmp_path_factory):
+  """mnist5k as ROOT/{train,val,test}/DIGIT/ROW.png (uint8, bit for bit)."""
+  return _write_folder(tmp_path_factory.mktemp("mnist5k_folder"), data.load("mnist5k"))
+
+
+@pytest.fixture(scope="module")
+def digits_folder(tmp_path_factory):
+  return _write_folder(tmp_path_factory.mktemp("digits_folder"), data.load("digits"))
+
+
+def _config(root, input_mode, **overrides):
+  config = resume_worker.tiny_config("joint_optimization")
+  config.dataset, config.dataset_kwargs = "image_folder", {"root": root}
+  config.model.name, config.model.kwargs = "small_cnn", {}
+  config.num_epochs, config.method.begin, config.method.stage2 = 2, 1, False  # relabels after epoch 1
+  config.augment = ml_collections.ConfigDict({"crop_padding": 2, "flip": True})
+  config.input, config.input_workers, config.checkpoint_every = input_mode, 2, 0
+  for key, value in overrides.items():
+    config[key] = value
+  return config
+
+
+def test_streaming_trains_what_resident_trains(mnist_folder):
+  runs = {}
+  for mode in ("resident", "streaming"):
+    config = _config(mnist_folder, mode)
+    dataset = inputs.load_dataset(config)
+    assert dataset.on_disk == (mode == "streaming")
+    assert dataset.x_train.shape == (3600, 28, 28, 1) and dataset.x_test.dtype == np.uint8
+    runs[mode] = train.run_single(config, None, dataset=dataset, keep_arrays=True)
+  resident, streamed = runs["resident"], runs["streaming"]
+  for a, b in zip(resident["history"], streamed["history"]):
+    assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-6)
+    assert a["test_accuracy"] == b["test_accuracy"]
+  params = jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))),
+                                        resident["arrays"]["stage1"], streamed["arrays"]["stage1"]))
+  assert max(params) <= 1e-6
+  table_a, table_b = resident["arrays"]["label_table"], streamed["arrays"]["label_table"]
+  np.testing.assert_allclose(table_a.soft_labels, table_b.soft_labels, atol=1e-6)
+  np.testing.assert_allclose(table_a.history, table_b.history, atol=1e-6)
+  assert np.asarray(label_table_lib.changed(table_a)).any()  # the table was written and relabelled
+
+
+def test_auto_streams_beyond_the_budget_and_keeps_small_splits_resident(mnist_folder):
+  config = _config(mnist_folder, "auto", input_budget_mib=1.0)  # train 2.8 MB > 1 MiB >= val 0.3, test 0.8 MB
+  dataset = inputs.load_dataset(config)
+  assert inputs.input_mode(config, dataset) == "streaming" and isinstance(dataset.x_train, image_files.ImageFiles)
+  assert isinstance(dataset.x_val, np.ndarray) and isinstance(dataset.x_test, np.ndarray)
+  config.input_budget_mib = 4.0
+  resident = inputs.load_dataset(config)
+  assert inputs.input_mode(config, resident) == "resident" and resident.x_train.dtype == np.uint8
+  np.testing.assert_array_equal(resident.x_train[:50], dataset.x_train[:50].load())  # the same bytes either way
+  with pytest.raises(ValueError, match="'disk'"):
+    inputs.input_mode(_config(mnist_folder, "disk"), dataset)
+
+
+def test_uint8_inputs_are_a_quarter_and_normalise_on_device_as_on_the_host():
+  dataset = data.load("mnist5k")
+  assert dataset.x_train.dtype == np.uint8 and dataset.pixel_max == 255
+  host = data.standardize(dataset, "per_channel")
+  assert dataset.x_train.nbytes * 4 == host.x_train.nbytes
+  for mode in ("per_channel", "mean_image"):
+    norm = normalization.fit(dataset, mode)
+    on_device = np.asarray(jax.jit(norm)(dataset.x_train))
+    np.testing.assert_allclose(on_device, data.standardize(dataset, mode).x_train, atol=1e-6, rtol=0)
+  assert normalization.fit(host, "per_channel").mode == "none"  # already standardised: left alone
+
+
+def test_local_rows_split_every_global_batch_by_process():
+  indices = np.arange(24).reshape(3, 8)
+  valid = indices < 20
+  parts = [streaming.local_rows(indices, valid, p, 4) for p in range(4)]
+  np.testing.assert_array_equal(np.concatenate([rows for rows, _ in parts], axis=1), indices)
+  np.testing.assert_array_equal(np.concatenate([ok for _, ok in parts], axis=1), valid)
+  assert streaming.process_shard() == (0, 1)
+  with pytest.raises(ValueError, match="divisible"):
+    streaming.local_rows(indices, valid, 0, 3)
+
+
+def test_epoch_loader_from_a_step_is_the_rest_of_the_epoch():
+  source = np.arange(50 * 3, dtype=np.uint8).reshape(50, 3, 1, 1)
+  indices, valid = (np.asarray(a) for a in train.epoch_batches(jax.random.PRNGKey(3), 50, 8))
+  with streaming.epoch_loader(source, indices, valid) as loader:
+    whole = list(loader)
+  with streaming.epoch_loader(source, indices, valid, start=4) as loader:
+    rest = list(loader)
+  assert len(whole) == 7 and len(rest) == 3
+  for batch, step in zip(whole, range(7)):
+    np.testing.assert_array_equal(batch["indices"], indices[step])
+    np.testing.assert_array_equal(batch["valid"], valid[step])
+    np.testing.assert_array_equal(batch["images"], source[indices[step]])
+  for a, b in zip(rest, whole[4:]):
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_streaming_needs_step_dispatch():
+  method = methods_lib.loss_method("cross_entropy")
+  with pytest.raises(ValueError, match="scan"):
+    train.make_epoch_fn(method, train.make_mesh(1), batch_size=8, num_examples=16, mode="scan",
+                        source=np.zeros((16, 2, 2, 1), np.uint8))
+
+
+def test_an_undecodable_file_met_while_streaming_is_named(digits_folder, tmp_path):
+  root = tmp_path / "folder"
+  shutil.copytree(digits_folder, root)  # a copy: the shared folder stays intact
+  names = sorted(os.listdir(root / "train" / "7"))
+  bad = root / "train" / "7" / names[3]
+  bad.write_bytes(b"not a png")
+  config = _config(str(root), "streaming", input_workers=0)
+  config.num_epochs = 1
+  with pytest.raises(ValueError, match=names[3]):
+    train.run_single(config, None)
+
+
+def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
+  """JO on digits written as PNGs, streamed by 2 Grain workers, a checkpoint every 3 steps (10 steps an epoch):
+  killed right after step 16 (epoch 2, step 6), resumed by a new process, the final checkpoints of both stages
+  equal an uninterrupted run's bit for bit, and metrics.jsonl holds every epoch once."""
+  ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
+  flags = {"image_folder": digits_folder, "checkpoint_every_steps": 3}
+  first = test_checkpoint._run_all([test_checkpoint._worker_cmd(ref, "joint_optimization", **flags),
+                                    test_checkpoint._worker_cmd(killed, "joint_optimization", stop_after_step=16,
+                                                                **flags)])
+  test_checkpoint._check(first, (0, -signal.SIGKILL))
+  assert "killed at step 16" in first[1][1]
+  assert [r["epoch"] for r in test_checkpoint._records(killed)] == [1]  # epoch 2 was cut short
+  (second,) = test_checkpoint._run_all([test_checkpoint._worker_cmd(killed, "joint_optimization", **flags)])
+  test_checkpoint._check([second], (0,))
+  assert test_checkpoint._epochs_seen(second[1])[0] == ("stage1", 2)
+  for stage in ("stage1", "stage2"):
+    test_checkpoint._assert_bit_identical(ref, killed, stage)
+  assert test_checkpoint._records(killed) == test_checkpoint._records(ref)
+  summary = json.loads(open(os.path.join(killed, "summary.json")).read())
+  assert summary["stage1"] == json.loads(open(os.path.join(ref, "summary.json")).read())["stage1"]
