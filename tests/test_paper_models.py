@@ -302,8 +302,8 @@ def test_registry_and_bad_arguments():
     assert tuple(model.widths) == widths and tuple(model.blocks_per_stage) == blocks
     assert models.MODELS[name] is cls
   assert models.get("resnet18", num_classes=3, dtype=jnp.bfloat16).dtype == jnp.bfloat16
-  with pytest.raises(ValueError, match="resnet50.*'resnet18'"):
-    models.get("resnet50", num_classes=10)
+  with pytest.raises(ValueError, match="resnet101.*'resnet18'"):
+    models.get("resnet101", num_classes=10)
   with pytest.raises(ValueError, match="num_classes"):
     models.get("resnet18", num_classes=0)
   with pytest.raises(ValueError, match=r"widths=\(8, 16\) and blocks_per_stage=\(1,\)"):

@@ -37,18 +37,19 @@ XLA_CPU_COMPILER_OPTIONS = {
 
 
 def conv(features: int, kernel_size: int, *, strides: int = 1, dtype: Any = jnp.float32,
-         name: str | None = None) -> nn.Module:
+         kernel_init: Any = HE_NORMAL, name: str | None = None) -> nn.Module:
   """A bias-free square convolution with PyTorch-style symmetric padding; call it inside a compact module.
 
   [B, H, W, C_in] -> [B, ceil(H / strides), ceil(W / strides), features] for odd kernel sizes: the padding is
   kernel_size // 2 on *every* side (PyTorch `padding=k // 2`), not XLA's 'SAME' (which, for stride 2 on an even
-  input, pads only the bottom/right and so samples different pixels). Kernel [k, k, C_in, features], He-normal
-  init (`HE_NORMAL`), float32 parameters, `dtype` compute. Every 3x3 and 1x1 convolution of ResNet and
-  PreActResNet is built here, so this is the one place to swap the convolution implementation.
+  input, pads only the bottom/right and so samples different pixels). Kernel [k, k, C_in, features], init
+  `kernel_init` (default He-normal fan-in, `HE_NORMAL`), float32 parameters, `dtype` compute. Every convolution of
+  ResNet, PreActResNet and the ImageNet ResNet-50 is built here, so this is the one place to swap the convolution
+  implementation.
   """
   pad = kernel_size // 2
   return nn.Conv(features, (kernel_size, kernel_size), strides=(strides, strides), padding=((pad, pad), (pad, pad)),
-                 use_bias=False, dtype=dtype, kernel_init=HE_NORMAL, name=name)
+                 use_bias=False, dtype=dtype, kernel_init=kernel_init, name=name)
 
 
 def batch_norm(*, train: bool, axis_name: str | None, dtype: Any, kind: str = "fused",
