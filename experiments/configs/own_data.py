@@ -14,6 +14,14 @@ its own default applies), so that each one can be given on its own although the 
   --config.dataset_kwargs.classes="('cat','dog')"  class-id order (unset: the sorted training labels)
   --config.dataset_kwargs.validation_size=0.2      carved from train when there is no val split (or a count: 500)
   --config.dataset_kwargs.seed=1                   seed of that carving (unset: disk.SPLIT_SEED)
+  --config.dataset_kwargs.channels=3               read every image as RGB (unset: grayscale when they all are, or,
+                                                   for a streamed folder, when the first training image is)
+
+Size: images stay uint8 in memory and are normalised on the device. A training split of at most
+config.input_budget_mib (2048 MiB: e.g. 700k images of 32x32x3) is decoded once and kept on the devices; a larger one
+is streamed from disk by Grain worker processes (noisy_jax.streaming), the same training either way. Force one with
+--config.input=resident|streaming; --config.input_workers=N decoding processes; --config.checkpoint_every_steps=K
+also checkpoints inside an epoch (with the input position: a killed run resumes at the step it reached).
 
 Without root (or manifest) the run stops at once: "image_folder needs root=DIR or manifest=FILE.csv ... On the
 command line: --config.dataset_kwargs.root=DIR".
@@ -61,6 +69,7 @@ What lands in the workdir W:
   events.out.tfevents.*        TensorBoard scalars
   checkpoints/stage1, stage2   orbax, every 5 epochs and at the end (stage 1's holds the label table); the same
                                command again resumes there
+  checkpoints/stage1.steps     with checkpoint_every_steps: the newest checkpoint written inside an epoch
 With :compare: W/METHOD/seed0/ holds the files above for each method (ce, gce, truncated_lq, joint_optimization,
 encouraging: default.py's runs and settings), W/summary.json the table of all of them and W/classes.json.
 
@@ -96,6 +105,8 @@ def dataset_kwargs() -> ml_collections.ConfigDict:
       "classes": config_dict.placeholder(tuple),
       "validation_size": config_dict.placeholder(object),  # an int count or a float fraction
       "seed": config_dict.placeholder(int),
+      "channels": config_dict.placeholder(int),  # 1 or 3 (unset: from the images)
+      "decode": config_dict.placeholder(bool),  # unset: the trainer decides (config.input)
   })
 
 
