@@ -14,6 +14,8 @@ import ml_collections
 import numpy as np
 
 from noisy_jax import augment as augment_lib
+from noisy_jax import data
+from noisy_jax.data import normalization
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import models
@@ -46,7 +48,14 @@ def main(num_devices: int, epochs: int):
       # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
       "cross_entropy_augmented": methods_lib.loss_method("cross_entropy"),
       "cross_entropy_augmented_scan": methods_lib.loss_method("cross_entropy"),
+      # Streamed input (noisy_jax.streaming) on N devices against resident input on 1: the host's batches split
+      # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
+      "joint_optimization_streamed": methods_lib.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
   }
+  codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
+  normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0),
+                                "per_channel")
   augment = augment_lib.make_augment({"crop_padding": 1, "flip": True})
   pruned = jnp.asarray(rng.random(n) > 0.3, jnp.float32)  # truncated Lq: some examples weigh 0
   out = {}
@@ -59,11 +68,16 @@ def main(num_devices: int, epochs: int):
         table = label_table_lib.set_all_weights(table, pruned)
       state = train.replicate(jax.tree.map(jnp.copy, state0), mesh)
       table = train.replicate(table, mesh)
-      x = train.replicate(jnp.asarray(images), mesh)
-      augmented = name.startswith("cross_entropy_augmented")
+      streamed = name.endswith("_streamed")
+      x = train.replicate(jnp.asarray(codes if streamed else images), mesh)
+      augmented = name.startswith("cross_entropy_augmented") or streamed
+      source = codes if streamed and devices > 1 else None
       epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
                                      mode="scan" if name.endswith("_scan") else "auto",
-                                     augment=augment if augmented else None)
+                                     augment=augment if augmented else None,
+                                     normalize=normalize if streamed else None, source=source)
+      if source is not None:
+        x = None
       losses = []
       for epoch in range(1, epochs + 1):
         state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))

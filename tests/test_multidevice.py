@@ -1,5 +1,8 @@
 """1-device == N-device: the per-device step mapped with shard_map gives the same training on any mesh size.
 
+joint_optimization_streamed: the N-device run streams its batches from the host (noisy_jax.streaming) where the
+1-device run gathers them from resident uint8 codes: device placement and input path together change nothing.
+
 The comparison runs in a separate process with 4 simulated CPU devices. PJRT_NPROC=8 is set before jax is imported
 there: without it, collectives on simulated devices deadlock on a 2-core machine (shared/DESIGN.md). The process is
 bounded by a timeout so a hang fails the test instead of freezing the suite.
@@ -19,7 +22,7 @@ def multidevice_result():
 
 
 @pytest.mark.parametrize("method", ["cross_entropy", "truncated_lq", "joint_optimization", "cross_entropy_augmented",
-                                    "cross_entropy_augmented_scan"])
+                                    "cross_entropy_augmented_scan", "joint_optimization_streamed"])
 def test_one_device_equals_four_devices(multidevice_result, method):
   diffs = multidevice_result[method]
   # Training really moved the parameters, so equality is not trivial.
