@@ -66,11 +66,16 @@ def main():
           alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "scan"),
       # Prunes weights from predictions on the training split (evaluation path) at each epoch's end.
       "truncated_lq": (methods_lib.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
+      # Streamed input (noisy_jax.streaming): each process reads only its columns of every global batch
+      # (ShardByJaxProcess) and the global batch is assembled with make_array_from_process_local_data.
+      "joint_optimization_streamed": (methods_lib.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
   }
   histories = {}
   for name, (method, mode) in variants.items():
     table = label_table_lib.create(noisy, c, history_length=method.history_length)
-    run_config = ml_collections.ConfigDict({**config.to_dict(), "epoch_mode": mode})
+    run_config = ml_collections.ConfigDict({**config.to_dict(), "epoch_mode": mode, "input_workers": 0,
+                                            "input": "streaming" if name.endswith("_streamed") else "resident"})
     state, table, history, _ = train.fit(model=model, method=method, table=table, dataset=dataset,
                                          clean_train_labels=dataset.y_train, config=run_config,
                                          key=jax.random.PRNGKey(1), mesh=mesh, stage="stage1")

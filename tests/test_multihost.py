@@ -23,7 +23,8 @@ from noisy_jax import train
 
 TOLERANCE = 1e-6
 TIMEOUT_S = 300
-METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq")
+METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq",
+           "joint_optimization_streamed")
 WORKER = os.path.join(os.path.dirname(__file__), "multihost_worker.py")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,6 +130,16 @@ def test_two_processes_equal_one_process(one_process, two_processes, method):
     assert np.max(np.abs(soft - np.eye(soft.shape[1])[np.argmax(soft, 1)])) > 1e-3
   if method == "truncated_lq":  # some examples were pruned from predictions on the training split
     assert 0 < np.sum(one["['table']['weights']"] == 0) < soft.shape[0]
+
+
+def test_streamed_input_trains_what_resident_input_trains(one_process, two_processes):
+  """The same JO run fed from the host, batch by batch (each of two processes reading its own columns), and
+  gathered from the devices."""
+  resident = one_process["arrays"]["joint_optimization"]
+  for run in (one_process, two_processes):
+    streamed = run["arrays"]["joint_optimization_streamed"]
+    for part in ("['params']", "['table']"):
+      assert _max_diff(resident, streamed, part) <= TOLERANCE, part
 
 
 def test_only_process_zero_writes(two_processes):
