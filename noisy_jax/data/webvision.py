@@ -27,10 +27,11 @@ is the kept rows of val_filelist.txt; there is no validation split in the releas
 row, as the papers do). Class names: the first `num_classes` lines of info/synsets.txt when it exists, else '0',
 '1', ... Sources: paths relative to ROOT (the training list's paths, 'val_images_256/<file name>').
 
-Preprocessing. The papers train an Inception-ResNet-v2 on crops of the stored 256-pixel images: DivideMix and ELR
-take a random 227 x 227 crop with a horizontal flip for training and the centre 227 crop for testing (no resize);
-other codebases resize the shorter side to 320 and crop 299 x 299 (Inception's input size; a random resized crop
-for training). Here every split is decoded the evaluation way (shorter side resized to `image_size`, default 224,
+Preprocessing. The papers train an Inception-ResNet-v2 on crops of the stored 256-pixel images, and the recipe
+changed between versions of the same code: DivideMix at d9d3058 (the commit ../shared/REFERENCE.md pins) resizes the
+shorter side to 320, then takes a RandomResizedCrop(299) with a horizontal flip for training and the centre 299 crop
+for testing; its earlier commit 25aed25, and ELR, take a random 227 x 227 crop (flip) for training and the centre
+227 crop for testing, without a resize. Here every split is decoded the evaluation way (shorter side resized to `image_size`, default 224,
 then the centre crop: noisy_jax.data.images); augmentation is the trainer's, on the device.
 """
 
