@@ -163,13 +163,14 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
 def epoch_batches(key: jax.Array, num_examples: int, batch_size: int):
   """A shuffled epoch as fixed-size batches: (indices [S, B], valid [S, B]), S = ceil(N / B).
 
-  The last batch is filled up with the first examples of the permutation, marked invalid: every example is used
-  exactly once, and BatchNorm never sees a batch of repeated padding.
+  The last batch is filled up with the first examples of the permutation (cycling through it again when the split
+  is smaller than the padding), marked invalid: every example is used exactly once, and BatchNorm never sees a batch
+  of repeated padding.
   """
   steps = math.ceil(num_examples / batch_size)
   perm = jax.random.permutation(key, num_examples)
   pad = steps * batch_size - num_examples
-  indices = jnp.concatenate([perm, perm[:pad]]) if pad else perm
+  indices = jnp.concatenate([perm, jnp.resize(perm, (pad,))]) if pad else perm
   valid = jnp.arange(steps * batch_size) < num_examples
   return indices.reshape(steps, batch_size), valid.reshape(steps, batch_size)
 

@@ -101,11 +101,19 @@ def test_workdir_outputs(tmp_path):
   assert on_disk["last_test_accuracy"] == summary["last_test_accuracy"]
 
 
-def test_epoch_program_uses_every_example_once():
-  indices, valid = train.epoch_batches(jax.random.PRNGKey(0), 300, 128)
-  assert indices.shape == valid.shape == (3, 128)
+@pytest.mark.parametrize("num_examples", [300, 50, 1])
+def test_epoch_program_uses_every_example_once(num_examples):
+  """Also for a split smaller than the padding of its one batch (50 or 1 example, batch 128): the padding cycles
+  through the permutation again."""
+  indices, valid = train.epoch_batches(jax.random.PRNGKey(0), num_examples, 128)
+  steps = -(-num_examples // 128)
+  assert indices.shape == valid.shape == (steps, 128)
   used = np.asarray(indices)[np.asarray(valid)]
-  np.testing.assert_array_equal(np.sort(used), np.arange(300))
+  np.testing.assert_array_equal(np.sort(used), np.arange(num_examples))
+  padding = np.asarray(indices)[~np.asarray(valid)]
+  assert padding.min() >= 0 and padding.max() < num_examples
+  perm = np.asarray(indices).reshape(-1)[:num_examples]
+  np.testing.assert_array_equal(padding[:num_examples], perm[:len(padding[:num_examples])])  # the first ones again
 
 
 @pytest.mark.parametrize("mode", ["steps", "scan"])
