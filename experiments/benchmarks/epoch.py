@@ -6,10 +6,12 @@ SGD momentum 0.9 + weight decay, and, by default, Joint Optimization's label-tab
 labels by index, the JO loss, each example's softmax recorded into the history at its index, and the soft relabel
 from the history mean at the end of the epoch (`--method ce`: cross entropy, no history, no relabel).
 
-noisy_jax (what `noisy_jax.train.fit` runs per epoch): the images standardised once on the host and resident on
-the device; `train.make_epoch_fn` (on-device permutation, gather, `noisy_jax.augment` crop + flip, the train
-step with the table gather and history write; 'auto' mode = one compiled step per batch on CPU), then the
-method's jitted table update, then the epoch metrics fetched to the host.
+noisy_jax (what `noisy_jax.train.fit` runs per epoch): the images resident on the device as uint8 codes;
+`train.make_epoch_fn` with `normalize` = `normalization.fit(<the split>, 'per_channel')` (fit's default: per-channel
+statistics of the training split, applied on the device to each gathered batch inside the step), on-device
+permutation, gather, normalisation, `noisy_jax.augment` crop + flip, the train step with the table gather and
+history write ('auto' mode = one compiled step per batch on CPU), then the method's jitted table update, then the
+epoch metrics fetched to the host.
 PyTorch (how the ports are written): a map-style Dataset returning (image, label, index) with per-example
 torchvision-style transforms (RandomCrop(32, padding=4), RandomHorizontalFlip, ToTensor, Normalize), a
 DataLoader(batch_size=128, shuffle=True, num_workers=W), the index used to read the soft labels and write the
@@ -40,6 +42,7 @@ def main(argv=None):
   workers = [int(w) for w in args.workers.split(",")]
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
+  import types  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
@@ -48,6 +51,7 @@ def main(argv=None):
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
   from noisy_jax import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
@@ -68,10 +72,12 @@ def main(argv=None):
   jx = {"state": train.replicate(state, mesh),
         "table": train.replicate(jax_side.make_table(method, labels, num_classes), mesh),
         "epoch": 0}
-  standardized = ((images_u8 / 255.0 - mean) / std).astype(np.float32)  # host, once (data.standardize)
-  images = train.replicate(jnp.asarray(standardized), mesh)
+  # As fit: uint8 codes on the device, normalised in the step (inputs.normalizer: normalization.fit, per channel).
+  normalize = normalization.fit(types.SimpleNamespace(x_train=images_u8, pixel_max=255.0), "per_channel")
+  images = train.replicate(jnp.asarray(images_u8), mesh)
   epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
                                  augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
+                                 normalize=normalize,
                                  compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform))
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   order_key = jax.random.key(1)
@@ -144,7 +150,8 @@ def main(argv=None):
   settings = {"model": "preact_resnet32", "parameters": num_parameters, "num_examples": n,
               "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "method": args.method,
               "augment": "crop padding 4 + horizontal flip", "jax_mode": args.jax_mode, "workers": workers,
-              "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]"}
+              "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]",
+              "jax_input": "uint8 on the device, per-channel normalisation in the step (as fit)"}
   common.report("epoch", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s", scale=1.0, time_unit="s")],
                 notes=["synthetic data (uniform random uint8 images, random labels); timing only.",
