@@ -232,10 +232,10 @@ def run_configs() -> dict:
 
 
 def run_cases() -> dict[str, dict]:
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
   out = {}
   for name, config in run_configs().items():
-    summary = train.run_single(config, keep_arrays=True)
+    summary = runs.run_single(config, keep_arrays=True)
     history = summary["history"]
     case = {"train_loss": [float(r["train_loss"]) for r in history],
             "test_accuracy": [float(r["test_accuracy"]) for r in history],

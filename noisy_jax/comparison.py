@@ -3,7 +3,7 @@
   out = comparison.run(config, workdir)    # a comparison config (`runs` + `shared`), or a single run's config
 
 Moved out of noisy_jax/train.py: the runs, their aggregation over seeds and the plain-text tables. Each run is
-`train.run_single`; this module only loops, aggregates and prints.
+`runs.run_single`; this module only loops, aggregates and prints.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from noisy_jax import distributed
 from noisy_jax import inputs
 from noisy_jax import reporting
 from noisy_jax import train
-from noisy_jax.train import run_single, total_epochs  # pylint: disable=g-importing-member
+from noisy_jax.runs import run_single, total_epochs  # pylint: disable=g-importing-member
 
 
 TABLE_COLUMNS = (  # (summary key, header, format)

@@ -70,6 +70,7 @@ from noisy_jax import metrics as metrics_lib
 from noisy_jax import comparison
 from noisy_jax import inputs
 from noisy_jax import reporting
+from noisy_jax import runs
 from noisy_jax import train
 
 MEMBER_MAPS = ("auto", "vmap", "loop")
@@ -516,7 +517,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
     mesh = train.make_mesh(config.get("num_devices") or None)
     for i, member in enumerate(members):
       progress.prefix = f"member {i + 1}/{len(members)} ({point_label(fields, member.point)}, seed {member.seed})"
-      summaries.append(train.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
+      summaries.append(runs.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
   else:
     model = build_model(base_config, dataset.num_classes, dataset.x_train.shape[1:])
     programs = Programs(base_config, model, method, input_shape=dataset.x_train.shape[1:],

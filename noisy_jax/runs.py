@@ -1,0 +1,159 @@
+"""One run of a config: noise injection, stage 1, stage 2 (Joint Optimization), its files and summary.
+
+  summary = run_single(config, workdir)        # noisy_jax.train.fit per stage; metrics.jsonl, summary.json, ...
+
+The step and the epoch loop are noisy_jax.train; the dataset and labels come from noisy_jax.inputs; several runs
+of a comparison are noisy_jax.comparison. Moved out of train.py, which still answers train.run_single etc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable
+
+from absl import logging
+import jax
+from jax.sharding import Mesh
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from noisy_jax import checkpoint as checkpoint_lib
+from noisy_jax import distributed
+from noisy_jax import inputs as inputs_lib
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
+from noisy_jax import reporting
+from noisy_jax.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
+from noisy_jax.train import AXIS, fit, make_mesh, _variables  # pylint: disable=g-importing-member
+
+
+def build_model(model_config, num_classes: int, input_shape=None):
+  """The config's model; name 'auto' is picked from `input_shape` (one example's shape) by models.resolve."""
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+  name = models.resolve(model_config.name, input_shape) if input_shape is not None else model_config.name
+  if name != model_config.name:
+    logging.info("model %r: %s for inputs of shape %s", model_config.name, name, tuple(input_shape))
+  return models.get(name, num_classes=num_classes, bn_axis_name=AXIS, **dict(model_config.get("kwargs", {})))
+
+
+def summary_of(history: list[dict]) -> dict:
+  tests = [r["test_accuracy"] for r in history]
+  out = {"best_test_accuracy": max(tests), "last_test_accuracy": tests[-1]}
+  if "val_accuracy" in history[0]:
+    best = int(np.argmax([r["val_accuracy"] for r in history]))
+    out["test_accuracy_at_best_val"] = tests[best]
+    out["best_val_epoch"] = history[best]["epoch"]
+  return out
+
+
+def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
+               log_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
+  """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
+
+  The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
+  per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
+  `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
+  `workdir/checkpoints/STAGE` (noisy_jax.checkpoint): a run started again in the same workdir resumes from the
+  newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
+
+  keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
+  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable) and, for two-stage methods, "stage2".
+  """
+  start = time.perf_counter()
+  dataset = load_dataset(config) if dataset is None else dataset
+  mesh = make_mesh(config.get("num_devices") or None) if mesh is None else mesh
+  root = jax.random.PRNGKey(int(config.seed))
+  stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
+  noisy, report = noisy_training_labels(config, dataset, noise_key)
+  method = methods_lib.make(config.method, num_classes=dataset.num_classes)
+  table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
+  model = build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+
+  jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
+  # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
+  # part in the checkpoints (orbax coordinates the write of the global arrays).
+  writes = bool(workdir) and distributed.is_main_process()
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    if writes:
+      scalar_writer = reporting.ScalarWriter(workdir)
+      inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
+    if int(config.get("checkpoint_every", 0)) > 0:
+      checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
+
+  def write_jsonl(record):
+    nonlocal jsonl
+    if jsonl is None:  # opened (and truncated) at the first record: a refused resume leaves the old file alone
+      jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
+    jsonl.write(json.dumps(record) + "\n")
+    jsonl.flush()
+
+  def log(record):
+    if writes:
+      write_jsonl(record)
+      scalar_writer.write(record)
+    if log_fn is not None:
+      log_fn(record)
+
+  def on_resume(records):
+    """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
+    if writes:
+      for record in records:
+        write_jsonl(record)
+      scalar_writer.step += len(records)
+
+  try:
+    stage1_state, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
+                                          clean_train_labels=dataset.y_train, config=config, key=stage1_key,
+                                          mesh=mesh, stage="stage1", log_fn=log,
+                                          checkpoint_dir=checkpoint_dirs["stage1"], on_resume=on_resume)
+    summary = {"method": method.name, "model": type(model).__name__, "seed": int(config.seed),
+               "stage1": summary_of(history)}
+    summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
+                                                                                       "pruned_", "relabelled_"))})
+    final_history = history
+    arrays = {"stage1": _variables(stage1_state), "label_table": table}
+    if method.stage2:
+      stage2_config = ml_collections.ConfigDict(config.to_dict())
+      stage2_config.update(config.stage2)
+      stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
+          soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
+      stage2_state, _, final_history, _ = fit(
+          model=model, method=methods_lib.loss_method("cross_entropy"), table=stage2_table, dataset=dataset,
+          clean_train_labels=dataset.y_train, config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2",
+          log_fn=log, checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
+      arrays["stage2"] = _variables(stage2_state)
+      summary["stage2"] = summary_of(final_history)
+      history = history + final_history
+  finally:
+    if jsonl is not None:
+      jsonl.close()
+    if scalar_writer is not None:
+      scalar_writer.close()
+  summary.update(summary_of(final_history))
+  summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
+                      "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  if "pseudo_label_accuracy" in report:
+    summary["noise"]["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
+  summary["seconds"] = time.perf_counter() - start
+  summary["history"] = history
+  if writes:
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+      json.dump(summary, f, indent=1)
+    if config.get("plots", False):
+      reporting.save_curves(history, os.path.join(workdir, "curves.png"),
+                            title=f"{method.name}, seed {int(config.seed)}")
+  if keep_arrays:
+    summary["arrays"] = arrays
+  return summary
+
+
+def total_epochs(config) -> int:
+  """Epochs of one run of `config`: stage 1, plus stage 2 for methods that have one (Joint Optimization)."""
+  epochs = int(config.num_epochs)
+  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+    epochs += int(config.stage2.num_epochs)
+  return epochs
