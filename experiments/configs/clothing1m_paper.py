@@ -70,12 +70,12 @@ import ml_collections
 from ml_collections import config_dict
 
 from experiments.configs import base
+from experiments.configs import real_noise
 
 DATASET = "clothing1m"
 NUM_CLASSES = 14  # noisy_jax.data.clothing1m.NUM_CLASSES
 IMAGE_SIZE = 224  # ELR+ / DivideMix: 224 crops (of 256-resized images)
-METHODS = ("joint_optimization", "ce", "gce")
-DEFAULT = "joint_optimization"
+METHODS, DEFAULT = real_noise.METHODS, real_noise.DEFAULT
 
 MODEL = "resnet50"  # REFERENCE §6, §8
 LEARNING_RATE = 0.002  # REFERENCE §6, §8
@@ -85,30 +85,13 @@ BATCH_SIZE = 64  # REFERENCE §6 (ELR+)
 NUM_EPOCHS = 15  # REFERENCE §6 (ELR+); an epoch here is a full pass (module docstring)
 LR_BOUNDARIES = (7,)  # REFERENCE §6 (ELR+ MultiStepLR milestones [7], gamma 0.1)
 # Joint Optimization (REFERENCE §2; begin: our choice, see the module docstring).
-JO_ALPHA, JO_BETA = 1.0, 0.5  # original code defaults
-JO_HISTORY_LENGTH = 10  # original code
+JO_ALPHA, JO_BETA, JO_HISTORY_LENGTH = real_noise.JO_ALPHA, real_noise.JO_BETA, real_noise.JO_HISTORY_LENGTH
 JO_BEGIN = 5  # our choice: 35% of 15, the original code's 70 of 200
-GCE_Q = 0.7  # REFERENCE §1
-
-
-def parse(arg: str | None) -> str:
-  method = (arg or DEFAULT).strip()
-  if method not in METHODS:
-    raise ValueError(f"clothing1m_paper config string {arg!r} must be a METHOD, one of {', '.join(METHODS)}.")
-  return method
-
-
-def method_config(method: str) -> dict:
-  if method == "joint_optimization":
-    return {"name": "joint_optimization", "alpha": JO_ALPHA, "beta": JO_BETA, "prior": "uniform", "begin": JO_BEGIN,
-            "history_length": JO_HISTORY_LENGTH, "relabel": "soft", "stage2": True}
-  if method == "gce":
-    return {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": GCE_Q}}
-  return {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
+GCE_Q = real_noise.GCE_Q
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  method = parse(arg)
+  method = real_noise.parse(arg, "clothing1m_paper")
   config = base.get_shared()
   config.dataset = DATASET
   config.dataset_kwargs = ml_collections.ConfigDict({
@@ -118,7 +101,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
   config.batch_size = BATCH_SIZE
-  config.method = method_config(method)
+  config.method = real_noise.method_config(method, jo_begin=JO_BEGIN)
   config.num_epochs = NUM_EPOCHS
   recipe = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, momentum=MOMENTUM)
   if method == "joint_optimization":

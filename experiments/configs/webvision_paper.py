@@ -60,12 +60,12 @@ import ml_collections
 from ml_collections import config_dict
 
 from experiments.configs import base
+from experiments.configs import real_noise
 
 DATASET = "mini_webvision"
 NUM_CLASSES = 50  # DivideMix Train_webvision.py --num_class 50; REFERENCE §6 "WebVision-50"
 IMAGE_SIZE = 224  # our choice (ResNet-50's usual input); the papers: 299 (DivideMix@d9d3058) or 227 (ELR+)
-METHODS = ("joint_optimization", "ce", "gce")
-DEFAULT = "joint_optimization"
+METHODS, DEFAULT = real_noise.METHODS, real_noise.DEFAULT
 
 MODEL = "resnet50"  # our choice: the papers' Inception-ResNet-v2 is not in noisy_jax
 LEARNING_RATE = 0.01  # REFERENCE §8
@@ -76,30 +76,13 @@ NUM_EPOCHS = 80  # REFERENCE §8
 LR_BOUNDARIES = (40,)  # REFERENCE §8 (x0.1 at 40)
 VALIDATION_SIZE = 0  # DivideMix dataloader_webvision.py: every training row is trained on
 # Joint Optimization (REFERENCE §2; begin: our choice, see the module docstring).
-JO_ALPHA, JO_BETA = 1.0, 0.5  # original code defaults
-JO_HISTORY_LENGTH = 10  # original code
+JO_ALPHA, JO_BETA, JO_HISTORY_LENGTH = real_noise.JO_ALPHA, real_noise.JO_BETA, real_noise.JO_HISTORY_LENGTH
 JO_BEGIN = 28  # our choice: 35% of 80, the original code's 70 of 200
-GCE_Q = 0.7  # REFERENCE §1
-
-
-def parse(arg: str | None) -> str:
-  method = (arg or DEFAULT).strip()
-  if method not in METHODS:
-    raise ValueError(f"webvision_paper config string {arg!r} must be a METHOD, one of {', '.join(METHODS)}.")
-  return method
-
-
-def method_config(method: str) -> dict:
-  if method == "joint_optimization":
-    return {"name": "joint_optimization", "alpha": JO_ALPHA, "beta": JO_BETA, "prior": "uniform", "begin": JO_BEGIN,
-            "history_length": JO_HISTORY_LENGTH, "relabel": "soft", "stage2": True}
-  if method == "gce":
-    return {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": GCE_Q}}
-  return {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
+GCE_Q = real_noise.GCE_Q
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  method = parse(arg)
+  method = real_noise.parse(arg, "webvision_paper")
   config = base.get_shared()
   config.dataset = DATASET
   config.dataset_kwargs = ml_collections.ConfigDict({
@@ -110,7 +93,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
   config.batch_size = BATCH_SIZE
-  config.method = method_config(method)
+  config.method = real_noise.method_config(method, jo_begin=JO_BEGIN)
   config.num_epochs = NUM_EPOCHS
   recipe = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, momentum=MOMENTUM)
   if method == "joint_optimization":
