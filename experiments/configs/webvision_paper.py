@@ -59,7 +59,6 @@ Every constant and its source (REFERENCE = shared/REFERENCE.md; "DivideMix" = th
 import ml_collections
 from ml_collections import config_dict
 
-from experiments.configs import base
 from experiments.configs import real_noise
 
 DATASET = "mini_webvision"
@@ -82,23 +81,9 @@ GCE_Q = real_noise.GCE_Q
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  method = real_noise.parse(arg, "webvision_paper")
-  config = base.get_shared()
-  config.dataset = DATASET
-  config.dataset_kwargs = ml_collections.ConfigDict({
+  return real_noise.get_config(
+      real_noise.parse(arg, "webvision_paper"), dataset=DATASET, dataset_kwargs={
       "root": config_dict.placeholder(str), "image_size": IMAGE_SIZE, "num_classes": NUM_CLASSES,
-      "validation_size": VALIDATION_SIZE})
-  config.noise = ml_collections.ConfigDict({"type": "none", "rate": 0.0, "exact": True, "dataset": ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": True})
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
-  config.batch_size = BATCH_SIZE
-  config.method = real_noise.method_config(method, jo_begin=JO_BEGIN)
-  config.num_epochs = NUM_EPOCHS
-  recipe = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, momentum=MOMENTUM)
-  if method == "joint_optimization":
-    config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=(), momentum=MOMENTUM)
-    config.stage2 = {"num_epochs": NUM_EPOCHS, "optimizer": recipe.to_dict()}
-  else:
-    config.optimizer = recipe
-  return config
+      "validation_size": VALIDATION_SIZE},
+      model=MODEL, batch_size=BATCH_SIZE, num_epochs=NUM_EPOCHS, learning_rate=LEARNING_RATE,
+      weight_decay=WEIGHT_DECAY, momentum=MOMENTUM, lr_boundaries=LR_BOUNDARIES, jo_begin=JO_BEGIN)
