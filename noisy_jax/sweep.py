@@ -72,6 +72,7 @@ from noisy_jax import inputs
 from noisy_jax import reporting
 from noisy_jax import runs
 from noisy_jax import train
+from noisy_jax.data import normalization
 
 MEMBER_MAPS = ("auto", "vmap", "loop")
 SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "sequential", "table_keys",
@@ -293,7 +294,7 @@ class Programs:
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
     augment = augment_lib.make_augment(config.get("augment"))
-    normalize = normalize or (lambda x: x.astype(jnp.float32))
+    normalize = normalize or normalization.identity()
     method_dict = config.method.to_dict()
 
     def build_method(hypers) -> methods_lib.Method:

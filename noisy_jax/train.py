@@ -54,6 +54,7 @@ from noisy_jax import optim
 from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, noisy_training_labels  # pylint: disable=g-importing-member,unused-import  (callers use train.NAME)
 from noisy_jax import streaming
 from noisy_jax import table_sharding
+from noisy_jax.data import normalization
 
 AXIS = "batch"
 # The optimiser lives in noisy_jax.optim; these names stay here for callers of train.make_optimizer.
@@ -260,7 +261,7 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   """
   _checks.check_choice("epoch mode", mode, EPOCH_MODES)
   mode = resolve_epoch_mode(mode, mesh.devices.flat[0].platform, streamed=source is not None)
-  normalize = normalize or (lambda x: x.astype(jnp.float32))
+  normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % num_devices:
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
@@ -357,7 +358,7 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
 
   normalize: the inputs as stored -> float32 network inputs (on the device); None: they are float already.
   """
-  normalize = normalize or (lambda x: x.astype(jnp.float32))
+  normalize = normalize or normalization.identity()
 
   @jax.jit
   def predict(variables, images):
