@@ -4,9 +4,9 @@ Layout: `WORKDIR/checkpoints/STAGE/EPOCH/` (STAGE is 'stage1', and 'stage2' for 
 `orbax.checkpoint.CheckpointManager` per stage directory. Each checkpoint has two items:
 
   arrays  (StandardSave)  state:  the TrainState's step, params, opt_state, batch_stats
-                          table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled),
-                                  its N real rows: train.fit drops a row-sharded table's padding before saving and
-                                  pads and shards the restored rows again (noisy_jax.table_sharding)
+                          table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled)
+                                  as the run holds it: N rows when replicated; N_pad rows (padding included, split
+                                  over the devices, meta `table_rows`) when row-sharded (noisy_jax.table_sharding)
                           best_variables: the best-validation params and batch_stats (truncated Lq prunes with them;
                                           the current variables while no validation score exists yet)
   meta    (JsonSave)      epoch, best_val, has_best, the per-epoch history records, the seed and the root key data
@@ -17,9 +17,13 @@ every item is written (on file systems without atomic rename, e.g. GCS, it write
 killed mid-save leaves only the temporary directory: `latest_epoch` and `restore` never see it, and the manager
 deletes it when the directory is opened again (`cleanup_tmp_directories`). Nothing here relies on more than that.
 
-Arrays are handed to orbax as host NumPy copies: the trainer donates the state's device buffers to the next epoch,
-and on CPU a NumPy view of a jax array can alias its buffer; the copies also let orbax write in the background
-while the next epoch trains (see `open_manager`).
+Replicated arrays are handed to orbax as host NumPy copies: the trainer donates the state's device buffers to the
+next epoch, and on CPU a NumPy view of a jax array can alias its buffer; the copies also let orbax write in the
+background while the next epoch trains (see `open_manager`). Arrays split over devices (a row-sharded label table)
+are handed over as device copies in the same sharding: each process writes only its own rows, and nothing gathers
+the table on one host or device. Restoring into the same layout (same padded row count) reads each device's rows
+back where they belong (train.fit); a checkpoint of another layout (replicated, or another device count) is read
+on the host, its real rows kept, and placed again.
 
 Resuming checks that the run is the same: the seed and the root key data must match (`check_compatible`), and the
 saved config may differ from the current one only in fields that do not change what is trained (`RESUME_FREE_FIELDS`:
@@ -36,6 +40,7 @@ from typing import Any
 import flax
 import flax.traverse_util
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -50,7 +55,8 @@ FORMAT_VERSION = 1
 #   checkpoint_every, keep_checkpoints, checkpoint_every_steps: checkpoint cadence;
 #   input, input_workers, input_budget_mib: resident or streamed input (noisy_jax.inputs), the same batches;
 #   num_devices, epoch_mode, label_table_sharding, label_table_budget_mib: the same program on another device count,
-#     dispatch mode or label-table placement (a checkpoint holds the table's N real rows, whatever its sharding);
+#     dispatch mode or label-table placement (a checkpoint of another table layout is read on the host, its N real
+#     rows kept and placed again);
 #     the results then equal an uninterrupted run up to float rounding, not bit for bit.
 RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
                       "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode", "label_table_sharding",
@@ -115,14 +121,34 @@ def _stored(leaf) -> bool:
   return leaf is not flax.traverse_util.empty_node and np.size(leaf) > 0
 
 
+def _split_over_devices(leaf) -> bool:
+  return isinstance(leaf, jax.Array) and not leaf.is_fully_replicated
+
+
+def _copy(leaf):
+  """A copy that no donation reaches: on the host (NumPy) for a replicated leaf, on the devices in the same
+  sharding for one split over devices (a row-sharded label table)."""
+  if _split_over_devices(leaf):
+    return jax.jit(lambda x: x + jnp.zeros((), x.dtype), out_shardings=leaf.sharding)(leaf)
+  return np.array(jax.device_get(leaf), copy=True)
+
+
 def arrays_of(state, table, best_variables) -> dict:
-  """The array item of a checkpoint: host NumPy copies of the train state, the label table and the best variables.
+  """The array item of a checkpoint: copies of the train state, the label table and the best variables (host NumPy,
+  or device arrays for leaves split over devices; see the module docstring).
 
   Copies, never views: the trainer donates the state's device buffers to the next epoch.
   """
   flat = _flat_tree(state, table, best_variables)
-  stored = {path: np.array(jax.device_get(leaf), copy=True) for path, leaf in flat.items() if _stored(leaf)}
+  stored = {path: _copy(leaf) for path, leaf in flat.items() if _stored(leaf)}
   return flax.traverse_util.unflatten_dict(stored)
+
+
+def _restore_target(leaf):
+  """What orbax restores a leaf as: the same sharding for a leaf split over devices, host NumPy otherwise."""
+  if _split_over_devices(leaf):
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf.sharding)
+  return np.asarray(jax.device_get(leaf))
 
 
 def key_data(key: jax.Array) -> list[int]:
@@ -155,15 +181,19 @@ def restore_meta(manager: ocp.CheckpointManager, epoch: int) -> dict:
 
 
 def restore_arrays(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_variables):
-  """Restores (state, table, best_variables) of `epoch` into the structures of the given ones, as host arrays.
+  """Restores (state, table, best_variables) of `epoch` into the structures of the given ones.
 
-  The given pytrees only provide structure, shapes and dtypes (e.g. a freshly initialised state); the returned
-  arrays are NumPy, so putting them on devices never aliases orbax's buffers.
+  The given pytrees only provide structure, shapes, dtypes and, for leaves split over devices, the sharding (e.g. a
+  freshly initialised state and a freshly placed table). Leaves split over devices come back as fresh device arrays
+  in that sharding (each process reads its own rows); all others as NumPy, so putting them on devices never
+  aliases orbax's buffers.
   """
-  target = arrays_of(state, table, best_variables)
-  restored = manager.restore(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(target)))["arrays"]
   flat = _flat_tree(state, table, best_variables)
-  flat.update({path: np.asarray(leaf) for path, leaf in flax.traverse_util.flatten_dict(restored).items()})
+  target = flax.traverse_util.unflatten_dict({path: _restore_target(leaf) for path, leaf in flat.items()
+                                              if _stored(leaf)})
+  restored = manager.restore(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(target)))["arrays"]
+  flat.update({path: leaf if isinstance(leaf, jax.Array) else np.asarray(leaf)
+               for path, leaf in flax.traverse_util.flatten_dict(restored).items()})
   flat[("state", "step")] = int(flat[("state", "step")])  # a Python int, as in a fresh TrainState (weakly typed)
   tree = flax.traverse_util.unflatten_dict(flat)
   state_dict = {**flax.serialization.to_state_dict(state), **tree["state"]}

@@ -18,8 +18,9 @@ three things from this module:
 The trainer (noisy_jax.train) keeps the whole (small) training split resident on every device and computes each
 step's global batch indices identically on every process from the same key; each device gathers its own rows of
 the batch from its copy, so the data is sharded by device (and so by process) at the gather, and every process
-holds the dataset in host memory. The label table is replicated: the rows each device writes are all-gathered
-over the whole mesh inside the step, so every process keeps the same table.
+holds the dataset in host memory. A replicated label table: the rows each device writes are all-gathered over the
+whole mesh inside the step, so every process keeps the same table. A row-sharded one (noisy_jax.table_sharding):
+each process builds, trains and checkpoints only its own devices' rows.
 
 Reading results on the host: a fully replicated global array reads like a local one (`np.asarray`, `float`,
 `jax.device_get` read this process's copy); `host_value` also gathers arrays sharded over processes. Only process 0

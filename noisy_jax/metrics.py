@@ -85,7 +85,7 @@ def log_margins(probs, labels) -> jax.Array:
   return target - jnp.max(others, axis=1)
 
 
-def label_recovery(table_labels, clean_labels, given_labels) -> dict[str, jax.Array]:
+def label_recovery(table_labels, clean_labels, given_labels, counted=None) -> dict[str, jax.Array]:
   """Label recovery accuracy of a label table (Tanaka et al., CVPR 2018, "recovery accuracy").
 
   recovered_i = [argmax_c table_labels[i, c] = clean_i]; with noisy_i = [given_i != clean_i]:
@@ -97,6 +97,8 @@ def label_recovery(table_labels, clean_labels, given_labels) -> dict[str, jax.Ar
     table_labels: [N, C] soft labels (argmax taken; first maximum on ties) or [N] class ids.
     clean_labels: [N] true class ids.
     given_labels: [N] the (noisy) class ids the training started from.
+    counted: None (every example) or [N] bool, the examples the means run over (e.g. the real rows of a label
+      table padded for sharding, noisy_jax.table_sharding); the others are ignored whatever their values.
 
   Returns:
     {'overall', 'on_noisy', 'on_clean'}: float32 scalars; NaN for an empty subset.
@@ -109,12 +111,14 @@ def label_recovery(table_labels, clean_labels, given_labels) -> dict[str, jax.Ar
                      f"{np.shape(clean_labels)} and {np.shape(given_labels)}.")
   _check_length("table_labels", table_ids, "clean_labels", clean)
   _check_length("given_labels", given, "clean_labels", clean)
+  counted = jnp.ones(clean.shape, bool) if counted is None else _as_flags("counted", counted)
+  _check_length("counted", counted, "clean_labels", clean)
   recovered = table_ids == clean
   is_noisy = given != clean
   return {
-      "overall": _mean_or_nan(recovered, jnp.ones(clean.shape, bool)),
-      "on_noisy": _mean_or_nan(recovered, is_noisy),
-      "on_clean": _mean_or_nan(recovered, ~is_noisy),
+      "overall": _mean_or_nan(recovered, counted),
+      "on_noisy": _mean_or_nan(recovered, is_noisy & counted),
+      "on_clean": _mean_or_nan(recovered, ~is_noisy & counted),
   }
 
 
@@ -128,7 +132,7 @@ def _as_flags(name: str, values) -> jax.Array:
   return jnp.asarray(values).astype(bool)
 
 
-def detection_scores(flagged, is_noisy) -> dict[str, jax.Array]:
+def detection_scores(flagged, is_noisy, counted=None) -> dict[str, jax.Array]:
   """Precision, recall and F1 of noisy-label detection, the positive class being "noisy".
 
   With TP = #(flagged & is_noisy), FP = #(flagged & ~is_noisy), FN = #(~flagged & is_noisy):
@@ -140,6 +144,7 @@ def detection_scores(flagged, is_noisy) -> dict[str, jax.Array]:
   Args:
     flagged: [N] bool (or 0/1), True = predicted noisy (e.g. pruned by truncated Lq).
     is_noisy: [N] bool (or 0/1), True = the given label differs from the clean one.
+    counted: None (every example) or [N] bool, the examples counted in TP, FP and FN (see label_recovery).
 
   Returns:
     {'precision', 'recall', 'f1'}: float32 scalars in [0, 1].
@@ -147,6 +152,10 @@ def detection_scores(flagged, is_noisy) -> dict[str, jax.Array]:
   flagged = _as_flags("flagged", flagged)
   is_noisy = _as_flags("is_noisy", is_noisy)
   _check_length("flagged", flagged, "is_noisy", is_noisy)
+  if counted is not None:
+    counted = _as_flags("counted", counted)
+    _check_length("counted", counted, "is_noisy", is_noisy)
+    flagged, is_noisy = flagged & counted, is_noisy & counted
   true_pos = jnp.sum(flagged & is_noisy, dtype=jnp.float32)
   false_pos = jnp.sum(flagged & ~is_noisy, dtype=jnp.float32)
   false_neg = jnp.sum(~flagged & is_noisy, dtype=jnp.float32)

@@ -26,6 +26,7 @@ from noisy_jax import inputs as inputs_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import reporting
+from noisy_jax import table_sharding
 from noisy_jax.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.train import AXIS, fit, make_mesh, _variables  # pylint: disable=g-importing-member
 
@@ -69,7 +70,13 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   method = methods_lib.make(config.method, num_classes=dataset.num_classes)
-  table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
+  if table_sharding.configured(config, num_examples=len(noisy), num_classes=dataset.num_classes,
+                                history_length=method.history_length, num_devices=mesh.devices.size):
+    # Built already split over the devices: no device or host ever holds the whole table.
+    table = table_sharding.create(noisy, dataset.num_classes, history_length=method.history_length, mesh=mesh,
+                                  axis=AXIS)
+  else:
+    table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
   model = build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}

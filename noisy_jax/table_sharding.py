@@ -8,14 +8,19 @@ Config (train.fit): `label_table_sharding` = 'auto' (default) | 'replicated' | '
               [d n, (d + 1) n), n = N_pad / D, of noisy_labels [N_pad], soft_labels [N_pad, C], weights [N_pad] and
               history [H, N_pad, C] (its row axis); history_filled [H] is replicated. The step reads and writes by
               index with label_table.sharded_targets / sharded_record (no gather of the table).
-  auto        sharded iff D > 1, the mesh is single-process and table_bytes(N, C, H) > budget; replicated
-              otherwise. Every experiment of this repository (at most CIFAR-100 with JO's history: 50k x 100 x 11
+  auto        sharded iff D > 1 and table_bytes(N, C, H) > budget; replicated otherwise. Every experiment of this repository (at most CIFAR-100 with JO's history: 50k x 100 x 11
               floats = 210 MiB) stays replicated; Clothing1M with JO's history (595 MiB) is sharded on D > 1.
 
 Padding rows carry noisy_labels = -1, soft_labels = 0, weights = 0, history = 0. No real index reaches them: batch
 indices are in [0, N); relabel_top_k never chooses them; truncated Lq's pruning sees zero probabilities for them
 (`pad_rows`) and gives them weight 0. Their content is otherwise unspecified (a hard relabel writes one_hot(0) there)
-and never read back: `unpad` drops them for host metrics, checkpoints and the table `fit` returns.
+and never counted: metrics count the real rows only (`counted` in noisy_jax.metrics) and `unpad` drops them from
+the table `fit` returns. Checkpoints keep them (each device's rows are saved and read back in place).
+
+One process or several (a TPU pod): a sharded table is built block by block where it lives (`create` from the
+given labels, `shard` from a host table, both with jax.make_array_from_callback: each process makes only its own
+devices' rows), trained, reduced to metrics and checkpointed without being gathered anywhere. The one gather is
+the table `fit` returns (host_table).
 
 Memory. A row costs C (1 + H) x 4 bytes (soft labels and H history slots, float32) + 8 (weight and given label):
 
@@ -33,7 +38,7 @@ Epoch boundaries (sharded_update): the methods' updates are jitted over the glob
 shardings as out_shardings. relabel / history_mean / prune_weights are row-wise; relabel_top_k's top-k moves the
 [N] disagreements (4 N bytes) and k rows, see label_table.relabel_top_k. Not sharded yet: truncated Lq's train
 probabilities [N, C] come from train.make_predict_fn whole on each device (N C x 4 bytes: 9.6 GB at 2.4M x 1000),
-and a multi-process mesh (`shard` refuses it).
+and the table `fit` returns is gathered (on several processes through the devices, host_table).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import numpy as np
 
 from noisy_jax import _checks
+from noisy_jax import distributed
 from noisy_jax import label_table as label_table_lib
 
 SHARDING_MODES = ("auto", "replicated", "sharded")
@@ -67,17 +73,23 @@ def table_bytes(num_examples: int, num_classes: int, history_length: int, num_de
 
 
 def use_sharded(mode: str, *, num_examples: int, num_classes: int, history_length: int, num_devices: int,
-                budget_mib: float = DEFAULT_BUDGET_MIB, multi_process: bool = False) -> bool:
+                budget_mib: float = DEFAULT_BUDGET_MIB) -> bool:
   """Whether the table is sharded: 'sharded' -> True, 'replicated' -> False, 'auto' -> D > 1 and the whole
-  table's bytes (table_bytes with D = 1) exceed `budget_mib` MiB (and the mesh is single-process: `shard` does
-  not build multi-process tables yet)."""
+  table's bytes (table_bytes with D = 1) exceed `budget_mib` MiB, on one process or several."""
   _checks.check_choice("label_table_sharding", mode, SHARDING_MODES)
   if not float(budget_mib) > 0:
     raise ValueError(f"label_table_budget_mib={budget_mib!r} must be > 0 (MiB).")
   if mode != "auto":
     return mode == "sharded"
   whole = table_bytes(num_examples, num_classes, history_length)
-  return int(num_devices) > 1 and not multi_process and whole > float(budget_mib) * 2 ** 20
+  return int(num_devices) > 1 and whole > float(budget_mib) * 2 ** 20
+
+
+def configured(config, *, num_examples: int, num_classes: int, history_length: int, num_devices: int) -> bool:
+  """use_sharded with a run's config: label_table_sharding (default 'auto') and label_table_budget_mib."""
+  return use_sharded(config.get("label_table_sharding", "auto"), num_examples=num_examples,
+                     num_classes=num_classes, history_length=history_length, num_devices=num_devices,
+                     budget_mib=config.get("label_table_budget_mib", DEFAULT_BUDGET_MIB))
 
 
 def padded_rows(num_examples: int, num_devices: int) -> int:
@@ -145,17 +157,77 @@ def shardings(mesh: Mesh, axis: str, *, sharded: bool) -> label_table_lib.LabelT
 
 
 def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_table_lib.LabelTable:
-  """The table padded to a multiple of the mesh's device count (on the host) and split by rows over `axis`:
-  fresh device buffers, each device receiving only its rows (never an alias: the epoch program donates them).
+  """The table padded to a multiple of the mesh's device count and split by rows over `axis`: fresh device buffers
+  (never an alias: the epoch program donates them).
 
-  Single-process meshes only (a multi-process run would build each process's rows with
-  jax.make_array_from_callback; not done yet, and `use_sharded` keeps 'auto' replicated there).
+  Built with jax.make_array_from_callback, so each process uploads only the rows of its own devices (and builds
+  their padding there): the same code on one process or many. Every process must pass the same table.
   """
-  if mesh.is_multi_process:
-    raise ValueError("label_table_sharding='sharded' is implemented for single-process meshes only; use "
-                     "'replicated' (or 'auto') in a multi-process run.")
-  padded = pad(jax.tree.map(np.asarray, jax.device_get(table)), mesh.devices.size)
-  return jax.device_put(padded, shardings(mesh, axis, sharded=True), may_alias=False)
+  host = jax.tree.map(np.asarray, jax.device_get(table))
+  n, rows = host.num_examples, padded_rows(host.num_examples, mesh.devices.size)
+  out = shardings(mesh, axis, sharded=True)
+
+  def padded(x, sharding, fill, row_axis: int = 0):
+    """x with rows appended up to `rows` along row_axis, filled with `fill`, each block built where it lives."""
+    shape = (*x.shape[:row_axis], rows, *x.shape[row_axis + 1:])
+
+    def block(index):  # real rows of the block, then its padding rows
+      index = list(index)
+      start, stop, _ = index[row_axis].indices(rows)
+      index[row_axis] = slice(min(start, n), min(stop, n))
+      real = x[tuple(index)]
+      extra = list(real.shape)
+      extra[row_axis] = (stop - start) - real.shape[row_axis]
+      return np.concatenate([real, np.full(extra, fill, x.dtype)], axis=row_axis)
+
+    return jax.make_array_from_callback(shape, sharding, block)
+
+  return label_table_lib.LabelTable(
+      noisy_labels=padded(host.noisy_labels, out.noisy_labels, PAD_LABEL),
+      soft_labels=padded(host.soft_labels, out.soft_labels, 0),
+      weights=padded(host.weights, out.weights, 0),
+      history=padded(host.history, out.history, 0, row_axis=1),
+      history_filled=jax.make_array_from_callback(host.history_filled.shape, out.history_filled,
+                                                  lambda index: host.history_filled[index]))
+
+
+def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
+           axis: str) -> label_table_lib.LabelTable:
+  """The initial table of label_table.create, built already split by rows over `axis` of `mesh`: equal to
+  shard(label_table.create(noisy_labels, num_classes, history_length=history_length), mesh, axis), but no host or
+  device ever holds more than its own rows of soft labels and history (what a table larger than one device, e.g.
+  2.4M x 1000 classes with a 10-epoch history, needs). Every process passes the same [N] given labels."""
+  labels = _checks.check_labels("noisy_labels", np.asarray(noisy_labels), num_classes).astype(np.int32)
+  c, h = int(num_classes), int(history_length)
+  if c < 2:
+    raise ValueError(f"num_classes={num_classes!r} must be at least 2.")
+  if h < 0:
+    raise ValueError(f"history_length={history_length!r} must be >= 0.")
+  n, rows = labels.shape[0], padded_rows(labels.shape[0], mesh.devices.size)
+  out = shardings(mesh, axis, sharded=True)
+  given = np.concatenate([labels, np.full((rows - n,), PAD_LABEL, np.int32)])
+
+  def one_hot_rows(index):  # index: (row slice, class slice)
+    block = given[index[0]]
+    hot = np.zeros((block.shape[0], c), np.float32)
+    real = block >= 0
+    hot[np.nonzero(real)[0], block[real]] = 1.0
+    return hot[:, index[1]]
+
+  return label_table_lib.LabelTable(
+      noisy_labels=jax.make_array_from_callback((rows,), out.noisy_labels, lambda index: given[index]),
+      soft_labels=jax.make_array_from_callback((rows, c), out.soft_labels, one_hot_rows),
+      weights=jax.make_array_from_callback((rows,), out.weights,
+                                           lambda index: (given[index] >= 0).astype(np.float32)),
+      history=jax.make_array_from_callback((h, rows, c), out.history,
+                                           lambda index: np.zeros(out.history.shard_shape((h, rows, c)), np.float32)),
+      history_filled=jax.make_array_from_callback((h,), out.history_filled, lambda index: np.zeros((h,), bool)[index]))
+
+
+def is_sharded(table: label_table_lib.LabelTable) -> bool:
+  """Whether the table's rows are split over devices (its soft labels are a global array not fully replicated)."""
+  leaf = table.soft_labels
+  return isinstance(leaf, jax.Array) and not leaf.is_fully_replicated
 
 
 def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> Callable:
@@ -171,6 +243,24 @@ def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> 
   return jax.jit(update, out_shardings=shardings(mesh, axis, sharded=True))
 
 
+def host_layout(table: label_table_lib.LabelTable, rows: int) -> label_table_lib.LabelTable:
+  """A host (NumPy) table of zeros shaped like `table` but with `rows` rows: the structure to read a checkpoint
+  written in another layout into (replicated: N rows, or padded for another device count)."""
+  def zeros(x, row_axis):
+    shape = list(np.shape(x))
+    shape[row_axis] = rows
+    return np.zeros(shape, x.dtype)
+
+  return table.replace(noisy_labels=zeros(table.noisy_labels, 0), soft_labels=zeros(table.soft_labels, 0),
+                       weights=zeros(table.weights, 0), history=zeros(table.history, 1),
+                       history_filled=np.zeros(np.shape(table.history_filled), table.history_filled.dtype))
+
+
 def host_table(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:
-  """A host (NumPy) copy of the table's real rows: what metrics and checkpoints read."""
-  return unpad(jax.tree.map(np.asarray, jax.device_get(table)), num_examples)
+  """A host (NumPy) copy of the table's real rows, on every process (a collective with several processes).
+
+  One process: each device's rows are copied to the host (no device holds the whole table). Several processes:
+  the rows are all-gathered (distributed.host_value), which holds the whole table on each device for a moment:
+  N x (C (1 + H) x 4 + 8) bytes. train.fit calls it once, on the table it returns.
+  """
+  return unpad(jax.tree.map(np.asarray, distributed.host_value(table)), num_examples)

@@ -426,10 +426,12 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min, grad_clip_norm; the cosine's period defaults to this
   stage's num_epochs), eval_train (bool, default False: also score the training split each epoch), augment (None
   or {crop_padding, flip}: training-time augmentation, noisy_jax.augment.make_augment; evaluation never augments),
-  label_table_sharding ('auto' | 'replicated' | 'sharded', default 'auto': sharded iff >1 device, one process and
-  the table's N x (C (1 + H) x 4 + 8) bytes exceed label_table_budget_mib, default 256; noisy_jax.table_sharding
-  has the cost per device). A sharded table is padded on the devices; metrics, checkpoints and the returned table
-  hold its N real rows, so a run may resume on another table sharding.
+  label_table_sharding ('auto' | 'replicated' | 'sharded', default 'auto': sharded iff >1 device and the table's
+  N x (C (1 + H) x 4 + 8) bytes exceed label_table_budget_mib, default 256; noisy_jax.table_sharding has the cost
+  per device). A sharded table is padded on the devices (one process or several) and stays split: metrics are
+  reduced on the devices, checkpoints hold each device's rows (a run may resume on another table sharding: the
+  rows are then read on the host and placed again), and only the returned table is its N real rows on the host.
+  `table` is then a host table, or one already split with table_sharding.create (used as it is, and donated).
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
@@ -446,13 +448,14 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
   state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
-  shard_table = table_sharding.use_sharded(
-      config.get("label_table_sharding", "auto"), num_examples=num_examples, num_classes=table.num_classes,
-      history_length=table.history_length, num_devices=mesh.devices.size, multi_process=mesh.is_multi_process,
-      budget_mib=config.get("label_table_budget_mib", table_sharding.DEFAULT_BUDGET_MIB))
+  shard_table = table_sharding.configured(config, num_examples=num_examples, num_classes=table.num_classes,
+                                          history_length=table.history_length, num_devices=mesh.devices.size)
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
-  given = np.asarray(jax.device_get(table.noisy_labels))
-  table = place_table(table)
+  if shard_table and table_sharding.is_sharded(table):  # built in place (table_sharding.create): used as it is
+    given = np.asarray(distributed.host_value(table.noisy_labels))[:num_examples]
+  else:
+    given = np.asarray(jax.device_get(table.noisy_labels))
+    table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
@@ -476,8 +479,9 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
     checkpoint_meta = {"stage": stage, "seed": None if config.get("seed") is None else int(config.seed),
                        "key_data": checkpoint_lib.key_data(key), "config": checkpoint_lib.config_json(config)}
-    resume_args = dict(config=config, key=key, state=state, table=table_sharding.unpad(table, num_examples),
-                       mesh=mesh, place_table=place_table)
+    checkpoint_meta["table_rows"] = table.num_examples  # N, or N_pad when sharded: the layout saved
+    resume_args = dict(config=config, key=key, state=state, table=table, num_examples=num_examples, mesh=mesh,
+                       place_table=place_table)
     resumed = _resume(manager, checkpoint_dir, **resume_args)
     if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
       step_manager = checkpoint_lib.open_manager(checkpoint_lib.steps_dir(checkpoint_dir), keep=1)
@@ -500,8 +504,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
       def save_inside(steps_done, state, table, totals, epoch=epoch):
         if steps_done % every_steps or steps_done == steps_per_epoch:
           return
-        checkpoint_lib.save(step_manager, (epoch - 1) * steps_per_epoch + steps_done, state=state,
-                            table=table_sharding.unpad(table, num_examples),
+        checkpoint_lib.save(step_manager, (epoch - 1) * steps_per_epoch + steps_done, state=state, table=table,
                             best_variables=_variables(state) if best_variables is None else best_variables,
                             meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
                                   "history": history, "position": {"epoch": epoch, "step": steps_done,
@@ -546,7 +549,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     record["seconds"] = time.perf_counter() - start
     history.append(record)
     if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
-      checkpoint_lib.save(manager, epoch, state=state, table=table_sharding.unpad(table, num_examples),
+      checkpoint_lib.save(manager, epoch, state=state, table=table,
                           best_variables=_variables(state) if best_variables is None else best_variables,
                           meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
                                 "history": history})
@@ -557,50 +560,88 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
       m.close()
   if best_variables is None:
     best_variables = jax.tree.map(jnp.copy, _variables(state))
-  return state, table_sharding.unpad(table, num_examples), history, best_variables
+  if shard_table:  # its real rows, on the host (table_sharding.host_table: the one gather of the run)
+    table = table_sharding.host_table(table, num_examples)
+  return state, table, history, best_variables
 
 
 def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainState,
-            table: label_table_lib.LabelTable, mesh: Mesh, place_table: Callable | None = None):
-  """The newest checkpoint in `manager`, checked and replicated on `mesh`: (state, table, best variables or None,
-  best_val, history, position); None when there is none. `state` and `table` are the fresh ones (structure and given
-  labels). position: None for an epoch checkpoint, {"epoch", "step", "totals"} for one written inside an epoch."""
+            table: label_table_lib.LabelTable, num_examples: int, mesh: Mesh, place_table: Callable):
+  """The newest checkpoint in `manager`, checked and placed on `mesh`: (state, table, best variables or None,
+  best_val, history, position); None when there is none. `state` and `table` are the fresh ones, placed (structure,
+  sharding and given labels). position: None for an epoch checkpoint, {"epoch", "step", "totals"} for one written
+  inside an epoch.
+
+  A table saved in this run's layout (meta `table_rows` equal to the placed table's rows) is read straight into its
+  sharding; one of another layout (replicated, or padded for another device count) is read on the host, its
+  `num_examples` real rows kept and placed again with `place_table`.
+  """
   epoch = checkpoint_lib.latest_epoch(manager)
   if epoch is None:
     return None
   meta = checkpoint_lib.restore_meta(manager, epoch)
   checkpoint_lib.check_compatible(meta, directory=directory, config=config, key=key)
+  saved_rows = int(meta.get("table_rows", num_examples))
+  same_layout = saved_rows == table.num_examples
   restored_state, restored_table, best = checkpoint_lib.restore_arrays(
-      manager, epoch, state=state, table=table, best_variables=_variables(state))
-  if not np.array_equal(restored_table.noisy_labels, np.asarray(jax.device_get(table.noisy_labels))):
+      manager, epoch, state=state, table=table if same_layout else table_sharding.host_layout(table, saved_rows),
+      best_variables=_variables(state))
+  given = lambda t: np.asarray(distributed.host_value(t.noisy_labels))[:num_examples]
+  if not np.array_equal(given(restored_table), given(table)):
     raise ValueError(f"Cannot resume from {directory}: its label table's given labels differ from this run's "
                      f"(a different dataset or noise); use another workdir.")
   logging.info("Resuming %s from %s after epoch %d.", meta.get("stage") or "training", directory, epoch)
-  # Fresh device buffers (replicate never aliases): the epoch program donates the state and the table.
-  place_table = place_table or (lambda t: replicate(t, mesh))
-  return (replicate(restored_state, mesh), place_table(restored_table),
+  # Fresh device buffers (replicate never aliases; a sharded restore is fresh): the epoch program donates them.
+  if not (same_layout and table_sharding.is_sharded(restored_table)):
+    restored_table = place_table(table_sharding.unpad(restored_table, num_examples))
+  return (replicate(restored_state, mesh), restored_table,
           replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]),
           meta.get("position"))
 
 
 def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:
-  """Label recovery (for relabelling methods) and noise detection (pruned or relabelled examples)."""
+  """Label recovery (for relabelling methods) and noise detection (pruned or relabelled examples).
+
+  Computed where the table lives: one jitted reduction over its rows, replicated or sharded over the devices of
+  one process or several (no copy of the table to the host or onto one device). A sharded table's padding rows
+  are left out of every count (`counted`).
+  """
+  relabels = bool(method.history_length)
+  if not relabels and not method.needs_train_probs:
+    return {}
+  n, rows = np.shape(clean)[0], table.num_examples
+  clean_rows = np.full((rows,), -1, np.int32)
+  clean_rows[:n] = np.asarray(clean)
+  sharding = getattr(table.soft_labels, "sharding", None)
+  if isinstance(sharding, jax.sharding.NamedSharding):  # beside the table, on its mesh
+    clean_rows = replicate(clean_rows, sharding.mesh)
+  values = {k: v.item() for k, v in jax.device_get(
+      _table_metric_values(table, clean_rows, num_examples=n, relabels=relabels)).items()}
   out = {}
-  table = table_sharding.unpad(table, np.shape(clean)[0])  # a sharded table's real rows
-  given = np.asarray(table.noisy_labels)
-  is_noisy = clean != given
-  if method.history_length:
-    recovery = metrics_lib.label_recovery(table.soft_labels, clean, given)
-    out.update({f"label_recovery_{k}": float(v) for k, v in recovery.items()})
-    flagged = np.asarray(label_table_lib.changed(table))
-    out["relabelled_fraction"] = float(np.mean(flagged))  # argmax of the table differs from the given label
-  elif method.needs_train_probs:
-    flagged = np.asarray(table.weights) == 0
-    out["pruned_fraction"] = float(np.mean(flagged))
+  if relabels:
+    out.update({k: values[k] for k in values if k.startswith("label_recovery_")})
+    out["relabelled_fraction"] = values.pop("flagged") / n  # argmax of the table differs from the given label
   else:
-    return out
-  detection = metrics_lib.detection_scores(flagged, is_noisy)
-  out.update({f"detection_{k}": float(v) for k, v in detection.items()})
+    out["pruned_fraction"] = values.pop("flagged") / n
+  out.update({k: values[k] for k in values if k.startswith("detection_")})
+  return out
+
+
+@functools.partial(jax.jit, static_argnames=("num_examples", "relabels"))
+def _table_metric_values(table: label_table_lib.LabelTable, clean_rows, *, num_examples: int, relabels: bool):
+  """The scalars of table_metrics: clean_rows [N_pad] (-1 on padding rows); rows >= num_examples not counted."""
+  counted = jnp.arange(table.num_examples) < num_examples
+  given = table.noisy_labels
+  out = {}
+  if relabels:
+    recovery = metrics_lib.label_recovery(table.soft_labels, clean_rows, given, counted=counted)
+    out.update({f"label_recovery_{k}": v for k, v in recovery.items()})
+    flagged = label_table_lib.changed(table)
+  else:
+    flagged = table.weights == 0
+  out["flagged"] = jnp.sum(flagged & counted, dtype=jnp.int32)
+  detection = metrics_lib.detection_scores(flagged, given != clean_rows, counted=counted)
+  out.update({f"detection_{k}": v for k, v in detection.items()})
   return out
 
 

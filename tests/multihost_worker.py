@@ -10,8 +10,10 @@ statistics and label table) and DIR/history.json (per-epoch records); the other 
 """
 
 import argparse
+import functools
 import json
 import os
+import shutil
 import sys
 
 from noisy_jax import distributed  # imports no JAX backend: initialization comes first
@@ -32,6 +34,7 @@ def main():
     assert not distributed.maybe_initialize()  # no flag, no env: a plain run never starts jax.distributed
 
   import jax  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
@@ -70,15 +73,33 @@ def main():
       # (ShardByJaxProcess) and the global batch is assembled with make_array_from_process_local_data.
       "joint_optimization_streamed": (methods_lib.joint_optimization_method(
           alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
+      # The label table split by rows over every device of every process (noisy_jax.table_sharding), checkpointed
+      # each epoch (each process writes its own rows); the last checkpoint removed, a second fit resumes for epoch 3.
+      "joint_optimization_sharded": (methods_lib.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
+      "truncated_lq_sharded": (methods_lib.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
   }
   histories = {}
   for name, (method, mode) in variants.items():
     table = label_table_lib.create(noisy, c, history_length=method.history_length)
     run_config = ml_collections.ConfigDict({**config.to_dict(), "epoch_mode": mode, "input_workers": 0,
                                             "input": "streaming" if name.endswith("_streamed") else "resident"})
-    state, table, history, _ = train.fit(model=model, method=method, table=table, dataset=dataset,
-                                         clean_train_labels=dataset.y_train, config=run_config,
-                                         key=jax.random.PRNGKey(1), mesh=mesh, stage="stage1")
+    fit = functools.partial(train.fit, model=model, method=method, dataset=dataset,
+                            clean_train_labels=dataset.y_train, key=jax.random.PRNGKey(1), mesh=mesh,
+                            stage="stage1")
+    if name.endswith("_sharded"):
+      run_config.label_table_sharding = "sharded"
+      checkpoints = os.path.join(os.path.dirname(os.path.abspath(args.out)), "checkpoints", name)
+      fit(table=table, config=run_config, checkpoint_dir=checkpoints)
+      if distributed.is_main_process():  # as if killed during epoch 3
+        shutil.rmtree(os.path.join(checkpoints, "3"))
+      multihost_utils.sync_global_devices("checkpoint 3 removed")
+      resumed = []
+      state, table, history, _ = fit(table=label_table_lib.create(noisy, c, history_length=method.history_length),
+                                     config=run_config, checkpoint_dir=checkpoints, on_resume=resumed.extend)
+      assert [r["epoch"] for r in resumed] == [1, 2], resumed  # restored, then epoch 3 trained
+    else:
+      state, table, history, _ = fit(table=table, config=run_config)
     assert state.params["Dense_0"]["kernel"].sharding.mesh.devices.size == jax.device_count()
     init = train.create_train_state(model, jax.random.split(jax.random.PRNGKey(1))[0], dataset.x_train.shape[1:],
                                     train.make_optimizer(config.optimizer, 3))

@@ -85,7 +85,18 @@ def check_reads_and_writes(mesh) -> dict:
           "filled": [bool(v) for v in np.asarray(host.history_filled)],
           "weights": _max_diff(real.weights, ref_weights),
           "soft_unchanged": _max_diff(real.soft_labels, table.soft_labels),
-          "padding_rows": int(host.num_examples - n), "padding_max": float(max(padding))}
+          "padding_rows": int(host.num_examples - n), "padding_max": float(max(padding)),
+          "create_in_place": check_create_in_place(mesh)}
+
+
+def check_create_in_place(mesh) -> bool:
+  """table_sharding.create builds, block by block on the devices, the same arrays in the same sharding as
+  sharding label_table.create's table (31 rows: padding on 2 and 4 devices)."""
+  labels = np.random.default_rng(5).integers(0, 4, 31)
+  built = table_sharding.create(labels, 4, history_length=2, mesh=mesh, axis=AXIS)
+  expected = table_sharding.shard(label_table_lib.create(labels, 4, history_length=2), mesh, AXIS)
+  return all(x.sharding == y.sharding and x.dtype == y.dtype and np.array_equal(x, y)
+             for x, y in zip(jax.tree.leaves(built), jax.tree.leaves(expected)))
 
 
 def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs, mode="auto"):
@@ -178,7 +189,8 @@ def _checkpoint_arrays(workdir):
 
 def check_resume(num_devices: int) -> dict:
   """train.run_single with the table sharded over the devices (digits, truncated Lq, 3 epochs, a checkpoint each
-  epoch); the last checkpoint removed, the same command resumes from epoch 2. The checkpoint holds the real rows."""
+  epoch); the last checkpoint removed, the same command resumes from epoch 2, reading each device's rows back in
+  place. The same again with a replicated table: the padded checkpoint is read on the host, its real rows kept."""
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import resume_worker  # pylint: disable=g-import-not-at-top
   config = resume_worker.tiny_config("truncated_lq", checkpoint_every=1)
@@ -186,21 +198,34 @@ def check_resume(num_devices: int) -> dict:
   config.method.prune_start, config.method.prune_every = 2, 1  # prunes after every epoch (best-val params)
   config.batch_size = 128
   with tempfile.TemporaryDirectory() as root:
-    reference, resumed = os.path.join(root, "reference"), os.path.join(root, "resumed")
+    reference, resumed, other = (os.path.join(root, name) for name in ("reference", "resumed", "other_layout"))
     summary = train.run_single(config, reference)
-    shutil.copytree(reference, resumed)
-    shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(resumed, "stage1"), "3"))
+    for directory in (resumed, other):
+      shutil.copytree(reference, directory)
+      shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(directory, "stage1"), "3"))
     logged = []
     train.run_single(config, resumed, log_fn=logged.append)
-    (epoch, a), (_, b) = _checkpoint_arrays(reference), _checkpoint_arrays(resumed)
+    replicated = ml_collections.ConfigDict(config.to_dict())
+    replicated.label_table_sharding = "replicated"
+    other_summary = train.run_single(replicated, other)
+    (epoch, a), (_, b), (_, c) = (_checkpoint_arrays(d) for d in (reference, resumed, other))
   leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+  n = int(train.load_dataset(config).x_train.shape[0])
+  labels = a["table"]["noisy_labels"]
   return {"epoch": epoch, "resumed_epochs": [r["epoch"] for r in logged],
           "bit_identical": len(leaves_a) == len(leaves_b) and all(
               x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b)),
-          "checkpoint_rows": int(a["table"]["soft_labels"].shape[0]),
-          "num_train": int(len(a["table"]["noisy_labels"])), "min_label": int(np.min(a["table"]["noisy_labels"])),
+          "checkpoint_rows": int(a["table"]["soft_labels"].shape[0]), "dataset_rows": n,
+          "real_rows_labelled": bool(np.all(labels[:n] >= 0)), "padding_labels": labels[n:].tolist(),
+          "padding_weights": a["table"]["weights"][n:].tolist(),
+          "other_layout_rows": int(c["table"]["soft_labels"].shape[0]),
+          "other_layout_params_diff": max(float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
+                                          for x, y in zip(jax.tree.leaves(a["state"]["params"]),
+                                                          jax.tree.leaves(c["state"]["params"]))),
+          "other_layout_weights_equal": bool(np.array_equal(a["table"]["weights"][:n], c["table"]["weights"])),
           "pruned_fraction": summary["stage1"]["pruned_fraction"],
-          "dataset_rows": int(train.load_dataset(config).x_train.shape[0])}
+          "other_pruned_fraction": other_summary["stage1"]["pruned_fraction"],
+          "pruned_numpy": float(np.mean(a["table"]["weights"][:n] == 0))}
 
 
 def main(num_devices: int, epochs: int):

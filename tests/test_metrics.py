@@ -68,6 +68,24 @@ def test_label_recovery_empty_subsets_are_nan():
   assert float(all_noisy["on_noisy"]) == pytest.approx(2 / 3)
 
 
+def test_counted_rows_equal_the_metrics_of_those_rows_alone():
+  """`counted` (the real rows of a padded, sharded label table) gives exactly the metrics of the counted rows alone,
+  whatever the other rows hold."""
+  clean = LABELS
+  given = np.where(RNG.random(N) < 0.4, RNG.integers(0, C, size=N), clean)
+  table = np.asarray(jax.nn.softmax(LOGITS))
+  flagged = RNG.random(N) < 0.3
+  counted = RNG.random(N) < 0.7
+  junk = lambda x: np.where(counted.reshape((-1,) + (1,) * (x.ndim - 1)), x, np.roll(x, 1, axis=0))
+  for name, fn, args in (("recovery", metrics.label_recovery, (table, clean, given)),
+                         ("detection", metrics.detection_scores, (flagged, given != clean))):
+    alone = fn(*(a[counted] for a in args))
+    for result in _both(fn, *(junk(a) for a in args), counted):
+      assert set(result) == set(alone)
+      for key in alone:
+        assert float(result[key]) == float(alone[key]), (name, key)
+
+
 @pytest.mark.parametrize("case", ["random", "no_flags", "no_noise", "all_flagged", "perfect"])
 def test_detection_scores_against_sklearn(case):
   rng = np.random.default_rng(1)

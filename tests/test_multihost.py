@@ -4,7 +4,8 @@ tests/multihost_worker.py trains cross-entropy, Joint Optimization (per-step rec
 relabelling; epoch modes 'steps' and 'scan') and truncated Lq (pruning from predictions on the training split)
 through `noisy_jax.train.fit`, once as a plain single process on one device and once as two processes whose mesh
 spans both processes' devices (1 device each, and 2 simulated devices each). Every worker is bounded by a timeout;
-on failure all are killed and their stderr tails are in the assertion message.
+on failure all are killed and their stderr tails are in the assertion message. JO and truncated Lq also train
+with the label table split by rows over every device of both processes, checkpointed and resumed.
 """
 
 import json
@@ -24,7 +25,7 @@ from noisy_jax import train
 TOLERANCE = 1e-6
 TIMEOUT_S = 300
 METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq",
-           "joint_optimization_streamed")
+           "joint_optimization_streamed", "joint_optimization_sharded", "truncated_lq_sharded")
 WORKER = os.path.join(os.path.dirname(__file__), "multihost_worker.py")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,6 +141,21 @@ def test_streamed_input_trains_what_resident_input_trains(one_process, two_proce
     streamed = run["arrays"]["joint_optimization_streamed"]
     for part in ("['params']", "['table']"):
       assert _max_diff(resident, streamed, part) <= TOLERANCE, part
+
+
+def test_sharded_table_trains_what_the_replicated_table_trains(one_process, two_processes):
+  """The label table split by rows over every device of both processes, checkpointed after epoch 2 and resumed by a
+  second fit: the same training as the replicated table of one process."""
+  for sharded, replicated in (("joint_optimization_sharded", "joint_optimization"),
+                              ("truncated_lq_sharded", "truncated_lq")):
+    reference = one_process["arrays"][replicated]
+    for run in (one_process, two_processes):
+      for part in ("['params']", "['table']"):
+        assert _max_diff(reference, run["arrays"][sharded], part) <= TOLERANCE, (sharded, part)
+      assert [r["epoch"] for r in run["history"][sharded]] == [1, 2, 3]
+      for key in ("relabelled_fraction", "pruned_fraction", "detection_f1", "label_recovery_overall"):
+        ours = [r.get(key) for r in run["history"][sharded]]
+        assert ours == [r.get(key) for r in one_process["history"][replicated]], (sharded, key)
 
 
 def test_only_process_zero_writes(two_processes):

@@ -43,6 +43,7 @@ def _check_reads_and_writes(result, padding_rows):
   assert result["filled"] == [False, True]  # slot 3 % 2
   assert result["padding_rows"] == padding_rows
   assert result["padding_max"] == 0.0  # no real index reaches a padding row
+  assert result["create_in_place"]  # table_sharding.create == shard(label_table.create(...))
 
 
 def test_sharded_reads_and_writes_equal_numpy_on_four_devices(four_devices):
@@ -66,14 +67,22 @@ def test_one_device_equals_four_devices_with_the_table_sharded(four_devices, met
     assert 0 < diffs["pruned"] < 1, diffs  # pruning really set some weights to 0
 
 
-def test_sharded_run_on_four_devices_checkpoints_real_rows_and_resumes_bit_identical(four_devices):
+def test_sharded_run_on_four_devices_checkpoints_its_rows_in_place_and_resumes_bit_identical(four_devices):
   resume = four_devices["resume"]
   assert resume["epoch"] == 3 and resume["resumed_epochs"] == [3]
   assert resume["bit_identical"], resume
-  # The checkpoint holds the N real rows (no padding label -1), whatever the padding on the devices.
-  assert resume["checkpoint_rows"] == resume["num_train"] == resume["dataset_rows"]
-  assert resume["min_label"] >= 0
+  # The checkpoint holds the table as the devices hold it: the real rows padded to a multiple of 4 (label -1,
+  # weight 0).
+  n = resume["dataset_rows"]
+  assert resume["checkpoint_rows"] == table_sharding.padded_rows(n, NUM_DEVICES) == n + 2
+  assert resume["real_rows_labelled"] and resume["padding_labels"] == [-1, -1]
+  assert resume["padding_weights"] == [0.0, 0.0]
   assert 0 < resume["pruned_fraction"] < 1
+  assert resume["pruned_fraction"] == resume["pruned_numpy"]  # the on-device count equals NumPy's on the real rows
+  # Resumed with a replicated table: the padded checkpoint is read on the host and its real rows placed again.
+  assert resume["other_layout_rows"] == n
+  assert resume["other_layout_params_diff"] <= TOLERANCE and resume["other_layout_weights_equal"], resume
+  assert resume["other_pruned_fraction"] == resume["pruned_fraction"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
