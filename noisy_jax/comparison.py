@@ -26,6 +26,7 @@ from noisy_jax.runs import run_single, total_epochs  # pylint: disable=g-importi
 TABLE_COLUMNS = (  # (summary key, header, format)
     ("best_test_accuracy", "best test", "{:.2%}"),
     ("last_test_accuracy", "last test", "{:.2%}"),
+    ("best_val_accuracy", "best val", "{:.2%}"),  # runs without a test split
     ("label_recovery_overall", "label recovery", "{:.2%}"),
     ("detection_precision", "detect P", "{:.2%}"),
     ("detection_recall", "detect R", "{:.2%}"),
@@ -46,8 +47,10 @@ def merged_run_config(config, run_name: str, seed: int):
 
 
 def flat_metrics(summary: dict) -> dict:
-  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "seconds")}
-  flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
+  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "best_val_accuracy", "seconds")
+          if k in summary}
+  if "realised_rate" in summary["noise"]:
+    flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
   if "pseudo_label_accuracy" in summary["noise"]:
     flat["pseudo_label_accuracy"] = summary["noise"]["pseudo_label_accuracy"]
   last = summary["history"][-1]
@@ -76,12 +79,14 @@ def text_table(rows: list[list[str]], *, left_align: bool = False) -> str:
 
 
 def format_table(results: dict[str, dict], num_seeds: int) -> str:
-  """Plain-text table of mean (and std when several seeds) per method."""
-  header = ["method"] + [h for _, h, _ in TABLE_COLUMNS]
+  """Plain-text table of mean (and std when several seeds) per method; '-' where a method lacks a metric, and no
+  column for a metric no method has (e.g. label recovery and detection without clean labels)."""
+  columns = [c for c in TABLE_COLUMNS if any(c[0] in agg for agg in results.values())]
+  header = ["method"] + [h for _, h, _ in columns]
   rows = [header]
   for name, agg in results.items():
     row = [name]
-    for key, _, fmt in TABLE_COLUMNS:
+    for key, _, fmt in columns:
       if key not in agg:
         row.append("-")
         continue
@@ -155,7 +160,9 @@ def run(config, workdir: str | None = None) -> dict:
                            log_fn=progress)
       first_seed_histories.setdefault(name, summary["history"])
       per_seed.append(flat_metrics(summary))
-      logging.info("%s seed %d: last test %.2f%%, %.1fs", name, seed, 100 * summary["last_test_accuracy"],
+      logging.info("%s seed %d: %s, %.1fs", name, seed, ", ".join(
+          f"{what} {100 * summary[key]:.2f}%" for key, what in (("last_test_accuracy", "last test"),
+                                                                ("best_val_accuracy", "best val")) if key in summary),
                    summary["seconds"])
     results[name] = aggregate(per_seed)
     summaries[name] = per_seed

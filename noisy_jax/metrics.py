@@ -194,3 +194,36 @@ def confusion_matrix(true_labels, predicted_labels, num_classes: int) -> jax.Arr
   flat = jnp.where(valid, true_ids * num_classes + predicted, 0)
   counts = jnp.bincount(flat, weights=valid.astype(jnp.int32), length=num_classes * num_classes)
   return counts.astype(jnp.int32).reshape(num_classes, num_classes)
+
+
+def train_split_metrics(probs, given_labels, clean_labels=None) -> dict[str, float]:
+  """What the network predicts on its own training split, against the labels it trains on and the true ones.
+
+  With predicted_i = argmax_c probs[i, c] and noisy_i = [given_i != clean_i]:
+    train_accuracy_clean                    mean_i [predicted_i = clean_i]
+    train_accuracy_on_clean_examples        mean over not noisy_i of [predicted_i = given_i]  (fitted)
+    memorised_fraction                      mean over noisy_i of [predicted_i = given_i]      (wrong labels memorised)
+    train_accuracy_true_on_noisy_examples   mean over noisy_i of [predicted_i = clean_i]
+    train_accuracy_given_labels             mean_i [predicted_i = given_i]  (what the loss is fitting)
+  Without clean labels (None: labels taken as given) only train_accuracy_given_labels exists; a mean over an empty
+  subset is left out. Python floats (float64 means of NumPy booleans), in this order.
+
+  Args:
+    probs: [N, C] probabilities (or scores) on the training split.
+    given_labels: [N] the labels trained on.
+    clean_labels: [N] the true labels, or None.
+  """
+  predicted = np.argmax(np.asarray(probs), axis=-1)
+  given = np.asarray(given_labels)
+  out = {}
+  if clean_labels is not None:
+    clean = np.asarray(clean_labels)
+    is_noisy = clean != given
+    out["train_accuracy_clean"] = float(np.mean(predicted == clean))
+    if (~is_noisy).any():
+      out["train_accuracy_on_clean_examples"] = float(np.mean(predicted[~is_noisy] == given[~is_noisy]))
+    if is_noisy.any():
+      out["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
+      out["train_accuracy_true_on_noisy_examples"] = float(np.mean(predicted[is_noisy] == clean[is_noisy]))
+  out["train_accuracy_given_labels"] = float(np.mean(predicted == given))
+  return out

@@ -63,8 +63,7 @@ class Progress:
     if "steps_per_second" in record:
       parts.append(f"{record['steps_per_second']:.1f} steps/s")
     parts.append(f"loss {record['train_loss']:.4f}")
-    parts.append(f"test {record['test_accuracy']:.2%}")
-    for key, label in (("val_accuracy", "val"), ("memorised_fraction", "memorised"),
+    for key, label in (("test_accuracy", "test"), ("val_accuracy", "val"), ("memorised_fraction", "memorised"),
                        ("label_recovery_overall", "recovery"), ("pruned_fraction", "pruned")):
       if key in record:
         parts.append(f"{label} {record[key]:.2%}")
@@ -113,7 +112,7 @@ CURVE_PANELS = (
     ("training split vs clean and given labels",
      ("train_accuracy_given_labels", "train_accuracy_on_clean_examples", "memorised_fraction",
       "train_accuracy_true_on_noisy_examples")),
-    ("label table", ("label_recovery_overall", "label_recovery_on_noisy", "pruned_fraction")),
+    ("label table", ("label_recovery_overall", "label_recovery_on_noisy", "relabelled_fraction", "pruned_fraction")),
 )
 
 

@@ -54,7 +54,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from absl import logging
 import jax
@@ -396,9 +396,9 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   states = programs.init(jnp.stack(init_keys))
   hypers = _member_hypers(members, fields)
   images = jnp.asarray(np.asarray(dataset.x_train))
-  clean = np.asarray(dataset.y_train)
+  clean = np.asarray(dataset.y_train) if runs.clean_labels_known(config) else None
   given = [np.asarray(r) for r in np.asarray(tables.noisy_labels)]
-  has_val = dataset.x_val.shape[0] > 0
+  has_val, has_test = dataset.x_val.shape[0] > 0, dataset.x_test.shape[0] > 0
   best_val = np.full(len(members), -1.0)
   best_variables = None
   histories = [[] for _ in members]
@@ -413,13 +413,14 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
     records = [{"stage": "stage1", "epoch": epoch, "train_loss": float(totals["loss"][m] / totals["count"][m]),
                 "train_accuracy_given": float(totals["correct"][m] / totals["count"][m]),
                 "steps_per_second": steps_per_epoch * len(members) / train_seconds} for m in range(len(members))]
-    test_probs = programs.predict(variables, dataset.x_test)
+    test_probs = programs.predict(variables, dataset.x_test) if has_test else None
     val_probs = programs.predict(variables, dataset.x_val) if has_val else None
     for m, record in enumerate(records):
-      record["test_accuracy"] = float(metrics_lib.accuracy(test_probs[m], dataset.y_test))
-      margins = np.asarray(metrics_lib.log_margins(test_probs[m], dataset.y_test))
-      if (margins > 0).any():
-        record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
+      if has_test:
+        record["test_accuracy"] = float(metrics_lib.accuracy(test_probs[m], dataset.y_test))
+        margins = np.asarray(metrics_lib.log_margins(test_probs[m], dataset.y_test))
+        if (margins > 0).any():
+          record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
       if has_val:
         record["val_accuracy"] = float(metrics_lib.accuracy(val_probs[m], dataset.y_val))
     if has_val:
@@ -435,7 +436,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
     if config.get("eval_train", False) or (update_due and method.needs_train_probs and not use_best):
       train_probs = programs.predict(variables, dataset.x_train)
       for m, record in enumerate(records):
-        record.update(_train_split_metrics(train_probs[m], clean, given[m]))
+        record.update(metrics_lib.train_split_metrics(train_probs[m], given[m], clean))
     if update_due:
       probs = None
       if method.needs_train_probs:
@@ -454,20 +455,6 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   return states, tables, histories, reports
 
 
-def _train_split_metrics(probs: np.ndarray, clean: np.ndarray, given: np.ndarray) -> dict:
-  """The train-split records of train.fit (accuracy against clean and given labels, memorisation)."""
-  predicted = np.argmax(probs, axis=-1)
-  is_noisy = clean != given
-  out = {"train_accuracy_clean": float(np.mean(predicted == clean))}
-  if (~is_noisy).any():
-    out["train_accuracy_on_clean_examples"] = float(np.mean(predicted[~is_noisy] == given[~is_noisy]))
-  if is_noisy.any():
-    out["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
-    out["train_accuracy_true_on_noisy_examples"] = float(np.mean(predicted[is_noisy] == clean[is_noisy]))
-  out["train_accuracy_given_labels"] = float(np.mean(predicted == given))
-  return out
-
-
 def member_summary(member: Member, method_name: str, history: list[dict], report: dict, seconds: float) -> dict:
   """The summary train.run_single returns for this member (stage 1 only)."""
   summary = {"method": method_name, "seed": member.seed, "stage1": train._summary_of(history)}  # pylint: disable=protected-access
@@ -476,6 +463,8 @@ def member_summary(member: Member, method_name: str, history: list[dict], report
   summary.update(train._summary_of(history))  # pylint: disable=protected-access
   summary["noise"] = {"requested_rate": float(member.config.noise.rate), "type": member.config.noise.type,
                       "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  if not runs.clean_labels_known(member.config):  # labels taken as given: no known flip rate (as run_single)
+    del summary["noise"]["realised_rate"]
   summary["seconds"] = seconds
   summary["history"] = history
   return summary
@@ -533,9 +522,10 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
       def log(epoch, records, first=first, group=group):
         for record in records:
           progress.done += 1
-        mean_test = np.mean([r["test_accuracy"] for r in records])
-        logging.info("members %d-%d/%d epoch %d/%d: mean test %.2f%%, %.1f s; elapsed %s, ETA %s", first + 1,
-                     first + len(group), len(members), epoch, int(config.num_epochs), 100 * mean_test,
+        scored = "test_accuracy" if "test_accuracy" in records[0] else "val_accuracy"
+        mean_score = np.mean([r.get(scored, np.nan) for r in records])
+        logging.info("members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s", first + 1,
+                     first + len(group), len(members), epoch, int(config.num_epochs), scored, 100 * mean_score,
                      records[0]["seconds"], reporting.format_duration(time.perf_counter() - start),
                      reporting.format_duration(progress.eta_seconds()))
 

@@ -467,9 +467,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
 
-  clean = np.asarray(clean_train_labels)
-  is_noisy = clean != given
-  has_val = dataset.x_val.shape[0] > 0
+  clean = None if clean_train_labels is None else np.asarray(clean_train_labels)
+  has_val, has_test = dataset.x_val.shape[0] > 0, dataset.x_test.shape[0] > 0
   best_val, best_variables, history = -1.0, None, []
   manager, step_manager, first_epoch, position = None, None, 1, None
   if checkpoint_dir:
@@ -515,11 +514,12 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     variables = _variables(state)
     record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
     record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
-    test_probs = predict(variables, dataset.x_test)
-    record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
-    margins = np.asarray(metrics_lib.log_margins(test_probs, dataset.y_test))
-    if (margins > 0).any():  # the confidence gap of the test examples the network gets right
-      record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
+    if has_test:
+      test_probs = predict(variables, dataset.x_test)
+      record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
+      margins = np.asarray(metrics_lib.log_margins(test_probs, dataset.y_test))
+      if (margins > 0).any():  # the confidence gap of the test examples the network gets right
+        record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
     if has_val:
       record["val_accuracy"] = float(metrics_lib.accuracy(predict(variables, dataset.x_val), dataset.y_val))
     if has_val and record["val_accuracy"] > best_val:
@@ -529,15 +529,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     train_probs = None
     if config.get("eval_train", False) or method.needs_train_probs:
       train_probs = predict(variables, dataset.x_train)
-    if train_probs is not None:
-      predicted = np.asarray(jnp.argmax(train_probs, axis=-1))
-      record["train_accuracy_clean"] = float(np.mean(predicted == clean))
-      if (~is_noisy).any():  # examples whose given label is right: fitted = predicted as that label
-        record["train_accuracy_on_clean_examples"] = float(np.mean(predicted[~is_noisy] == given[~is_noisy]))
-      if is_noisy.any():  # examples whose given label is wrong: memorised = predicted as the wrong label
-        record["memorised_fraction"] = float(np.mean(predicted[is_noisy] == given[is_noisy]))
-        record["train_accuracy_true_on_noisy_examples"] = float(np.mean(predicted[is_noisy] == clean[is_noisy]))
-      record["train_accuracy_given_labels"] = float(np.mean(predicted == given))  # what the loss is fitting
+    if train_probs is not None:  # fitted, memorised (metrics.train_split_metrics; clean ones only when known)
+      record.update(metrics_lib.train_split_metrics(train_probs, given, clean))
 
     if update_table is not None and method.update_due(epoch):
       probs_for_table = None
@@ -545,7 +538,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
         use_best = method.prune_params == "best_val" and best_variables is not None
         probs_for_table = predict(best_variables, dataset.x_train) if use_best else train_probs
       table = update_table(table, probs_for_table)
-    record.update(table_metrics(table, clean, method))
+    record.update(table_metrics(table, clean, method, num_examples=num_examples))
     record["seconds"] = time.perf_counter() - start
     history.append(record)
     if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
@@ -599,30 +592,38 @@ def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainStat
           meta.get("position"))
 
 
-def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray, method: methods_lib.Method) -> dict:
-  """Label recovery (for relabelling methods) and noise detection (pruned or relabelled examples).
+def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray | None, method: methods_lib.Method, *,
+                  num_examples: int | None = None) -> dict:
+  """What the method's own state says about the labels: the fraction it relabelled (JO) or pruned (truncated Lq)
+  and, when the clean labels are known, label recovery and noise detection (precision / recall / F1 of that set).
 
-  Computed where the table lives: one jitted reduction over its rows, replicated or sharded over the devices of
-  one process or several (no copy of the table to the host or onto one device). A sharded table's padding rows
-  are left out of every count (`counted`).
+  clean: [N] true labels, or None (labels taken as given: only the fractions). num_examples: N, the real rows
+  (default len(clean), else the table's rows). Computed where the table lives: one jitted reduction over its rows,
+  replicated or sharded over the devices of one process or several (no copy of the table to the host or onto one
+  device). A sharded table's padding rows are left out of every count (`counted`).
   """
   relabels = bool(method.history_length)
   if not relabels and not method.needs_train_probs:
     return {}
-  n, rows = np.shape(clean)[0], table.num_examples
+  rows = table.num_examples
+  n = int(num_examples if num_examples is not None else (rows if clean is None else np.shape(clean)[0]))
   clean_rows = np.full((rows,), -1, np.int32)
-  clean_rows[:n] = np.asarray(clean)
+  if clean is not None:
+    clean_rows[:n] = np.asarray(clean)
   sharding = getattr(table.soft_labels, "sharding", None)
   if isinstance(sharding, jax.sharding.NamedSharding):  # beside the table, on its mesh
     clean_rows = replicate(clean_rows, sharding.mesh)
   values = {k: v.item() for k, v in jax.device_get(
       _table_metric_values(table, clean_rows, num_examples=n, relabels=relabels)).items()}
+  flagged = values.pop("flagged") / n
+  if clean is None:
+    return {"relabelled_fraction" if relabels else "pruned_fraction": flagged}
   out = {}
   if relabels:
     out.update({k: values[k] for k in values if k.startswith("label_recovery_")})
-    out["relabelled_fraction"] = values.pop("flagged") / n  # argmax of the table differs from the given label
+    out["relabelled_fraction"] = flagged  # argmax of the table differs from the given label
   else:
-    out["pruned_fraction"] = values.pop("flagged") / n
+    out["pruned_fraction"] = flagged
   out.update({k: values[k] for k in values if k.startswith("detection_")})
   return out
 

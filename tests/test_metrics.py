@@ -165,3 +165,20 @@ def test_log_margins_equal_logit_margins():
   assert np.array_equal(np.asarray(metrics.log_margins(probs, labels)) > 0, logits.argmax(1) == labels)
   with pytest.raises(ValueError, match="probs must be"):
     metrics.log_margins(probs[0], labels)
+
+
+def test_train_split_metrics_with_and_without_clean_labels():
+  probs = np.eye(3)[[0, 1, 2, 2, 1, 0]]  # predicted 0 1 2 2 1 0
+  given = np.array([0, 1, 1, 2, 0, 2])
+  clean = np.array([0, 1, 2, 2, 1, 2])  # rows 2 and 4 noisy: predicted their true labels; rows 5 fitted wrongly
+  out = metrics.train_split_metrics(probs, given, clean)
+  assert list(out) == ["train_accuracy_clean", "train_accuracy_on_clean_examples", "memorised_fraction",
+                       "train_accuracy_true_on_noisy_examples", "train_accuracy_given_labels"]
+  assert out["train_accuracy_clean"] == 5 / 6 and out["train_accuracy_on_clean_examples"] == 3 / 4
+  assert out["memorised_fraction"] == 0.0 and out["train_accuracy_true_on_noisy_examples"] == 1.0
+  assert out["train_accuracy_given_labels"] == 3 / 6
+  # Labels taken as given: only what needs no truth.
+  assert metrics.train_split_metrics(probs, given) == {"train_accuracy_given_labels": 3 / 6}
+  # No noisy example: no memorisation entries (a mean over nothing is left out, not NaN).
+  assert set(metrics.train_split_metrics(probs, given, given)) == {
+      "train_accuracy_clean", "train_accuracy_on_clean_examples", "train_accuracy_given_labels"}

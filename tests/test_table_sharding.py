@@ -15,6 +15,7 @@ import pytest
 
 from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
 from noisy_jax import table_sharding
 from noisy_jax import train
 
@@ -171,3 +172,26 @@ def test_sharded_run_resumes_with_a_replicated_table(tmp_path):
   for (path, a), (_, b) in zip(leaves_ref, leaves_again):
     assert a.shape == b.shape, jax.tree_util.keystr(path)
     assert np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0) <= TOLERANCE, path
+
+
+def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_for_recovery():
+  """train.table_metrics on a table padded for 4 devices equals NumPy on its real rows; without clean labels it
+  gives only the relabelled (or pruned) fraction."""
+  rng = np.random.default_rng(2)
+  n, c = 10, 3
+  given = rng.integers(0, c, n)
+  clean = np.where(rng.random(n) < 0.5, given, (given + 1) % c)
+  soft = np.eye(c, dtype=np.float32)[np.where(rng.random(n) < 0.6, clean, given)]
+  table = label_table_lib.create(given, c, history_length=1).replace(soft_labels=soft)
+  padded = table_sharding.pad(table, 4)  # 12 rows: 2 padding rows (label -1)
+  jo = methods_lib.joint_optimization_method(alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1,
+                                            history_length=1)
+  out = train.table_metrics(padded, clean, jo, num_examples=n)
+  changed = soft.argmax(1) != given
+  noisy = clean != given
+  assert out["relabelled_fraction"] == np.mean(changed)
+  assert out["label_recovery_overall"] == pytest.approx(np.mean(soft.argmax(1) == clean))
+  tp = np.sum(changed & noisy)
+  assert out["detection_precision"] == pytest.approx(tp / np.sum(changed))
+  assert out["detection_recall"] == pytest.approx(tp / np.sum(noisy))
+  assert train.table_metrics(padded, None, jo, num_examples=n) == {"relabelled_fraction": np.mean(changed)}

@@ -78,11 +78,10 @@ is the very same ConfigDict object as the top-level `dataset_kwargs` (and `share
 `dataset`), so the command line above is the same for both variants and every run of the comparison loads the
 folder it names. Replacing the whole dict (--config.shared.dataset_kwargs="{...}") cuts that link: give the fields.
 
-Known limitation: there are no clean labels, so the metrics that need them read the given labels as clean: test
-accuracy is measured against the given test labels (the only measure there is); realised noise rate 0;
-label_recovery_* is the fraction the table leaves unchanged; detection_precision / recall are 0 (no example counts
-as mislabelled). Read stage1.relabelled_fraction (and the label table) instead. A later issue removes the
-clean-label metrics when there are no clean labels.
+There are no clean labels, so the metrics that need them (label recovery, detection precision / recall, the
+memorised fraction, the realised noise rate) are left out of every record, summary, table and plot; test accuracy,
+where a test split exists, is measured against its given labels (the only measure there is). Read
+stage1.relabelled_fraction (and the label table) for what the method changed.
 """
 
 import ml_collections
