@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 
 from absl import flags
 from ml_collections import config_flags
@@ -205,7 +206,8 @@ BAD_INPUTS = {  # case -> (break the tiny folder [and return the loader's kwargs
     "empty class folder": (lambda r: (r / "train/empty").mkdir(), ValueError, r"class folder '.*train/empty' is empty"),
     "unknown split folder": (lambda r: os.rename(r / "test", r / "testing"), ValueError,
                            r"'.*testing' is not a split folder"),
-    "no test folder": (lambda r: os.rename(r / "test", r / ".test"), FileNotFoundError, r"'.*/test' is missing"),
+    "no train folder": (lambda r: os.rename(r / "train", r / ".train"), FileNotFoundError,
+                        r"'.*/train' is missing: an image folder needs ROOT/train/LABEL/"),
     "non-image file": (lambda r: (r / "train/a/notes.txt").write_text("x"), ValueError,
                        r"'.*train/a/notes.txt' is not an image file"),
     "file outside a class folder": (lambda r: (r / "train/x.png").write_bytes(b""), ValueError,
@@ -214,8 +216,8 @@ BAD_INPUTS = {  # case -> (break the tiny folder [and return the loader's kwargs
                                ValueError, r"m.csv, line 2: split 'training' is not one of train, val, test"),
     "manifest bad header": (lambda r: _manifest(r, ["file,label", "train/a/0.png,a"]), ValueError,
                             r"m.csv' has the columns \['file', 'label'\]; expected path,label"),
-    "manifest without test rows": (lambda r: _manifest(r, ["path,label", "train/a/0.png,a"]), ValueError,
-                                   r"m.csv' has no test row"),
+    "manifest without train rows": (lambda r: _manifest(r, ["path,label,split", "test/a/0.png,a,test"]),
+                                    ValueError, r"m.csv' has no train row"),
     "root and manifest": (lambda r: {"manifest": str(r / "m.csv"), "root": str(r)}, ValueError,
                           r"root=DIR or manifest=FILE.csv, exactly one"),
     "missing root": (lambda r: {"root": str(r / "nowhere")}, FileNotFoundError, r"root '.*nowhere' is not a folder"),
@@ -275,7 +277,13 @@ def test_npz_round_trip_equals_from_arrays(tmp_path):
 def test_npz_bad_files_are_named(tmp_path):
   path = str(tmp_path / "d.npz")
   np.savez(path, x_train=np.zeros((4, 2)), y_train=np.zeros(4, int), x_test=np.zeros((2, 2)), X_test=np.zeros(2))
-  with pytest.raises(ValueError, match=r"d.npz' has the arrays .* missing \['y_test'\], unknown \['X_test'\]"):
+  with pytest.raises(ValueError, match=r"d.npz' has the arrays .* missing \[\], unknown \['X_test'\]"):
+    data.load("npz", path=path)
+  np.savez(path, x_train=np.zeros((4, 2)), x_test=np.zeros((2, 2)), y_test=np.zeros(2, int))
+  with pytest.raises(ValueError, match=r"d.npz' has the arrays .* missing \['y_train'\]"):
+    data.load("npz", path=path)
+  np.savez(path, x_train=np.zeros((4, 2)), y_train=np.zeros(4, int), x_test=np.zeros((2, 2)))
+  with pytest.raises(ValueError, match=r"d.npz' has only one of x_test and y_test"):
     data.load("npz", path=path)
   (tmp_path / "bad.npz").write_bytes(b"not a zip")
   with pytest.raises(ValueError, match=r"cannot read '.*bad.npz' as a .npz archive"):
@@ -358,6 +366,37 @@ def test_run_single_on_an_image_folder_writes_classes_json(folder, tmp_path):
   with open(tmp_path / "run" / inputs.CLASSES_FILE) as f:
     classes = json.load(f)
   assert classes == {"class_names": sorted(WORDS), "source": {"dataset": "image_folder", "root": root}}
+
+
+def test_no_test_split_trains_and_records_no_test_metric(folder, tmp_path):
+  """A folder without ROOT/test (and a manifest without a split column) loads with an empty test split; a run on it
+  records validation accuracy and no test accuracy anywhere, and a noise type 'none' run no clean-label metric."""
+  root, expected = folder
+  only_train = tmp_path / "only_train"
+  shutil.copytree(os.path.join(root, "train"), only_train / "train")
+  ds = data.load("image_folder", root=str(only_train), validation_size=40)
+  assert ds.x_test.shape == (0, *ds.x_train.shape[1:]) and len(ds.y_test) == 0 and len(ds.test_sources) == 0
+  assert len(ds.y_train) + len(ds.y_val) == len(expected["train"])
+  rows = ["path,label"] + [f"{s},{s.split('/')[1]}" for s in sorted(expected["train"])]
+  (only_train / "m.csv").write_text("\n".join(rows) + "\n")
+  from_manifest = data.load("image_folder", manifest=str(only_train / "m.csv"), validation_size=40)
+  assert len(from_manifest.y_train) == len(ds.y_train) and len(from_manifest.y_test) == 0
+  np.savez(tmp_path / "train_only.npz", x_train=ds.x_train, y_train=ds.y_train)
+  assert data.load("npz", path=str(tmp_path / "train_only.npz")).x_test.shape[0] == 0
+
+  config = ce.get_config()
+  config.dataset, config.dataset_kwargs = "image_folder", {"root": str(only_train), "validation_size": 40}
+  config.noise.type, config.noise.rate = "none", 0.0
+  config.num_epochs, config.batch_size, config.checkpoint_every, config.eval_train = 2, 32, 0, True
+  config.optimizer.lr_boundaries = ()
+  config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (16,)}
+  summary = train.run_single(config, str(tmp_path / "run"))
+  for record in summary["history"]:
+    assert "val_accuracy" in record and "train_accuracy_given_labels" in record
+    assert not [k for k in record if k.startswith(("test_", "train_accuracy_clean", "memorised"))], record
+  assert "best_test_accuracy" not in summary and "last_test_accuracy" not in summary
+  best = max(r["val_accuracy"] for r in summary["history"])
+  assert summary["best_val_accuracy"] == best and summary["best_val_epoch"] in (1, 2)
 
 
 def test_documented_flag_form_reaches_the_loader(folder):

@@ -273,7 +273,7 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
   """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
-    x_train, x_test, x_val: inputs of each split: images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or
+    x_train, x_test, x_val: inputs of each split (x_test, y_test may be None: no test split, an empty one): images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or
       feature vectors [N, D] (stored as [N, D]: use the 'mlp' model; the CNNs need images). uint8 arrays stay
       uint8 (pixel codes; see pixel_max), others are cast to float32; nothing is rescaled; every value must be
       finite and every split must have the same example shape.
@@ -305,6 +305,11 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
                      "but x_val/y_val were given too: pass one or the other.")
   if val_sources is not None and x_val is None:
     raise ValueError("val_sources describes the rows of x_val, but x_val was not given.")
+  if (x_test is None) != (y_test is None):
+    raise ValueError("x_test and y_test must be given together (or neither, for no test split); got only "
+                     f"{'x_test' if y_test is None else 'y_test'}.")
+  if x_test is None:  # no test split: an empty one shaped like the training inputs
+    x_test, y_test = np.asarray(x_train)[:0], np.zeros((0,), np.int64)
   splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
   if x_val is not None:
     splits["val"] = (x_val, y_val)

@@ -2,14 +2,14 @@
 
 Registered as 'image_folder' and 'npz' (TFDS datasets by name are 'tfds', in noisy_jax.data.tfds_data).
 
-image_folder, TFDS's layout (SPLIT: train and test required, val optional; LABEL: the class name):
+image_folder, TFDS's layout (SPLIT: train required, val and test optional; LABEL: the class name):
 
   ROOT/train/LABEL/*.png|*.jpg|*.jpeg
   ROOT/val/LABEL/...          optional: without it a stratified validation split is carved from train
-  ROOT/test/LABEL/...
+  ROOT/test/LABEL/...          optional: without it the run has no test split (no test accuracy is recorded)
 
 or a CSV manifest (header `path,label[,split]`, paths relative to the CSV's folder, split train / val / test; a
-manifest without a split column has no test rows and is refused for now):
+manifest without a split column holds training rows only):
 
   path,label,split
   images/001.png,cat,train
@@ -25,7 +25,7 @@ the trainer normalises on the device), [N, S, S, 1] when every image is grayscal
 (noisy_jax.data.images: decoding, channels, resize + centre crop to `image_size`). With decode=False the splits
 stay on disk (noisy_jax.data.image_files.ImageFiles) and the trainer streams them or loads them (`config.input`).
 
-npz: one `.npz` holding x_train, y_train, x_test, y_test and optionally x_val, y_val and class_names (str [C]):
+npz: one `.npz` holding x_train, y_train and optionally x_test, y_test, x_val, y_val and class_names (str [C]):
 `arrays.from_arrays` from the command line. Sources are record ids, 'npz:x_train[17]'.
 
 Commands (a comparison config takes the dataset under `shared`; a single-run config such as ce.py directly,
@@ -43,7 +43,7 @@ until given, so single keys work there: --config.dataset_kwargs.root=DIR --confi
 The run writes WORKDIR/classes.json (class names and where the data came from) next to summary.json.
 
 Errors name the file or value: a file pillow cannot decode, a manifest row naming a missing file, a label outside
-the class list, an empty class folder, a missing ROOT/train or ROOT/test, images of different sizes without
+the class list, an empty class folder, a missing ROOT/train, images of different sizes without
 image_size. Nothing is skipped silently (hidden files, names starting with '.', are ignored).
 """
 
@@ -65,8 +65,8 @@ from noisy_jax.data import images
 SPLITS = ("train", "val", "test")
 SPLIT_SEED = 20180611  # default seed of the validation carving: part of the dataset's definition (as embedded.py)
 DEFAULT_VALIDATION_FRACTION = 0.1  # carved from train when the data has no validation split
-NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
-NPZ_OPTIONAL = ("x_val", "y_val", "class_names")
+NPZ_REQUIRED = ("x_train", "y_train")
+NPZ_OPTIONAL = ("x_test", "y_test", "x_val", "y_val", "class_names")
 
 # split -> [(source: path relative to the base folder, label name)]
 Listing = dict[str, list[tuple[str, str]]]
@@ -82,7 +82,7 @@ def list_folder(root: str) -> Listing:
   No image is read.
 
   Raises:
-    FileNotFoundError: naming ROOT, ROOT/train or ROOT/test when missing.
+    FileNotFoundError: naming ROOT or ROOT/train when missing.
     ValueError: naming an unknown split folder, a file outside a class folder, a sub-folder or a non-image file
       inside one, or an empty class folder.
   """
@@ -111,10 +111,9 @@ def list_folder(root: str) -> Listing:
         listing[split].append((f"{split}/{label}/{name}", label))
     if not listing[split]:
       raise ValueError(f"split folder {folder!r} has no class folder.")
-  for split in ("train", "test"):
-    if split not in listing:
-      raise FileNotFoundError(f"{os.path.join(root, split)!r} is missing: an image folder needs "
-                              f"ROOT/{split}/LABEL/ images (val is optional).")
+  if "train" not in listing:
+    raise FileNotFoundError(f"{os.path.join(root, 'train')!r} is missing: an image folder needs "
+                            f"ROOT/train/LABEL/ images (val and test are optional).")
   return {split: listing[split] for split in SPLITS if split in listing}
 
 
@@ -126,7 +125,7 @@ def read_manifest(manifest: str) -> Listing:
   Raises:
     FileNotFoundError: naming the manifest, or a row's missing image file (with its line).
     ValueError: naming a bad header, an empty path or label, an unknown split (with its line), or a manifest
-      without training or test rows.
+      without training rows.
   """
   if not os.path.isfile(manifest):
     raise FileNotFoundError(f"manifest {manifest!r} does not exist.")
@@ -149,10 +148,9 @@ def read_manifest(manifest: str) -> Listing:
       if not os.path.isfile(os.path.join(base, path)):
         raise FileNotFoundError(f"{line}: image file {os.path.join(base, path)!r} does not exist.")
       listing.setdefault(split, []).append((path, label))
-  for split in ("train", "test"):
-    if split not in listing:
-      raise ValueError(f"manifest {manifest!r} has no {split} row; give every row a split (train, val or test) "
-                       "in a split column.")
+  if "train" not in listing:
+    raise ValueError(f"manifest {manifest!r} has no train row; give rows the split train (or leave out the split "
+                     "column: every row is then a training row).")
   return {split: listing[split] for split in SPLITS if split in listing}
 
 
@@ -193,10 +191,10 @@ def assemble(name: str, x: dict, y: dict, sources: dict, class_names, *, num_cla
   elif validation_size is None:
     validation_size = DEFAULT_VALIDATION_FRACTION
   return arrays.from_arrays(
-      x["train"], y["train"], x["test"], y["test"], x_val=x.get("val"), y_val=y.get("val"),
+      x["train"], y["train"], x.get("test"), y.get("test"), x_val=x.get("val"), y_val=y.get("val"),
       num_classes=num_classes, validation_size=validation_size,
       seed=seed, name=name, class_names=class_names, train_sources=sources["train"],
-      val_sources=sources.get("val"), test_sources=sources["test"], pixel_max=pixel_max)
+      val_sources=sources.get("val"), test_sources=sources.get("test", []), pixel_max=pixel_max)
 
 
 def image_folder(root: str | None = None, *, manifest: str | None = None, image_size: int | None = None,
@@ -248,9 +246,8 @@ def from_listing(name: str, listing: Listing, base: str, *, image_size: int | No
   image_size = images.check_image_size(image_size)
   if channels is not None and channels not in (1, 3):
     raise ValueError(f"channels={channels!r} must be None (from the images), 1 (grayscale) or 3 (RGB).")
-  for split in ("train", "test"):
-    if not listing.get(split):
-      raise ValueError(f"{where}: the {split} split has no image; a dataset needs train and test images.")
+  if not listing.get("train"):
+    raise ValueError(f"{where}: the train split has no image; a dataset needs training images.")
   class_names, y = _class_ids(listing, classes, where)
   if order_by_class:
     for split in listing:
@@ -300,8 +297,9 @@ def npz(path: str, *, validation_size: int | float | None = None, seed: int = SP
   if missing or unknown:
     raise ValueError(f"npz file {path!r} has the arrays {sorted(loaded)}: it needs {', '.join(NPZ_REQUIRED)} "
                      f"(optional: {', '.join(NPZ_OPTIONAL)}); missing {sorted(missing)}, unknown {sorted(unknown)}.")
-  if ("x_val" in loaded) != ("y_val" in loaded):
-    raise ValueError(f"npz file {path!r} has only one of x_val and y_val; give both or neither.")
+  for split in ("val", "test"):
+    if (f"x_{split}" in loaded) != (f"y_{split}" in loaded):
+      raise ValueError(f"npz file {path!r} has only one of x_{split} and y_{split}; give both or neither.")
   class_names = None
   if "class_names" in loaded:
     class_names = tuple(str(n) for n in np.asarray(loaded["class_names"]).ravel())
