@@ -317,7 +317,8 @@ class Programs:
 
     batches = functools.partial(train.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
-    options = train.compiler_options(model, jax.devices()[0].platform)
+    options = train.compiler_options(model, jax.devices()[0].platform,
+                                     deterministic=bool(config.get("gpu_deterministic", True)))
     if epoch_mode == "scan":
       def member_epoch(carry, hypers, images, key, epoch):
         indices, valid = batches(key)
@@ -341,11 +342,12 @@ class Programs:
         return program.join(parts)
 
     self.epoch = epoch_fn
-    predict_one = train.make_predict_fn(model, normalize=normalize)
-    if member_map == "vmap":
-      predict_all = jax.jit(jax.vmap(predict_one, in_axes=(0, None)))
+    if member_map == "vmap":  # XLA options go to the top-level program only (jax refuses them on a nested jit)
+      predict_one = train.make_predict_fn(model, normalize=normalize)
+      predict_all = jax.jit(jax.vmap(predict_one, in_axes=(0, None)), compiler_options=options)
       self.predict = lambda variables, x: np.asarray(predict_all(variables, x))
     else:
+      predict_one = train.make_predict_fn(model, normalize=normalize, compiler_options=options)
       take = jax.jit(_take)
       self.predict = lambda variables, x: np.stack(
           [np.asarray(predict_one(take(variables, np.int32(m)), x))

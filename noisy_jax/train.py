@@ -197,13 +197,24 @@ def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
 
 
-def compiler_options(model, platform: str) -> dict[str, str] | None:
-  """XLA options for compiling `model`'s train step for devices of `platform` ('cpu', 'gpu', 'tpu'), or None.
+# XLA:GPU's run-to-run determinism: scatter-adds and select-and-scatter (max-pool gradients) without atomics, and
+# no timing-based autotuning (which can pick another convolution algorithm, so other rounding, in another process).
+# On by default (`config.gpu_deterministic`): a run is reproducible from its config and seed. Measured on an H100
+# (2026-11-24): without it, the same augmented SmallCNN config run twice in one process gave different test
+# accuracies after one epoch (tests/test_augment.py).
+GPU_DETERMINISM_OPTIONS = {"xla_gpu_deterministic_ops": True}
+
+
+def compiler_options(model, platform: str, *, deterministic: bool = True) -> dict[str, str | bool] | None:
+  """XLA options for compiling `model`'s programs for devices of `platform` ('cpu', 'gpu', 'tpu'), or None.
 
   A model class may declare `xla_cpu_compiler_options` (the ResNets do: `models.resnet.XLA_CPU_COMPILER_OPTIONS`,
   measured faster); they apply on the CPU only. If this jaxlib rejects them (they are XLA's experimental
   options), a warning names them and the defaults are used: only speed is at stake, never the numbers' meaning.
+  On GPUs, `deterministic` adds GPU_DETERMINISM_OPTIONS (the CPU and TPU backends are deterministic already).
   """
+  if platform == "gpu":
+    return dict(GPU_DETERMINISM_OPTIONS) if deterministic else None
   options = getattr(model, "xla_cpu_compiler_options", None)
   if not options or platform != "cpu":
     return None
@@ -353,14 +364,16 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
   return epoch_fn
 
 
-def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None = None) -> Callable:
+def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None = None,
+                    compiler_options: dict | None = None) -> Callable:
   """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks.
 
   normalize: the inputs as stored -> float32 network inputs (on the device); None: they are float already.
+  compiler_options: XLA options for the program (`compiler_options(model, platform)`, as for the train step).
   """
   normalize = normalize or normalization.identity()
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=compiler_options)
   def predict(variables, images):
     n = images.shape[0]
     chunks = math.ceil(n / batch_size)
@@ -457,12 +470,13 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     given = np.asarray(jax.device_get(table.noisy_labels))
     table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
+  options = compiler_options(model, mesh.devices.flat[0].platform,
+                             deterministic=bool(config.get("gpu_deterministic", True)))
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
-                           compiler_options=compiler_options(model, mesh.devices.flat[0].platform),
-                           shard_table=shard_table, normalize=normalize,
+                           compiler_options=options, shard_table=shard_table, normalize=normalize,
                            source=dataset.x_train if streamed else None, workers=workers)
-  predict = make_evaluate(make_predict_fn(model, normalize=normalize), workers=workers)
+  predict = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options), workers=workers)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)

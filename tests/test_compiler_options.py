@@ -24,13 +24,22 @@ from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS
 def test_resnets_carry_the_options_on_cpu_only(name):
   model = models.get(name, num_classes=10)
   assert train.compiler_options(model, "cpu") == XLA_CPU_COMPILER_OPTIONS
-  assert train.compiler_options(model, "gpu") is None
+  assert train.compiler_options(model, "gpu") == train.GPU_DETERMINISM_OPTIONS
   assert train.compiler_options(model, "tpu") is None
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "mlp"])
 def test_small_models_keep_xla_defaults(name):
   assert train.compiler_options(models.get(name, num_classes=10), "cpu") is None
+  assert train.compiler_options(models.get(name, num_classes=10), "tpu") is None
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "preact_resnet32"])
+def test_gpu_programs_are_deterministic_unless_asked_otherwise(name):
+  model = models.get(name, num_classes=10)
+  assert train.compiler_options(model, "gpu") == {"xla_gpu_deterministic_ops": True}
+  assert train.compiler_options(model, "gpu", deterministic=False) is None
+  assert train.compiler_options(model, "cpu", deterministic=False) == train.compiler_options(model, "cpu")
 
 
 def convolutions_in_ynn_fusions(hlo_text: str) -> tuple[int, int]:
@@ -62,7 +71,12 @@ def small_resnet_loss_and_input():
 
 
 def test_options_move_convolutions_off_ynnpack_and_keep_the_gradients():
-  model, loss_and_grad, params = small_resnet_loss_and_input()
+  with jax.default_device(jax.devices("cpu")[0]):  # XLA:CPU's options, also where an accelerator is the default
+    model, loss_and_grad, params = small_resnet_loss_and_input()
+    _check_options_move_convolutions(model, loss_and_grad, params)
+
+
+def _check_options_move_convolutions(model, loss_and_grad, params):
   options = train.compiler_options(model, "cpu")
   assert options == XLA_CPU_COMPILER_OPTIONS  # this jaxlib accepts them (else None and a warning)
   default = jax.jit(loss_and_grad)
