@@ -60,6 +60,7 @@ def _config(root, input_mode, **overrides):
   config.num_epochs, config.method.begin, config.method.stage2 = 2, 1, False  # relabels after epoch 1
   config.augment = ml_collections.ConfigDict({"crop_padding": 2, "flip": True})
   config.input, config.input_workers, config.checkpoint_every = input_mode, 2, 0
+  config.epoch_mode = "steps"  # streaming's mode; the resident run too, so that both run the same program
   for key, value in overrides.items():
     config[key] = value
   return config
