@@ -14,10 +14,17 @@ Threads: `--threads N` (default: every core this process may use) restricts the 
 `os.sched_setaffinity` BEFORE JAX starts its CPU backend (XLA sizes its intra-op thread pool from the schedulable
 CPUs) and calls `torch.set_num_threads(N)`; both counts are printed.
 
-Host malloc: `--host-malloc` (default 'retain', what `experiments/train.py` does on a CPU-only machine) applies
-`noisy_jax.host_memory` before JAX starts; 'system' measures with glibc's defaults. The setting is process-wide, so
-in the one-process benchmarks the PyTorch side runs under it too (it changes PyTorch's step by less than the noise:
-experiments/benchmarks/README.md).
+Host malloc: `--host-malloc` (default 'auto', what `experiments/train.py` does: retained freed memory on a CPU-only
+machine, glibc's defaults where an accelerator plugin is installed, `host_memory.should_retain`) applies
+`noisy_jax.host_memory` before JAX starts; 'retain' forces it, 'system' measures with glibc's defaults. The setting
+is process-wide, so in the one-process benchmarks the PyTorch side runs under it too (it changes PyTorch's step by
+less than the noise: experiments/benchmarks/README.md).
+
+PyTorch's device: `--torch-device cuda` (train_step, small_cnn_epoch, epoch) puts the PyTorch model and its fixed
+tensors on the GPU (`torch_device`; an error, never a silent CPU run, where CUDA is not available), moves
+DataLoader batches with `.to(device, non_blocking=True)` from pinned memory, and ends every timed unit with
+`torch_sync` (`torch.cuda.synchronize()`), as the JAX side ends its units with `block_until_ready`. The header and
+the JSON record's 'machine' name the devices both frameworks ran on (`machine_info`).
 """
 
 from __future__ import annotations
@@ -29,29 +36,35 @@ import os
 import platform
 import resource
 import statistics
-import sys
 import time
 from typing import Callable, Mapping, Sequence
 
 
-def base_parser(description: str, *, repeats: int, warmup: int = 2) -> argparse.ArgumentParser:
-  """The flags of every benchmark: --repeats, --warmup, --quick, --threads, --host-malloc."""
+def base_parser(description: str, *, repeats: int, warmup: int = 2,
+                torch_device: bool = False) -> argparse.ArgumentParser:
+  """The flags of every benchmark: --repeats, --warmup, --quick, --threads, --host-malloc; with `torch_device`
+  (the scripts whose PyTorch side can run on a GPU) also --torch-device."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--repeats", type=int, default=repeats, help="timed units per side (default %(default)s)")
   parser.add_argument("--warmup", type=int, default=warmup, help="untimed units per side first (default %(default)s)")
   parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke run (< 60 s)")
   parser.add_argument("--threads", type=int, default=0,
                       help="cores for both frameworks (default 0: every core this process may use)")
-  parser.add_argument("--host-malloc", default="retain", choices=("retain", "system"),
-                      help="glibc malloc policy set before JAX starts (noisy_jax.host_memory; default %(default)s)")
+  parser.add_argument("--host-malloc", default="auto", choices=("auto", "retain", "system"),
+                      help="glibc malloc policy set before JAX starts (noisy_jax.host_memory; default %(default)s: "
+                      "retain unless an accelerator plugin is installed)")
+  if torch_device:
+    parser.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
+                        help="device of the PyTorch side (default %(default)s; cuda: an error if CUDA is not "
+                        "available)")
   return parser
 
 
-def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc: str = "retain") -> dict:
+def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc: str = "auto") -> dict:
   """Pins the process to `threads` cores (0: all allowed) and sets PyTorch's intra-op threads to match.
 
-  Also applies the `host_malloc` policy ('retain' or 'system', `noisy_jax.host_memory`); the returned counts carry
-  it as 'host_malloc_retained'.
+  Also applies the `host_malloc` policy ('auto', 'retain' or 'system', `noisy_jax.host_memory`); the returned
+  counts carry whether retention is in force as 'host_malloc_retained'.
 
   Call before the first JAX computation (the CPU backend reads the affinity when it starts). Returns the counts
   to report: the cores allowed, JAX's CPU pool (= cores allowed) and `torch.get_num_threads()` (None without
@@ -78,8 +91,52 @@ def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc:
   return info
 
 
-def machine_info() -> dict:
-  """CPU model, core count, load average, versions: what a reader needs to judge the numbers."""
+def torch_device(name: str):
+  """`torch.device(name)` for the PyTorch side ('cpu' or 'cuda'), checked: 'cuda' raises where
+  `torch.cuda.is_available()` is False, so that no benchmark silently measures PyTorch on the CPU. On 'cuda' it
+  sets `torch.backends.cudnn.benchmark = True` (cuDNN picks each convolution's algorithm by timing them, as the
+  CIFAR ports do and as XLA:GPU autotunes its own)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  if name not in ("cpu", "cuda"):
+    raise ValueError(f"--torch-device={name!r}; 'cpu' or 'cuda'.")
+  if name == "cuda":
+    if not torch.cuda.is_available():
+      raise RuntimeError(f"--torch-device=cuda, but torch.cuda.is_available() is False (torch {torch.__version__}, "
+                         f"built with CUDA {torch.version.cuda}): no GPU for PyTorch here. Use --torch-device cpu.")
+    torch.backends.cudnn.benchmark = True
+  return torch.device(name)
+
+
+def torch_sync(device) -> None:
+  """Waits for the PyTorch work queued on `device` (`torch.cuda.synchronize()` on a GPU; CPU eager is synchronous)."""
+  if device.type == "cuda":
+    import torch  # pylint: disable=g-import-not-at-top
+    torch.cuda.synchronize(device)
+
+
+def device_info(torch_device_name: str = "cpu") -> dict:
+  """The devices the two sides run on: JAX's default backend (platform, device kind, count) and PyTorch's device
+  (with the GPU's name and torch's CUDA version on 'cuda'). Imports jax (and torch for 'cuda'): call it after the
+  measurements (it starts JAX's backend if nothing has)."""
+  info = {}
+  try:
+    import jax  # pylint: disable=g-import-not-at-top
+    devices = jax.devices()
+    info["jax"] = {"platform": devices[0].platform, "device_kind": devices[0].device_kind, "count": len(devices)}
+  except Exception as error:  # pylint: disable=broad-except  (the header must still print)
+    info["jax"] = {"error": repr(error)}
+  info["torch"] = {"device": torch_device_name}
+  if torch_device_name == "cuda":
+    import torch  # pylint: disable=g-import-not-at-top
+    info["torch"].update(device_name=torch.cuda.get_device_name(), cuda_version=torch.version.cuda,
+                         cudnn_version=torch.backends.cudnn.version(),
+                         cudnn_benchmark=torch.backends.cudnn.benchmark)
+  return info
+
+
+def machine_info(torch_device_name: str = "cpu") -> dict:
+  """CPU model, core count, load average, versions, the devices of both sides (`device_info`): what a reader needs
+  to judge the numbers."""
   cpu = platform.processor() or platform.machine()
   try:
     with open("/proc/cpuinfo") as f:
@@ -96,7 +153,8 @@ def machine_info() -> dict:
     except importlib.metadata.PackageNotFoundError:
       pass
   return {"cpu": cpu, "os_cpu_count": os.cpu_count(), "platform": platform.platform(),
-          "load_average": [round(x, 2) for x in os.getloadavg()], "versions": versions}
+          "load_average": [round(x, 2) for x in os.getloadavg()], "versions": versions,
+          "devices": device_info(torch_device_name)}
 
 
 def alternate(sides: Mapping[str, Callable[[], object]], *, repeats: int, warmup: int) -> dict[str, list[float]]:
@@ -176,13 +234,28 @@ def max_rss_mb() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _devices_line(devices: dict) -> str:
+  """E.g. 'JAX gpu (NVIDIA H100 80GB HBM3) x1; PyTorch cuda (NVIDIA H100 80GB HBM3, CUDA 13.0, cudnn.benchmark)'."""
+  jax_info, torch_info = devices["jax"], devices["torch"]
+  if "error" in jax_info:
+    text = f"JAX: no device ({jax_info['error']})"
+  else:
+    text = f"JAX {jax_info['platform']} ({jax_info['device_kind']}) x{jax_info['count']}"
+  text += f"; PyTorch {torch_info['device']}"
+  if torch_info["device"] == "cuda":
+    text += (f" ({torch_info['device_name']}, CUDA {torch_info['cuda_version']}, cuDNN {torch_info['cudnn_version']}"
+             + (", cudnn.benchmark" if torch_info["cudnn_benchmark"] else "") + ")")
+  return text
+
+
 def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings: dict, results: dict,
            notes: Sequence[str] = (), tables: Sequence[str] = ()) -> None:
   """Prints the header, the tables, the notes and, last, one JSON line with everything."""
-  machine = machine_info()
+  machine = machine_info(getattr(args, "torch_device", "cpu"))
   print(f"== {benchmark} ==")
   print(f"cpu: {machine['cpu']} ({machine['os_cpu_count']} logical cores), load average now "
         f"{machine['load_average']}")
+  print("devices: " + _devices_line(machine["devices"]))
   print(f"threads: JAX/XLA CPU pool {threads['jax_cpu_threads']}, torch.get_num_threads() "
         f"{threads['torch_threads']}; host malloc retained: {threads.get('host_malloc_retained')}")
   print("versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))

@@ -10,9 +10,12 @@ Per (framework, model) worker process, batch 128 (synthetic data), cross entropy
   step ms         the median of the following steps (steady state, for scale);
   RSS after import / peak RSS  MiB, `resource.getrusage(RUSAGE_SELF).ru_maxrss` after the imports and at the end;
   XLA buffers     noisy_jax only: the compiled step's `memory_analysis()` (arguments, outputs, temporaries) and,
-                  where the backend has them, `device.memory_stats()` (the CPU backend returns None).
+                  where the backend has them, `device.memory_stats()` (the CPU backend returns None; on a GPU its
+                  'peak_bytes_in_use' is the column 'device peak MiB').
 The parent runs the workers alternately (JAX, torch, JAX, torch, ...) `--repeats` times and reports medians.
 JAX's persistent compilation cache must be off (it is unless configured): the worker prints its setting.
+JAX runs on its default backend (the GPU on a GPU machine); the PyTorch worker always runs on the CPU (this script
+has no --torch-device), so on a GPU machine its rows are CPU numbers, for scale only.
 
   python -m experiments.benchmarks.compile_and_memory [--repeats 3] [--models preact_resnet32,small_cnn] [--quick]
 """
@@ -155,7 +158,8 @@ def main(argv=None):
 
   results, rows = {}, []
   fields = ("import_s", "init_s", "first_step_s", "lower_s", "compile_s", "step_ms", "rss_after_import_mb",
-            "peak_rss_mb", "xla_argument_mb", "xla_output_mb", "xla_alias_mb", "xla_temp_mb")
+            "peak_rss_mb", "xla_argument_mb", "xla_output_mb", "xla_alias_mb", "xla_temp_mb",
+            "device_peak_bytes_in_use_mb")
   for (framework, model), records in runs.items():
     summary = {}
     for field in fields:
@@ -181,7 +185,7 @@ def main(argv=None):
       tables=[common.format_table(["framework/model", "import s", "init s", "first step s", "lower s", "compile s",
                                    "step ms", "RSS after import MiB", "peak RSS MiB"], rows),
               common.format_table(["XLA buffers of the step", "arguments MiB", "outputs MiB", "aliased (donated) MiB",
-                                   "temporaries MiB"], xla_rows)],
+                                   "temporaries MiB", "device peak MiB"], xla_rows)],
       notes=[f"medians over {args.repeats} fresh process(es) per row; synthetic data.",
              f"JAX device.memory_stats(): {results[f'noisy_jax/{models[0]}']['device_memory_stats']}.",
              "peak RSS includes the framework's own footprint (see 'RSS after import')."])

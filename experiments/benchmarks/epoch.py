@@ -10,14 +10,19 @@ noisy_jax (what `noisy_jax.train.fit` runs per epoch): the images resident on th
 `train.make_epoch_fn` with `normalize` = `normalization.fit(<the split>, 'per_channel')` (fit's default: per-channel
 statistics of the training split, applied on the device to each gathered batch inside the step), on-device
 permutation, gather, normalisation, `noisy_jax.augment` crop + flip, the train step with the table gather and
-history write ('auto' mode = one compiled step per batch on CPU), then the method's jitted table update, then the
-epoch metrics fetched to the host.
+history write (`--jax-mode`: 'auto' = one compiled step per batch on CPU ('steps'), the whole epoch as one
+`lax.scan` program on an accelerator ('scan')), then the method's jitted table update, then the epoch metrics
+fetched to the host.
 PyTorch (how the ports are written): a map-style Dataset returning (image, label, index) with per-example
 torchvision-style transforms (RandomCrop(32, padding=4), RandomHorizontalFlip, ToTensor, Normalize), a
 DataLoader(batch_size=128, shuffle=True, num_workers=W), the index used to read the soft labels and write the
-history (CPU tensors), the relabel at the epoch end.
+history (tensors on the PyTorch side's device), the relabel at the epoch end. `--torch-device cuda`: the network,
+the soft labels, the history and the prior on the GPU; the DataLoader pins its batches (pin_memory=True) and each
+batch's images, labels and indices move with `.to(device, non_blocking=True)`, the table read and written there by
+the GPU-resident indices; each epoch ends with torch.cuda.synchronize().
 
   python -m experiments.benchmarks.epoch [--num-examples 5000] [--method jo|ce] [--workers 0,2] [--repeats 3]
+  python -m experiments.benchmarks.epoch --workers 0,2 --jax-mode scan --torch-device cuda   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -28,19 +33,20 @@ from experiments.benchmarks import common
 
 
 def main(argv=None):
-  parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=1)
+  parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=1, torch_device=True)
   parser.add_argument("--num-examples", type=int, default=5000)
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--method", choices=("jo", "ce"), default="jo")
   parser.add_argument("--workers", default="0", help="comma-separated DataLoader num_workers values, one torch side "
                                                     "each (e.g. 0,2)")
   parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto",
-                      help="make_epoch_fn mode ('auto': 'steps' on CPU)")
+                      help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)")
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.num_examples, args.batch_size = 2, 1, 96, 32
   workers = [int(w) for w in args.workers.split(",")]
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
 
   import types  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
@@ -96,15 +102,16 @@ def main(argv=None):
   # --- PyTorch: the ports' loop.
   torch.manual_seed(0)
   np.random.seed(0)
-  net = torch_side.PreActResNet32(num_classes)
+  net = torch_side.on_device(torch_side.PreActResNet32(num_classes), device)
   assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
   optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
   dataset = torch_side.IndexedImages(images_u8, labels, torch_side.cifar_train_transform(mean, std))
   history_length = method.history_length
-  tt = {"soft_labels": F.one_hot(torch.from_numpy(labels), num_classes).float(),
-        "history": torch.zeros(history_length, n, num_classes), "filled": torch.zeros(history_length, dtype=bool),
-        "epoch": 0}
-  prior = torch.full((num_classes,), 1.0 / num_classes)
+  # The label table where the network is (host tensors on CPU, as the ports; GPU-resident with --torch-device cuda).
+  tt = {"soft_labels": F.one_hot(torch.from_numpy(labels), num_classes).float().to(device),
+        "history": torch.zeros(history_length, n, num_classes, device=device),
+        "filled": torch.zeros(history_length, dtype=bool, device=device), "epoch": 0}
+  prior = torch.full((num_classes,), 1.0 / num_classes, device=device)
 
   # DataLoader workers are forked (Linux default, as in the ports); they run only NumPy/PyTorch transforms and
   # never call into JAX, so JAX's warning about forking a multithreaded process does not apply here.
@@ -112,13 +119,17 @@ def main(argv=None):
 
   def torch_epoch(num_workers):
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                                         worker_init_fn=torch_side.seed_worker if num_workers else None)
+                                         worker_init_fn=torch_side.seed_worker if num_workers else None,
+                                         pin_memory=device.type == "cuda")
 
     def run():
       tt["epoch"] += 1
       net.train()
       total_loss, correct = 0.0, 0
       for inputs, targets, index in loader:
+        inputs = inputs.to(device, non_blocking=True)  # no-ops on CPU
+        targets = targets.to(device, non_blocking=True)
+        index = index.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
         logits = net(inputs)
         if args.method == "jo":
@@ -138,20 +149,23 @@ def main(argv=None):
           correct += (logits.argmax(1) == targets).sum().item()
       if args.method == "jo" and tt["epoch"] >= jax_side.JO_SETTINGS["begin"]:
         tt["soft_labels"] = tt["history"][tt["filled"]].mean(dim=0)
+      common.torch_sync(device)  # the relabel too: the epoch ends when the table is written
       return total_loss / n, correct / n
 
     return run
 
+  torch_name = "torch" if device.type == "cpu" else f"torch {device.type}"
   sides = {f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch}
   for w in workers:
-    sides[f"torch DataLoader workers={w}"] = torch_epoch(w)
+    sides[f"{torch_name} DataLoader workers={w}"] = torch_epoch(w)
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   summary = common.summarize(times, work=n, unit="images/s")
   settings = {"model": "preact_resnet32", "parameters": num_parameters, "num_examples": n,
               "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "method": args.method,
               "augment": "crop padding 4 + horizontal flip", "jax_mode": args.jax_mode, "workers": workers,
               "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]",
-              "jax_input": "uint8 on the device, per-channel normalisation in the step (as fit)"}
+              "jax_input": "uint8 on the device, per-channel normalisation in the step (as fit)",
+              "torch_device": args.torch_device}
   common.report("epoch", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s", scale=1.0, time_unit="s")],
                 notes=["synthetic data (uniform random uint8 images, random labels); timing only.",

@@ -4,14 +4,19 @@ The library's default experiment in miniature: `SmallCNN` (widths 12/24/48, Batc
 head) on the 3,600 mnist5k training images (standardised per channel), batch 128, cross entropy, SGD momentum 0.9
 + weight decay 5e-4, no augmentation, random labels-free: the given (clean) labels.
 
-noisy_jax: `train.make_epoch_fn` ('auto' mode: one compiled step per batch on CPU) with the images resident on the
-device, then the epoch metrics fetched to the host (what `fit` does before evaluating).
+noisy_jax: `train.make_epoch_fn` (`--jax-mode`: 'auto' = one compiled step per batch on CPU ('steps'), the whole
+epoch as one `lax.scan` program on an accelerator ('scan')) with the images resident on the device, then the epoch
+metrics fetched to the host (what `fit` does before evaluating).
 PyTorch, two loops over the same NCHW tensors:
   * 'DataLoader': `DataLoader(TensorDataset(x, y, index), batch_size=128, shuffle=True)`, the ports' habit;
   * 'slices': `torch.randperm` and tensor indexing, the fastest plain eager loop.
 Both sum the loss and count correct predictions per batch (`.item()`), as the ports' logging does.
+`--torch-device cuda`: the network on the GPU; the DataLoader keeps the tensors on the host and moves each batch
+with `.to(device, non_blocking=True)` from pinned memory (pin_memory=True), the slices loop holds the tensors on
+the GPU (randperm and indexing there); each epoch ends with torch.cuda.synchronize().
 
-  python -m experiments.benchmarks.small_cnn_epoch [--repeats 10] [--quick]
+  python -m experiments.benchmarks.small_cnn_epoch [--repeats 10] [--jax-mode auto|scan|steps] [--quick]
+  python -m experiments.benchmarks.small_cnn_epoch --jax-mode scan --torch-device cuda   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from experiments.benchmarks import common
 
 
 def main(argv=None):
-  parser = common.base_parser(__doc__.splitlines()[0], repeats=10)
+  parser = common.base_parser(__doc__.splitlines()[0], repeats=10, torch_device=True)
   parser.add_argument("--batch-size", type=int, default=128)
-  parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto")
+  parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto",
+                      help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)")
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup = 3, 1
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
 
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
@@ -70,23 +77,28 @@ def main(argv=None):
 
   # --- PyTorch
   torch.manual_seed(0)
-  x = torch.from_numpy(x_train).permute(0, 3, 1, 2).contiguous()
+  x = torch.from_numpy(x_train).permute(0, 3, 1, 2).contiguous()  # host tensors (the DataLoader's dataset)
   y = torch.from_numpy(y_train)
+  x_on, y_on = x.to(device), y.to(device)  # the slices loop's tensors, on the PyTorch side's device
 
   def torch_epoch(loader_kind):
-    net = torch_side.SmallCNN(num_classes, in_channels=x.shape[1], image_size=x.shape[2])
+    net = torch_side.on_device(torch_side.SmallCNN(num_classes, in_channels=x.shape[1], image_size=x.shape[2]),
+                               device)
     assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
     optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
     if loader_kind == "dataloader":
       loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y, torch.arange(n)),
-                                           batch_size=batch_size, shuffle=True)
-      batches = lambda: loader
+                                           batch_size=batch_size, shuffle=True, pin_memory=device.type == "cuda")
+
+      def batches():
+        for inputs, targets, index in loader:
+          yield (inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True), index)
     else:
       def batches():
-        perm = torch.randperm(n)
+        perm = torch.randperm(n, device=device)
         for start in range(0, n, batch_size):
           index = perm[start:start + batch_size]
-          yield x[index], y[index], index
+          yield x_on[index], y_on[index], index
 
     def run():
       net.train()
@@ -99,18 +111,20 @@ def main(argv=None):
         optimizer.step()
         total_loss += loss.item() * len(targets)
         correct += (logits.argmax(1) == targets).sum().item()
+      common.torch_sync(device)  # explicit end of the epoch on a GPU (the .item()s already waited for the stream)
       return total_loss / n, correct / n
 
     return run
 
+  torch_name = "torch eager" if device.type == "cpu" else f"torch {device.type} eager"
   sides = {f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch,
-           "torch eager, DataLoader": torch_epoch("dataloader"),
-           "torch eager, tensor slices": torch_epoch("slices")}
+           f"{torch_name}, DataLoader": torch_epoch("dataloader"),
+           f"{torch_name}, tensor slices": torch_epoch("slices")}
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   summary = common.summarize(times, work=n, unit="images/s")
   settings = {"model": "small_cnn (12, 24, 48)", "parameters": num_parameters, "dataset": "mnist5k train (real)",
               "num_examples": n, "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "loss": "CE",
-              "jax_mode": args.jax_mode}
+              "jax_mode": args.jax_mode, "torch_device": args.torch_device}
   common.report("small_cnn_epoch", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s")],
                 notes=["real data: noisy_jax.data.load('mnist5k'), standardised per channel"

@@ -13,7 +13,8 @@ per-example torchvision-style transforms written here in NumPy/PyTorch (this env
 `ToTensor()` (HWC uint8 -> CHW float in [0, 1]) and `Normalize(mean, std)` per channel, in that order.
 
 Joint Optimization: the batch loss Lc + alpha Lp + beta Le against the table's soft labels and the per-index
-history record, as the original code does (its history is a host array written with the batch's indices).
+history record, as the original code does (its history is an array written with the batch's indices: on the host,
+or on the GPU with `--torch-device cuda`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ import torch.nn.functional as F
 def count_parameters(model: nn.Module) -> int:
   """Trainable parameters (BatchNorm running statistics are buffers, not counted)."""
   return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def on_device(model: nn.Module, device, memory_format=None) -> nn.Module:
+  """`model.to(device[, memory_format])`, checked: every parameter and buffer ends on `device`'s type (no silent
+  CPU copy left behind when the benchmark asked for a GPU)."""
+  model = model.to(device) if memory_format is None else model.to(device, memory_format=memory_format)
+  device = torch.device(device)
+  misplaced = [name for name, t in list(model.named_parameters()) + list(model.named_buffers())
+               if t.device.type != device.type]
+  if misplaced:
+    raise RuntimeError(f"{type(model).__name__}: {misplaced[:3]} not on {device} after .to({device}).")
+  return model
 
 
 def _he_init(module: nn.Module) -> None:

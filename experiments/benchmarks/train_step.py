@@ -4,7 +4,8 @@ noisy_jax: `noisy_jax.train.train_step` (cross entropy against the label table's
 weight decay 5e-4, BatchNorm statistics updated) under `jax.shard_map` + `jax.jit` on a one-device mesh with the
 state and the table donated: the step that `make_epoch_fn` dispatches in 'steps' mode, without the batch gather.
 PyTorch: model.train(); zero_grad; forward; F.cross_entropy; backward; optimizer.step() (torch.optim.SGD, same
-hyper-parameters), eager, NCHW (the ports' layout); `--channels-last` adds a channels-last side.
+hyper-parameters), eager, NCHW (the ports' layout); `--channels-last` adds a channels-last side. `--torch-device
+cuda`: the PyTorch models and the batch on the GPU (cudnn.benchmark on), each unit ended by torch.cuda.synchronize().
 
 One unit = `--steps` consecutive steps on one fixed synthetic batch (random normal images [B, 32, 32, 3], random
 labels: no real data is needed to time a step). Throughput = B * steps / unit time.
@@ -14,6 +15,7 @@ are left out for the others). `--xla-options both` times the noisy_jax step twic
 options (`train.compiler_options`, what `fit` uses) and with XLA's defaults, alternated like the other sides.
 
   python -m experiments.benchmarks.train_step [--repeats 10] [--steps 5] [--batch-size 128] [--quick]
+  python -m experiments.benchmarks.train_step --channels-last --torch-device cuda   # on a GPU machine
   python -m experiments.benchmarks.train_step --model resnet18 --xla-options both --repeats 5 --steps 2
 """
 
@@ -23,7 +25,7 @@ from experiments.benchmarks import common
 
 
 def main(argv=None):
-  parser = common.base_parser(__doc__.splitlines()[0], repeats=10)
+  parser = common.base_parser(__doc__.splitlines()[0], repeats=10, torch_device=True)
   parser.add_argument("--steps", type=int, default=5, help="train steps per timed unit")
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--channels-last", action="store_true", help="also time PyTorch with channels_last tensors")
@@ -35,6 +37,7 @@ def main(argv=None):
   if args.quick:
     args.repeats, args.warmup, args.steps, args.batch_size = 2, 1, 2, 32
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
 
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
@@ -56,16 +59,18 @@ def main(argv=None):
   runner = next(iter(runners.values()))
 
   torch.manual_seed(0)
+  torch_name = "torch eager" if device.type == "cpu" else f"torch {device.type} eager"
   torch_models = {}
   if args.model == "preact_resnet32":
-    torch_models["torch eager (NCHW)"] = torch_side.PreActResNet32(10)
+    torch_models[f"{torch_name} (NCHW)"] = torch_side.on_device(torch_side.PreActResNet32(10), device)
   if args.channels_last and torch_models:
-    torch_models["torch eager (channels_last)"] = torch_side.PreActResNet32(10).to(memory_format=torch.channels_last)
+    torch_models[f"{torch_name} (channels_last)"] = torch_side.on_device(
+        torch_side.PreActResNet32(10), device, memory_format=torch.channels_last)
   for model in torch_models.values():
     assert torch_side.count_parameters(model) == runner.num_parameters, (
         torch_side.count_parameters(model), runner.num_parameters)
-  x_nchw = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous()
-  y = torch.from_numpy(labels)
+  x_nchw = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous().to(device)
+  y = torch.from_numpy(labels).to(device)
 
   def torch_unit(model, x):
     optimizer = torch_side.sgd(model, lr=0.1, momentum=0.9, weight_decay=5e-4)
@@ -77,7 +82,9 @@ def main(argv=None):
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
-      return loss.item()
+      value = loss.item()
+      common.torch_sync(device)  # explicit end of the unit on a GPU (the .item() already waited for the stream)
+      return value
 
     return unit
 
@@ -92,7 +99,7 @@ def main(argv=None):
   settings = {"model": args.model, "xla_options": args.xla_options, "parameters": runner.num_parameters,
               "batch_size": args.batch_size, "steps_per_unit": args.steps,
               "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
-              "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4"}
+              "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4", "torch_device": args.torch_device}
   common.report("train_step", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s")],
                 notes=["synthetic data (random normal images, random labels); timing only.",
