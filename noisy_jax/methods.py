@@ -77,6 +77,12 @@ class Method:
   prune_params: str = "current"
   stage2: bool = False
 
+  @property
+  def relabels_from_history(self) -> bool:
+    """Whether the table update relabels from the recorded history (Joint Optimization). A history recorded for
+    another method (label issues: `noisy_jax.label_issues.history_length`) is only read, never trained on."""
+    return bool(self.history_length) and self.table_update is not None and not self.needs_train_probs
+
 
 def loss_method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> Method:
   """Any per-example loss of `noisy_jax.losses`, averaged over the batch with the table's weights.

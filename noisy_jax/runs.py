@@ -8,6 +8,7 @@ of a comparison are noisy_jax.comparison. Moved out of train.py, which still ans
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -23,6 +24,7 @@ import numpy as np
 from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import distributed
 from noisy_jax import inputs as inputs_lib
+from noisy_jax import label_issues
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import reporting
@@ -85,6 +87,12 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
   method = methods_lib.make(config.method, num_classes=dataset.num_classes)
+  # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (noisy_jax.label_issues).
+  issue_score, issue_rule = label_issues.settings(config)
+  extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
+                                              num_classes=dataset.num_classes) if workdir else 0
+  if extra_history:
+    method = dataclasses.replace(method, history_length=extra_history)
   if table_sharding.configured(config, num_examples=len(noisy), num_classes=dataset.num_classes,
                                 history_length=method.history_length, num_devices=mesh.devices.size):
     # Built already split over the devices: no device or host ever holds the whole table.
@@ -165,6 +173,12 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   summary["seconds"] = time.perf_counter() - start
   summary["history"] = history
   if writes:
+    issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
+    if issues is not None:
+      label_issues.write_csv(os.path.join(workdir, label_issues.CSV_FILE), issues,
+                             sources=getattr(dataset, "train_sources", None),
+                             class_names=getattr(dataset, "class_names", None))
+      summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
     if config.get("plots", False):

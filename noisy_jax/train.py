@@ -616,7 +616,7 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray | None, m
   replicated or sharded over the devices of one process or several (no copy of the table to the host or onto one
   device). A sharded table's padding rows are left out of every count (`counted`).
   """
-  relabels = bool(method.history_length)
+  relabels = method.relabels_from_history
   if not relabels and not method.needs_train_probs:
     return {}
   rows = table.num_examples

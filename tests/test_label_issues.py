@@ -1,0 +1,140 @@
+"""noisy_jax.label_issues: the scores and flag rules against hand computations and NumPy loops, bad input, and
+WORKDIR/label_issues.csv of real runs against the planted errors (the injected noise) and the method's own state."""
+
+import csv
+
+import ml_collections
+import numpy as np
+import pytest
+
+import resume_worker
+from experiments.configs import ce
+from noisy_jax import data
+from noisy_jax import label_issues
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods as methods_lib
+from noisy_jax import runs
+
+PROBS = np.array([[0.7, 0.2, 0.1],
+                  [0.1, 0.6, 0.3],
+                  [0.5, 0.5, 0.0],
+                  [0.2, 0.3, 0.5]])
+GIVEN = np.array([0, 2, 1, 0])
+
+
+def test_scores_are_the_formulas():
+  np.testing.assert_allclose(label_issues.label_quality(PROBS, GIVEN), [0.7, 0.3, 0.5, 0.2])
+  # (1 + p_y - max_{k != y} p_k) / 2
+  np.testing.assert_allclose(label_issues.label_quality(PROBS, GIVEN, score="normalized_margin"),
+                             [(1 + 0.7 - 0.2) / 2, (1 + 0.3 - 0.6) / 2, (1 + 0.5 - 0.5) / 2, (1 + 0.2 - 0.5) / 2])
+  np.testing.assert_array_equal(label_issues.rank(PROBS, GIVEN), [3, 1, 2, 0])
+  ties = np.full((4, 2), 0.5)
+  np.testing.assert_array_equal(label_issues.rank(ties, np.array([1, 0, 1, 0])), [0, 1, 2, 3])  # stable
+
+
+def test_flag_rules_against_loops():
+  # argmax: another class strictly more probable (row 2 ties its given label 1 with class 0: not flagged)
+  np.testing.assert_array_equal(label_issues.flag(PROBS, GIVEN), [False, True, False, True])
+  rng = np.random.default_rng(0)
+  probs = rng.dirichlet(np.ones(4) * 0.5, size=200)
+  given = rng.integers(0, 4, 200)
+  thresholds = [np.mean([probs[i, k] for i in range(200) if given[i] == k]) for k in range(4)]
+  expected = []
+  for i in range(200):
+    above = [k for k in range(4) if probs[i, k] >= thresholds[k]]
+    best = max(above, key=lambda k: probs[i, k]) if above else None
+    expected.append(best is not None and best != given[i])
+  np.testing.assert_array_equal(label_issues.flag(probs, given, rule="confident"), expected)
+
+
+def test_find_sorts_most_suspect_first():
+  found = label_issues.find(PROBS, GIVEN)
+  assert found.dtype == label_issues.RECORD_DTYPE
+  np.testing.assert_array_equal(found["index"], [3, 1, 2, 0])
+  np.testing.assert_array_equal(found["suggested_label"], [2, 1, 1, 0])  # the tie keeps the given label
+  np.testing.assert_array_equal(found["is_issue"], [True, True, False, False])
+  assert np.all(np.diff(found["label_quality"]) >= 0)
+
+
+@pytest.mark.parametrize("probs, given, match", [
+    (PROBS, np.array([0, 3, 1, 0]), "label 3 is outside"),
+    (PROBS, GIVEN[:3], "must be"),
+    (PROBS, GIVEN.astype(float), "integers"),
+    (-PROBS, GIVEN, "non-negative"),
+])
+def test_bad_input_is_named(probs, given, match):
+  with pytest.raises(ValueError, match=match):
+    label_issues.find(probs, given)
+
+
+def test_bad_settings_fail_before_training():
+  config = ce.get_config()
+  config.label_issues.score = "loss"
+  with pytest.raises(ValueError, match="'normalized_margin', 'self_confidence'"):
+    label_issues.settings(config)
+  config.label_issues.score, config.label_issues.history_length = "self_confidence", -2
+  with pytest.raises(ValueError, match="history_length=-2"):
+    label_issues.history_length(config, methods_lib.loss_method("cross_entropy"), num_examples=10, num_classes=2)
+
+
+def test_auto_history_fits_the_budget():
+  config, plain = ce.get_config(), methods_lib.loss_method("cross_entropy")
+  assert label_issues.history_length(config, plain, num_examples=50_000, num_classes=100) == 10  # 191 MiB
+  assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 0  # 534 MiB
+  config.label_issues.history_length = 3
+  assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 3
+  jo = methods_lib.joint_optimization_method(alpha=1.0, beta=0.5, prior=methods_lib.uniform_prior(3), begin=1)
+  assert label_issues.history_length(config, jo, num_examples=10, num_classes=3) == 0  # keeps its own
+
+
+def test_write_csv_with_names_and_sources(tmp_path):
+  table = label_table_lib.create(np.array([0, 1, 1]), 2, history_length=2)
+  table = label_table_lib.record(table, np.arange(3), np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]), slot=0)
+  issues = label_issues.from_run(methods_lib.loss_method("cross_entropy"), table)
+  path = label_issues.write_csv(str(tmp_path / "issues.csv"), issues, sources=["a.png", "b.png", "c.png"],
+                                class_names=["cat", "dog"])
+  rows = list(csv.DictReader(open(path)))
+  assert tuple(rows[0]) == label_issues.CSV_COLUMNS
+  assert [r["source"] for r in rows] == ["b.png", "c.png", "a.png"]  # p(given): 0.2, 0.7, 0.9
+  assert rows[0]["given_label"] == "dog" and rows[0]["suggested_label"] == "cat" and rows[0]["is_issue"] == "True"
+  assert [p.name for p in tmp_path.iterdir()] == ["issues.csv"]  # no temporary file left
+  with pytest.raises(ValueError, match="2 sources for 3 examples"):
+    label_issues.write_csv(str(tmp_path / "x.csv"), issues, sources=["a", "b"])
+  assert label_issues.from_run(methods_lib.loss_method("cross_entropy"),
+                               label_table_lib.create(np.array([0, 1]), 2)) is None  # nothing recorded
+
+
+def _digits(name: str):
+  if name == "cross_entropy":
+    config = ce.get_config()
+    config.dataset, config.num_epochs = "digits", 12
+    config.model = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (32,)}})
+  else:
+    config = resume_worker.tiny_config(name, checkpoint_every=0)
+  config.noise.rate = 0.3
+  return config
+
+
+@pytest.mark.parametrize("name", ["cross_entropy", "joint_optimization", "truncated_lq"])
+def test_run_writes_label_issues_csv(name, tmp_path):
+  summary = runs.run_single(_digits(name), str(tmp_path))
+  rows = list(csv.DictReader(open(tmp_path / label_issues.CSV_FILE)))
+  clean = data.load("digits").y_train
+  assert sorted(int(r["index"]) for r in rows) == list(range(len(clean)))
+  quality = np.array([float(r["label_quality"]) for r in rows])
+  assert np.all(np.diff(quality) >= 0) and quality.min() >= 0 and quality.max() <= 1
+  index = np.array([int(r["index"]) for r in rows])
+  planted = np.array([int(r["given_label"]) for r in rows]) != clean[index]
+  flagged = np.array([r["is_issue"] == "True" for r in rows])
+  assert summary["label_issues"] == {"file": label_issues.CSV_FILE, "flagged": int(flagged.sum())}
+  top = planted[:planted.sum()].mean()  # precision of the top-k rows, k = the number of planted errors
+  if name == "cross_entropy":  # 12 epochs of predictions: 0.95 measured; chance is 0.3
+    assert top >= 0.85, top
+    assert "over 10 recorded epochs" in rows[0]["method_evidence"]
+  elif name == "joint_optimization":  # flagged = relabelled by the table (the run's own detection metrics)
+    assert flagged.mean() == pytest.approx(summary["stage1"]["relabelled_fraction"])
+    assert planted[flagged].mean() == pytest.approx(summary["stage1"]["detection_precision"], abs=1e-6)
+    assert top >= 0.85, top
+  else:  # flagged = pruned
+    assert flagged.mean() == pytest.approx(summary["stage1"]["pruned_fraction"])
+    assert all(r["method_evidence"].startswith("pruned") == (r["is_issue"] == "True") for r in rows)
