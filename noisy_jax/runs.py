@@ -23,6 +23,7 @@ import numpy as np
 
 from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import distributed
+from noisy_jax import export as export_lib
 from noisy_jax import inputs as inputs_lib
 from noisy_jax import label_issues
 from noisy_jax import label_table as label_table_lib
@@ -75,6 +76,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
   `workdir/checkpoints/STAGE` (noisy_jax.checkpoint): a run started again in the same workdir resumes from the
   newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
+  The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
+  `workdir/model/final` and `workdir/model/best_val` (noisy_jax.export; read back with export.load_model).
 
   keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
   (variables of the stage-1 network), "label_table" (the stage-1 LabelTable) and, for two-stage methods, "stage2".
@@ -136,10 +139,10 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       scalar_writer.step += len(records)
 
   try:
-    stage1_state, table, history, _ = fit(model=model, method=method, table=table, dataset=dataset,
-                                          clean_train_labels=clean, config=config, key=stage1_key,
-                                          mesh=mesh, stage="stage1", log_fn=log,
-                                          checkpoint_dir=checkpoint_dirs["stage1"], on_resume=on_resume)
+    stage1_state, table, history, stage1_best = fit(
+        model=model, method=method, table=table, dataset=dataset, clean_train_labels=clean, config=config,
+        key=stage1_key, mesh=mesh, stage="stage1", log_fn=log, checkpoint_dir=checkpoint_dirs["stage1"],
+        on_resume=on_resume)
     summary = {"method": method.name, "model": type(model).__name__, "seed": int(config.seed),
                "stage1": summary_of(history)}
     summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
@@ -151,7 +154,7 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       stage2_config.update(config.stage2)
       stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
           soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
-      stage2_state, _, final_history, _ = fit(
+      stage2_state, _, final_history, stage2_best = fit(
           model=model, method=methods_lib.loss_method("cross_entropy"), table=stage2_table, dataset=dataset,
           clean_train_labels=clean, config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2",
           log_fn=log, checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
@@ -163,6 +166,18 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       jsonl.close()
     if scalar_writer is not None:
       scalar_writer.close()
+  # --- Model export (noisy_jax.export): the network the run delivers, WORKDIR/model/{final,best_val} ----------
+  # Stage 2's for two-stage methods (Joint Optimization), stage 1's otherwise; normalised as that stage trained.
+  if writes:
+    delivered = "stage2" if method.stage2 else "stage1"
+    export_config = stage2_config if method.stage2 else config
+    normalize = inputs_lib.normalizer(export_config, dataset)
+    for which, variables in (("final", arrays[delivered]), ("best_val", stage2_best if method.stage2 else stage1_best)):
+      export_lib.save_run(export_lib.model_dir(workdir, which), variables=variables, config=export_config,
+                          dataset=dataset, normalization=normalize,
+                          meta={"method": method.name, "stage": delivered, "seed": int(config.seed), "which": which,
+                                "config": checkpoint_lib.config_json(export_config)})
+  # --- end of model export -------------------------------------------------------------------------------------
   summary.update(summary_of(final_history))
   summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
                       "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
