@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import os
 import tempfile
-import zipfile
 
 from absl import app
 from absl import flags
@@ -31,6 +30,7 @@ from absl import logging
 import numpy as np
 
 from noisy_jax import export
+from noisy_jax.data import disk
 from noisy_jax.data import image_files
 from noisy_jax.data import images
 
@@ -71,13 +71,7 @@ def read_folder(folder: str, loaded: export.LoadedModel):
 
 def read_npz(path: str):
   """(['npz:KEY[i]', ...], the array KEY) of an .npz: KEY the first of NPZ_KEYS that it holds."""
-  try:
-    archive = np.load(path, allow_pickle=False)
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-    raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
-  if not hasattr(archive, "files"):
-    raise ValueError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
-  with archive:
+  with disk.open_npz(path) as archive:
     key = next((k for k in NPZ_KEYS if k in archive.files), None)
     if key is None:
       raise ValueError(f"npz file {path!r} has the arrays {sorted(archive.files)}; it needs one named "

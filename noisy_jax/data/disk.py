@@ -268,6 +268,17 @@ def from_listing(name: str, listing: Listing, base: str, *, image_size: int | No
                   validation_size=validation_size, seed=seed, where=where)
 
 
+def open_npz(path: str):
+  """np.load of a .npz archive of named arrays (no pickles); ValueError naming `path` for anything else."""
+  try:
+    archive = np.load(path, allow_pickle=False)
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
+  if not hasattr(archive, "files"):
+    raise ValueError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
+  return archive
+
+
 def npz(path: str, *, validation_size: int | float | None = None, seed: int = SPLIT_SEED,
         num_classes: int | None = None) -> arrays.Dataset:
   """Loads a .npz of x_train, y_train, x_test, y_test [, x_val, y_val, class_names] (`arrays.from_arrays`).
@@ -282,13 +293,7 @@ def npz(path: str, *, validation_size: int | float | None = None, seed: int = SP
   """
   if not os.path.isfile(path):
     raise FileNotFoundError(f"npz file {path!r} does not exist.")
-  try:
-    archive = np.load(path, allow_pickle=False)
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-    raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
-  if not hasattr(archive, "files"):
-    raise ValueError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
-  with archive:
+  with open_npz(path) as archive:
     try:
       loaded = {key: archive[key] for key in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
