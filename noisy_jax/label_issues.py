@@ -22,7 +22,8 @@ labels, so a memorised wrong label looks right; the earlier epochs of the histor
     example] (Tanaka et al. 2018).
   truncated Lq: is_issue = [pruned: weight 0] (Zhang & Sabuncu 2018); q and the suggestion from the recorded
     history when the run keeps one (`config.label_issues.history_length`), else q = the weight (0 or 1).
-  any other method: the recorded history, when the run keeps one, with the flag rule of the config.
+  any other method: the recorded history (by default every epoch that fits, `history_length`), with the flag
+    rule of the config.
 Output: `find` returns a NumPy structured array (`RECORD_DTYPE`), one row per example, most suspect first;
 `write_csv` writes it with class names and sources (file paths) where the dataset has them.
 """
@@ -43,10 +44,12 @@ SCORES = ("self_confidence", "normalized_margin")
 FLAG_RULES = ("argmax", "confident")
 CSV_FILE = "label_issues.csv"
 CSV_COLUMNS = ("index", "source", "given_label", "suggested_label", "label_quality", "is_issue", "method_evidence")
-# History recorded for methods that keep none (config.label_issues.history_length = -1, 'auto'): this many epochs,
-# unless the history would take more than AUTO_HISTORY_BUDGET_BYTES (N x C x H x 4 bytes on every device holding the
-# table): CIFAR-100 (50,000 x 100) 191 MiB with H = 10; Clothing1M (1M x 14) would take 534 MiB and records none.
-AUTO_HISTORY_LENGTH = 10
+# History recorded for methods that keep none (config.label_issues.history_length = -1, 'auto'): every epoch of the
+# stage, or as many as fit in AUTO_HISTORY_BUDGET_BYTES (N x C x H x 4 bytes on every device holding the table):
+# mnist5k (3,600 x 10) all of them; CIFAR-100 (50,000 x 100) 13 epochs; Clothing1M (1M x 14) 4. Every epoch counts:
+# on mnist5k the mean over all 20 epochs of a cross-entropy run found the flipped labels better than the mean of the
+# last 10 in every noise setting (F1 0.951 vs 0.906 at 20% symmetric noise;
+# `python -m experiments.benchmarks.label_issues_vs_cleanlab`).
 AUTO_HISTORY_BUDGET_BYTES = 256 * 2 ** 20
 
 RECORD_DTYPE = np.dtype([("index", np.int64), ("given_label", np.int32), ("suggested_label", np.int32),
@@ -142,8 +145,8 @@ def settings(config) -> tuple[str, str]:
 def history_length(config, method, *, num_examples: int, num_classes: int) -> int:
   """Epochs of predictions to record for label issues, for a method that records none itself.
 
-  config.label_issues.history_length: -1 ('auto', the default): AUTO_HISTORY_LENGTH unless N x C x H x 4 bytes
-  exceed AUTO_HISTORY_BUDGET_BYTES (then 0); 0: none; H > 0: H. Methods with a history of their own (Joint
+  config.label_issues.history_length: -1 ('auto', the default): H = min(config.num_epochs, the most epochs whose
+  N x C x H x 4 bytes fit AUTO_HISTORY_BUDGET_BYTES); 0: none; H > 0: H. Methods with a history of their own (Joint
   Optimization) keep theirs: 0 is returned.
   """
   if method.history_length:
@@ -152,8 +155,7 @@ def history_length(config, method, *, num_examples: int, num_classes: int) -> in
   if wanted < -1:
     raise ValueError(f"config.label_issues.history_length={wanted}; allowed: -1 (auto), 0 (none) or H > 0.")
   if wanted == -1:
-    fits = num_examples * num_classes * AUTO_HISTORY_LENGTH * 4 <= AUTO_HISTORY_BUDGET_BYTES
-    return AUTO_HISTORY_LENGTH if fits else 0
+    return min(int(config.num_epochs), AUTO_HISTORY_BUDGET_BYTES // max(1, num_examples * num_classes * 4))
   return wanted
 
 

@@ -52,7 +52,7 @@ def get_shared() -> ml_collections.ConfigDict:
   config.gpu_deterministic = True
   # WORKDIR/label_issues.csv (noisy_jax.label_issues): which given labels look wrong, most suspect first. Methods
   # that record no predictions (all but Joint Optimization) record the last history_length epochs' softmax for it
-  # (-1: 10 epochs when N x C x 10 x 4 bytes <= 256 MiB, else none; 0: none). score: 'self_confidence' or
+  # (-1: every epoch, or as many as fit in 256 MiB, N x C x 4 bytes an epoch; 0: none). score: 'self_confidence' or
   # 'normalized_margin'; rule (the flagged set of methods without a verdict of their own): 'argmax' or 'confident'.
   config.label_issues = ml_collections.ConfigDict({"history_length": -1, "score": "self_confidence",
                                                    "rule": "argmax"})
