@@ -14,6 +14,9 @@ Flagged set (`FLAG_RULES`):
                   over the examples given label k; example i is confidently in class k* = the most probable among
                   the classes with P[i, k] >= t_k, and is_issue_i = [k* exists and k* != y_i].
 `rank` orders the examples by q ascending (ties by index: a stable sort), most suspect first.
+The scores and rules are cleanlab's (2.9): `cleanlab.rank.get_label_quality_scores` gives the same q, and
+`cleanlab.filter.find_label_issues` with filter_by='predicted_neq_given' / 'confident_learning' flags the same
+examples as 'argmax' / 'confident' (tests/test_label_issues.py). What differs is which P they are fed.
 
 Which probabilities a training run uses (`from_run`; every one is in-sample: the network was trained on these very
 labels, so a memorised wrong label looks right; the earlier epochs of the history count as much as the last):

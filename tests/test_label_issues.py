@@ -47,6 +47,23 @@ def test_flag_rules_against_loops():
   np.testing.assert_array_equal(label_issues.flag(probs, given, rule="confident"), expected)
 
 
+def test_scores_and_rules_equal_cleanlabs():
+  """cleanlab (2.9) computes the same quality scores, and its 'predicted_neq_given' and 'confident_learning' filters
+  flag the same examples as our 'argmax' and 'confident' rules."""
+  import cleanlab.filter  # pylint: disable=g-import-not-at-top  (the test extra installs it)
+  import cleanlab.rank  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  for c, concentration in ((3, 1.0), (5, 0.5), (10, 0.2)):
+    probs = rng.dirichlet(np.ones(c) * concentration, size=400)
+    given = rng.integers(0, c, 400)
+    for score in label_issues.SCORES:
+      np.testing.assert_allclose(label_issues.label_quality(probs, given, score=score),
+                                 cleanlab.rank.get_label_quality_scores(given, probs, method=score), atol=1e-12)
+    for rule, filter_by in (("argmax", "predicted_neq_given"), ("confident", "confident_learning")):
+      theirs = cleanlab.filter.find_label_issues(given, probs, filter_by=filter_by, n_jobs=1)
+      np.testing.assert_array_equal(label_issues.flag(probs, given, rule=rule), theirs, err_msg=rule)
+
+
 def test_find_sorts_most_suspect_first():
   found = label_issues.find(PROBS, GIVEN)
   assert found.dtype == label_issues.RECORD_DTYPE
