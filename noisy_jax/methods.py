@@ -14,6 +14,12 @@ A method is built from `config.method` (an ml_collections ConfigDict) by `make(m
                                epoch `begin` on, relabels (soft or hard) from the mean of the last H epochs.
                                Stage 2 (a fresh network, CE on the stage-1 labels) is run by the trainer.
   name = 'encouraging'         Zhao et al. (AAAI 2022) encouraging loss with `log_end`, optional label smoothing.
+  name = 'loss_correction'     Patrini et al. (CVPR 2017) forward or backward corrected cross entropy
+                               (`correction`) with a transition matrix T (noisy_jax.loss_correction): `transition`
+                               'known' (the run's synthetic noise model), 'estimated' (anchor points of a cross-entropy
+                               network trained first on the same labels for the same epochs, `percentile`, default
+                               97; `shared_filter` reproduces the original code's estimate) or an explicit [C, C]
+                               matrix. `make` takes the resolved T (`transition=`); noisy_jax.runs resolves it.
 
 The batch objective has the signature
   objective(logits [B, C], soft_labels [B, C], weights [B], valid [B], axis_name) -> scalar
@@ -28,12 +34,15 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax import _checks
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import loss_correction
 from noisy_jax import losses
+from noisy_jax import noise as noise_lib
 
-METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging")
+METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction")
 JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
 
@@ -177,6 +186,24 @@ def encouraging_method(*, log_end: float = 0.75, label_smoothing: float = 0.0) -
   return Method(name="encouraging", objective=objective)
 
 
+def loss_correction_method(*, correction: str, transition) -> Method:
+  """Forward or backward corrected cross entropy with the [C, C] transition matrix `transition`."""
+  _checks.check_choice("loss correction", correction, loss_correction.CORRECTIONS)
+  if correction == "forward":
+    matrix = jnp.asarray(noise_lib.check_transition(transition), jnp.float32)
+    per_example = lambda logits, labels: loss_correction.forward_corrected_cross_entropy(
+        logits, labels, transition=matrix)
+  else:
+    inverse = jnp.asarray(loss_correction.inverse(transition), jnp.float32)
+    per_example = lambda logits, labels: loss_correction.backward_corrected_cross_entropy(
+        logits, labels, inverse_transition=inverse)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    return weighted_batch_mean(per_example(logits, soft_labels), weights, valid, axis_name)
+
+  return Method(name=f"{correction}_correction", objective=objective)
+
+
 def uniform_prior(num_classes: int) -> jax.Array:
   return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
 
@@ -187,11 +214,15 @@ _METHOD_FIELDS = {
     "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "relabel_k",
                            "stage2"},
     "encouraging": {"name", "log_end", "label_smoothing"},
+    "loss_correction": {"name", "correction", "transition", "percentile", "shared_filter"},
 }
 
 
-def make(method_config, *, num_classes: int) -> Method:
-  """Builds a Method from `config.method` (see the module docstring for the fields of each name)."""
+def make(method_config, *, num_classes: int, transition=None) -> Method:
+  """Builds a Method from `config.method` (see the module docstring for the fields of each name).
+
+  transition: for 'loss_correction', the resolved [C, C] matrix (`runs.correction_transition`).
+  """
   name = method_config.name
   _checks.check_choice("method name", name, METHOD_NAMES)
   unknown = sorted(set(method_config.keys()) - _METHOD_FIELDS[name])
@@ -211,5 +242,13 @@ def make(method_config, *, num_classes: int) -> Method:
                                      begin=method_config.begin, history_length=method_config.history_length,
                                      relabel=method_config.relabel, relabel_k=method_config.get("relabel_k", 0),
                                      stage2=method_config.get("stage2", True))
+  if name == "loss_correction":
+    if transition is None:
+      raise ValueError("method 'loss_correction' needs its transition matrix: make(..., transition=T); "
+                       "noisy_jax.runs resolves config.method.transition ('known', 'estimated' or a matrix).")
+    if np.shape(transition) != (num_classes, num_classes):
+      raise ValueError(f"the transition matrix has shape {np.shape(transition)}; [C, C] = [{num_classes}, "
+                       f"{num_classes}] expected.")
+    return loss_correction_method(correction=method_config.correction, transition=transition)
   return encouraging_method(log_end=method_config.log_end,
                             label_smoothing=method_config.get("label_smoothing", 0.0))

@@ -27,11 +27,13 @@ from noisy_jax import export as export_lib
 from noisy_jax import inputs as inputs_lib
 from noisy_jax import label_issues
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import loss_correction
 from noisy_jax import methods as methods_lib
+from noisy_jax import noise as noise_lib
 from noisy_jax import reporting
 from noisy_jax import table_sharding
 from noisy_jax.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
-from noisy_jax.train import AXIS, fit, make_mesh, _variables  # pylint: disable=g-importing-member
+from noisy_jax.train import AXIS, fit, make_evaluate, make_mesh, make_predict_fn, _variables  # pylint: disable=g-importing-member
 
 
 def build_model(model_config, num_classes: int, input_shape=None):
@@ -89,7 +91,12 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
-  method = methods_lib.make(config.method, num_classes=dataset.num_classes)
+  model = build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  transition, transition_summary = None, None
+  if config.method.name == "loss_correction":
+    transition, transition_summary = correction_transition(config, dataset, noisy, clean, model=model, mesh=mesh,
+                                                           key=stage2_key)
+  method = methods_lib.make(config.method, num_classes=dataset.num_classes, transition=transition)
   # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (noisy_jax.label_issues).
   issue_score, issue_rule = label_issues.settings(config)
   extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
@@ -103,7 +110,6 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                   axis=AXIS)
   else:
     table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
-  model = build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
@@ -179,6 +185,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                 "config": checkpoint_lib.config_json(export_config)})
   # --- end of model export -------------------------------------------------------------------------------------
   summary.update(summary_of(final_history))
+  if transition_summary is not None:
+    summary["transition"] = transition_summary
   summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
                       "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
   if clean is None:  # labels taken as given: no known flip rate
@@ -202,6 +210,43 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
+
+
+def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) -> tuple[np.ndarray, dict]:
+  """The transition matrix T [C, C] of a 'loss_correction' run and what to record of it.
+
+  config.method.transition: 'known': the run's synthetic noise model (noise.make_transition of config.noise);
+  'estimated': a network trained with cross entropy on the same noisy labels, config and epochs (key `key`; not
+  checkpointed: a resumed run trains it again, the same way), then the anchor-point estimate
+  (loss_correction.estimate_transition, `percentile`, `shared_filter`) from its eval-mode softmax of the training
+  split, as the paper's code does; or an explicit [C, C] matrix.
+  """
+  source = config.method.get("transition", "known")
+  num_classes = dataset.num_classes
+  if isinstance(source, str) and source == "known":
+    if config.noise.type not in noise_lib.NOISE_TYPES:
+      raise ValueError(f"method.transition='known' needs a synthetic noise model with a transition matrix "
+                       f"({', '.join(noise_lib.NOISE_TYPES)}); noise type {config.noise.type!r} has none: "
+                       "use method.transition='estimated'.")
+    matrix = noise_lib.make_transition(config.noise.type, num_classes, float(config.noise.rate),
+                                       dataset=config.noise.get("dataset") or None)
+    return matrix, {"source": "known", "matrix": matrix.tolist()}
+  if isinstance(source, str) and source == "estimated":
+    table = label_table_lib.create(noisy, num_classes)
+    state, _, history, _ = fit(model=model, method=methods_lib.loss_method("cross_entropy"), table=table,
+                               dataset=dataset, clean_train_labels=clean, config=config, key=key, mesh=mesh,
+                               stage="estimate")
+    predict = make_evaluate(make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset)))
+    probs = np.asarray(predict(_variables(state), dataset.x_train), np.float64)
+    percentile = config.method.get("percentile", loss_correction.DEFAULT_PERCENTILE)
+    matrix = loss_correction.estimate_transition(probs, percentile=percentile,
+                                                 shared_filter=bool(config.method.get("shared_filter", False)))
+    return matrix, {"source": "estimated", "matrix": matrix.tolist(), "percentile": percentile,
+                    "estimate_run": {"epochs": len(history), **summary_of(history)}}
+  if isinstance(source, str):
+    raise ValueError(f"method.transition={source!r}; allowed: 'known', 'estimated' or a [C, C] matrix.")
+  matrix = noise_lib.check_transition(np.asarray(source, np.float64))
+  return matrix, {"source": "given", "matrix": matrix.tolist()}
 
 
 def total_epochs(config) -> int:
