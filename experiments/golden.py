@@ -30,6 +30,7 @@ import os
 import sys
 import warnings
 
+import ml_collections
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -200,7 +201,8 @@ def loss_cases(settings: dict[str, tuple] | None = None) -> dict[str, dict]:
 
 
 def run_configs() -> dict:
-  """name -> config of a 3-epoch run on digits at 40% symmetric noise: every method, JO with stage 2, one CNN."""
+  """name -> config of a 3-epoch run on digits at 40% symmetric noise: every method (loss correction with the known
+  and the estimated matrix), JO with stage 2, one CNN."""
   from experiments.configs import ce, encouraging, gce, joint_optimization, truncated_lq  # pylint: disable=g-import-not-at-top
   modules = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
              "encouraging": encouraging}
@@ -220,6 +222,12 @@ def run_configs() -> dict:
       config.method.begin, config.method.history_length = 1, 2
       config.stage2.num_epochs = 2
       config.stage2.optimizer.lr_boundaries = (1,)
+    configs[name] = config
+  for name, correction, transition in (("forward_correction", "forward", "known"),
+                                       ("backward_correction_estimated", "backward", "estimated")):
+    config = configs["ce"].copy_and_resolve_references()
+    config.method = ml_collections.ConfigDict({"name": "loss_correction", "correction": correction,
+                                               "transition": transition})
     configs[name] = config
   cnn = ce.get_config()
   cnn.dataset = "digits"

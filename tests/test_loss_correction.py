@@ -160,7 +160,8 @@ def test_method_needs_a_valid_transition():
 
 
 def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_entropy():
-  """digits, 30% pair flips, 8 epochs of an MLP (2026-11-24, this CPU: 95.8% with the known T, 93.0% estimated, 87.2% CE)."""
+  """digits, 30% pair flips, 8 epochs of an MLP (2026-11-24, this CPU: 95.8% with the known T, 93.0% with the
+  estimated one, 87.2% with CE)."""
   from noisy_jax import runs  # pylint: disable=g-import-not-at-top
   ce = runs.run_single(_digits_config({"name": "loss", "loss": "cross_entropy"}))
   known = runs.run_single(_digits_config({"name": "loss_correction", "correction": "forward", "transition": "known"}))
