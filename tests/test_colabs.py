@@ -24,6 +24,8 @@ FIGURES = {
     "label_correction.ipynb": ("label_correction_recovery", "label_correction_gallery",
                                "label_correction_most_confident", "label_correction_least_confident",
                                "label_correction_confidence", "label_correction_confusion"),
+    "find_label_errors.ipynb": ("find_label_errors_gallery", "find_label_errors_precision_at_k",
+                                "find_label_errors_quality"),
 }
 CELL_TIMEOUT_S = 300
 MIN_PNG_BYTES = 5_000
