@@ -250,7 +250,7 @@ def test_small_cnn_rejects_vectors_and_bad_fields():
 
 def test_registry_errors():
   assert set(models.MODELS) == {"mlp", "small_cnn", "preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34",
-                                "apl_cnn", "apl_cnn_mnist", "resnet50"}
+                                "apl_cnn", "apl_cnn_mnist", "resnet50", "coteaching_cnn"}
   assert isinstance(models.get("mlp", num_classes=3), models.MLP)
   with pytest.raises(ValueError, match=r"'resnet9'.*'mlp'.*'small_cnn'"):
     models.get("resnet9", num_classes=10)

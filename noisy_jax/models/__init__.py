@@ -14,6 +14,7 @@ import flax.linen as nn
 
 from noisy_jax import _checks
 from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
+from noisy_jax.models.coteaching_cnn import CoteachingCNN
 from noisy_jax.models.imagenet_resnet import ImageNetResNet, ResNet50
 from noisy_jax.models.mlp import MLP
 from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
@@ -23,7 +24,8 @@ from noisy_jax.models.small_cnn import SmallCNN
 MODELS: dict[str, type[nn.Module]] = {
     "mlp": MLP, "small_cnn": SmallCNN, "preact_resnet32": PreActResNet32, "preact_resnet_jo": PreActResNetJO,
     "resnet18": ResNet18, "resnet34": ResNet34, "apl_cnn": APLCNN, "apl_cnn_mnist": APLCNNMnist,
-    "resnet50": ResNet50}  # ImageNet style (torchvision's resnet50); resnet18 / resnet34 are CIFAR style
+    "resnet50": ResNet50,  # ImageNet style (torchvision's resnet50); resnet18 / resnet34 are CIFAR style
+    "coteaching_cnn": CoteachingCNN}
 
 
 AUTO = "auto"
@@ -72,5 +74,6 @@ def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   return MODELS[name](num_classes=int(num_classes), **kwargs)
 
 
-__all__ = ["AUTO", "APLCNN", "APLCNNMnist", "ImageNetResNet", "MLP", "MODELS", "PreActResNet", "PreActResNet32",
-           "PreActResNetJO", "ResNet", "ResNet18", "ResNet34", "ResNet50", "SmallCNN", "get", "resolve"]
+__all__ = ["AUTO", "APLCNN", "APLCNNMnist", "CoteachingCNN", "ImageNetResNet", "MLP", "MODELS", "PreActResNet",
+           "PreActResNet32", "PreActResNetJO", "ResNet", "ResNet18", "ResNet34", "ResNet50", "SmallCNN", "get",
+           "resolve"]
