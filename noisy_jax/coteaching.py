@@ -418,7 +418,7 @@ def _smallest(values, eligible, n) -> jax.Array:
   b = values.shape[0]
   index = lax.iota(jnp.int32, b)
   # Keys: ineligible rows last, then the value (lax.sort's total order: -0.0 == 0.0, NaN last), then the index.
-  _, _, order = lax.sort((jnp.where(eligible, 0, 1).astype(jnp.int32), values.astype(jnp.promote_types(values.dtype, jnp.float32)), index),
-                         num_keys=3)
+  first = jnp.where(eligible, 0, 1).astype(jnp.int32)  # eligible rows first, then by value, then by position
+  _, _, order = lax.sort((first, values.astype(jnp.promote_types(values.dtype, jnp.float32)), index), num_keys=3)
   rank = jnp.zeros((b,), jnp.int32).at[order].set(index)
   return eligible & (rank < n)

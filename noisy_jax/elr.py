@@ -33,9 +33,9 @@ again its loss is the batch mean of ours. For CIFAR-100 only (`num_classes == 10
 first re-weighted by the targets, y_mix <- y_mix q / sum(y_mix q) (`reweight_labels=True`, `reweighted_labels`).
 After each optimiser step the EMA is updated with `ema_decay` (`update_ema`).
 
-Clamps follow PyTorch's `torch.clamp`: the value is clipped and the gradient is passed where lo <= x <= hi (both
-ends included) and zero outside. (`jnp.clip` passes half the gradient at the ends; we use `_clamp`.) A clamped
-probability therefore blocks the regulariser's gradient, as in the original.
+Clamps follow PyTorch's `torch.clamp` (`losses.torch_clamp`): the value is clipped and the gradient is passed
+where lo <= x <= hi (both ends included) and zero outside (`jnp.clip` passes half the gradient at the ends). A
+clamped probability therefore blocks the regulariser's gradient, as in the original.
 """
 
 from __future__ import annotations
@@ -51,15 +51,6 @@ from noisy_jax import losses
 
 # The original code's clamp of the softmax in ELR's update and regulariser and in ELR+'s regulariser.
 PROB_CLAMP = (1e-4, 1.0 - 1e-4)
-
-
-def _clamp(x: jax.Array, lo=None, hi=None) -> jax.Array:
-  """torch.clamp: clips to [lo, hi]; the gradient is 1 where lo <= x <= hi (ends included), 0 outside."""
-  if lo is not None:
-    x = jnp.where(x < lo, jnp.asarray(lo, x.dtype), x)
-  if hi is not None:
-    x = jnp.where(x > hi, jnp.asarray(hi, x.dtype), x)
-  return x
 
 
 def _check_clamp(clamp) -> None:
@@ -110,7 +101,7 @@ def updated_rows(target_rows, probs, *, beta: float, clamp=PROB_CLAMP) -> jax.Ar
   target_rows = jax.lax.stop_gradient(jnp.asarray(target_rows).astype(compute))
   _checks.check_same_shape("target_rows", target_rows, "probs", probs)
   if clamp is not None:
-    probs = _clamp(probs, clamp[0], clamp[1])
+    probs = losses.torch_clamp(probs, clamp[0], clamp[1])
   probs = probs / jnp.maximum(jnp.sum(probs, axis=-1, keepdims=True), jnp.finfo(compute).tiny)
   beta = jnp.asarray(beta, compute)
   return beta * target_rows + (1.0 - beta) * probs
@@ -148,7 +139,7 @@ def update_targets(targets, indices, probs, *, beta: float, clamp=PROB_CLAMP) ->
 
 def _log_one_minus_agreement(logits: jax.Array, target_rows: jax.Array) -> jax.Array:
   """log(1 - <sg t, clamp(softmax z, 1e-4, 1 - 1e-4)>) per example (compute dtype in, compute dtype out)."""
-  p = _clamp(jax.nn.softmax(logits, axis=-1), *PROB_CLAMP)
+  p = losses.torch_clamp(jax.nn.softmax(logits, axis=-1), *PROB_CLAMP)
   agreement = jnp.sum(jax.lax.stop_gradient(target_rows) * p, axis=-1)
   # log1p: accurate for a small agreement. sum_c t_c <= 1 and p_c <= 1 - 1e-4 keep 1 - <t, p> >= 1e-4; the cap
   # only guards tables whose rows sum above 1 (the value is then log(eps) instead of NaN).
@@ -237,9 +228,9 @@ def ema_decay(step, *, ema_update: bool, ema_alpha: float, ramp_length) -> jax.A
 
   `step` is what the original passes as global_step: the 1-based count of optimiser steps so far, this one included
   (the trainer's global_step + local_step after `local_step += 1`). Configs: CIFAR ema_alpha 0.997, ema_update
-  true, ema_step 40000; Clothing1M 0.9999 and WebVision 0.997, both ema_update false. The original's `ema_alpha == 0` branch raises NameError (it assigns
-  from an undefined `ema_param`); here ema_alpha = 0 gives a = 0, i.e. the EMA copies the parameters, which is what
-  that branch meant. The original averages the parameters only (`model.parameters()`), not BatchNorm statistics.
+  true, ema_step 40000; Clothing1M 0.9999 and WebVision 0.997, both ema_update false. The original's
+  `ema_alpha == 0` branch raises NameError (it assigns from an undefined `ema_param`); here ema_alpha = 0 gives
+  a = 0, i.e. the EMA copies the parameters, which is what that branch meant. The original averages the parameters only (`model.parameters()`), not BatchNorm statistics.
 
   Args:
     step: scalar >= 0 (traceable).

@@ -47,6 +47,16 @@ def _output_dtype(dtype) -> jnp.dtype:
   return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.dtype(jnp.float32)
 
 
+def torch_clamp(x: jax.Array, lo=None, hi=None) -> jax.Array:
+  """torch.clamp's value and gradient: clips to [lo, hi]; the gradient is 1 where lo <= x <= hi (ends included) and
+  0 outside (jnp.clip passes half of it at the ends). For the ports of PyTorch code (noisy_jax.elr, noisy_jax.sop)."""
+  if lo is not None:
+    x = jnp.where(x < lo, jnp.asarray(lo, x.dtype), x)
+  if hi is not None:
+    x = jnp.where(x > hi, jnp.asarray(hi, x.dtype), x)
+  return x
+
+
 def _prepare(logits, labels) -> tuple[jax.Array, jax.Array, jnp.dtype]:
   """Checks shapes; returns (logits, labels) in the compute dtype and the output dtype."""
   logits = jnp.asarray(logits)

@@ -33,7 +33,8 @@ from noisy_jax import noise as noise_lib
 from noisy_jax import reporting
 from noisy_jax import table_sharding
 from noisy_jax.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
-from noisy_jax.train import AXIS, fit, make_evaluate, make_mesh, make_predict_fn, _variables  # pylint: disable=g-importing-member
+from noisy_jax.train import (AXIS, fit, make_evaluate, make_mesh, make_predict_fn,  # pylint: disable=g-importing-member
+                             _variables)
 
 
 def build_model(model_config, num_classes: int, input_shape=None):

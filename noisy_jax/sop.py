@@ -31,8 +31,8 @@ v_rows) of the batch objective built from these functions):
   u             : from ce, mse and balance: U is never stopped.
 
 So the single stop_gradient that matters is sg(V) inside p~; the sg(z) under the argmax documents that the hard
-label is a constant. Clamps follow torch.clamp (gradient passed where lo <= x <= hi, ends included; `_clamp`), and
-F.normalize's denominator max(||x||_1, eps) is differentiated as PyTorch does.
+label is a constant. Clamps follow torch.clamp (`losses.torch_clamp`: the gradient passes where lo <= x <= hi,
+ends included), and F.normalize's denominator max(||x||_1, eps) is differentiated as PyTorch does.
 
 Defect (issue #5 of the original repository): the balance term is computed from p~, which contains sg(V), so it
 regularises theta and u but never v, although v is what would move mass to other classes. `balance_loss` keeps
@@ -58,15 +58,6 @@ from noisy_jax import losses
 EPS = 1e-4
 # config_cifar100.json: u, v ~ N(mean 0, std 1e-8).
 INIT_STD = 1e-8
-
-
-def _clamp(x: jax.Array, lo=None, hi=None) -> jax.Array:
-  """torch.clamp: clips to [lo, hi]; the gradient is 1 where lo <= x <= hi (ends included), 0 outside."""
-  if lo is not None:
-    x = jnp.where(x < lo, jnp.asarray(lo, x.dtype), x)
-  if hi is not None:
-    x = jnp.where(x > hi, jnp.asarray(hi, x.dtype), x)
-  return x
 
 
 def init_params(key, num_examples: int, num_classes: int, std: float = INIT_STD, *,
@@ -95,17 +86,17 @@ def _prepare(logits, labels, u_rows, v_rows):
 
 def _u_v_terms(labels: jax.Array, u_rows: jax.Array, v_rows: jax.Array) -> tuple[jax.Array, jax.Array]:
   """U = clamp(u^2 y, 0, 1) and V = clamp(v^2 (1 - y), 0, 1), [..., C]."""
-  big_u = _clamp(jnp.square(u_rows)[..., None] * labels, 0.0, 1.0)
-  big_v = _clamp(jnp.square(v_rows) * (1.0 - labels), 0.0, 1.0)
+  big_u = losses.torch_clamp(jnp.square(u_rows)[..., None] * labels, 0.0, 1.0)
+  big_v = losses.torch_clamp(jnp.square(v_rows) * (1.0 - labels), 0.0, 1.0)
   return big_u, big_v
 
 
 def _prediction(logits: jax.Array, big_u: jax.Array, big_v_in_p: jax.Array) -> jax.Array:
   """p~ = clamp(normalize_1(clamp(p + U - V', min eps)), eps, 1), V' = sg(V) or V as the caller decides."""
   p = jax.nn.softmax(logits, axis=-1)
-  p_tilde = _clamp(p + big_u - big_v_in_p, EPS)
-  norm = _clamp(jnp.sum(jnp.abs(p_tilde), axis=-1, keepdims=True), EPS)  # F.normalize(p=1, eps=1e-4)
-  return _clamp(p_tilde / norm, EPS, 1.0)
+  p_tilde = losses.torch_clamp(p + big_u - big_v_in_p, EPS)
+  norm = losses.torch_clamp(jnp.sum(jnp.abs(p_tilde), axis=-1, keepdims=True), EPS)  # F.normalize(p=1, eps=1e-4)
+  return losses.torch_clamp(p_tilde / norm, EPS, 1.0)
 
 
 def reparameterized_prediction(logits, labels, u_rows, v_rows, *, detach_v: bool = True) -> jax.Array:
@@ -210,7 +201,7 @@ def balance_loss(logits, labels, u_rows, v_rows, *, detach_v: bool = True, where
   if axis_name is not None:
     total = jax.lax.psum(total, axis_name)
     count = jax.lax.psum(count, axis_name)
-  mean = _clamp(total / jnp.maximum(count, 1.0), EPS, 1.0)
+  mean = losses.torch_clamp(total / jnp.maximum(count, 1.0), EPS, 1.0)
   value = -jnp.sum(jnp.log(mean)) / num_classes
   return jnp.where(count > 0, value, 0.0).astype(out_dtype)
 
