@@ -175,3 +175,17 @@ def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_
   assert np.all(matrix.argmax(axis=1) == np.arange(10))  # the diagonal dominates, as in the truth
   assert known["last_test_accuracy"] > ce["last_test_accuracy"] + 0.05
   assert estimated["last_test_accuracy"] > ce["last_test_accuracy"] + 0.03
+
+
+def test_the_experiment_config_runs():
+  from experiments.configs import loss_correction as config_module  # pylint: disable=g-import-not-at-top
+  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  config = config_module.get_config()
+  assert config.method.to_dict() == {"name": "loss_correction", "correction": "forward", "transition": "known",
+                                     "percentile": 97.0, "shared_filter": False}
+  config.dataset, config.num_epochs, config.optimizer.lr_boundaries = "digits", 1, ()
+  config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (16,)}
+  config.method.correction, config.method.transition = "backward", "estimated"
+  summary = runs.run_single(config)
+  assert summary["method"] == "backward_correction" and summary["transition"]["source"] == "estimated"
+  assert np.isfinite(summary["last_test_accuracy"])
