@@ -34,7 +34,7 @@ from noisy_jax import reporting
 from noisy_jax import table_sharding
 from noisy_jax.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.train import (AXIS, fit, make_evaluate, make_mesh, make_predict_fn,  # pylint: disable=g-importing-member
-                             _variables)
+                             run_compiler_options, _variables)
 
 
 def build_model(model_config, num_classes: int, input_shape=None):
@@ -237,7 +237,9 @@ def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) ->
     state, _, history, _ = fit(model=model, method=methods_lib.loss_method("cross_entropy"), table=table,
                                dataset=dataset, clean_train_labels=clean, config=config, key=key, mesh=mesh,
                                stage="estimate")
-    predict = make_evaluate(make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset)))
+    options = run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
+    predict = make_evaluate(make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset),
+                                            compiler_options=options))
     probs = np.asarray(predict(_variables(state), dataset.x_train), np.float64)
     percentile = config.method.get("percentile", loss_correction.DEFAULT_PERCENTILE)
     matrix = loss_correction.estimate_transition(probs, percentile=percentile,

@@ -317,8 +317,7 @@ class Programs:
 
     batches = functools.partial(train.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
-    options = train.compiler_options(model, jax.devices()[0].platform,
-                                     deterministic=bool(config.get("gpu_deterministic", True)))
+    options = train.run_compiler_options(config, model, jax.devices()[0].platform)
     if epoch_mode == "scan":
       def member_epoch(carry, hypers, images, key, epoch):
         indices, valid = batches(key)

@@ -221,6 +221,11 @@ def compiler_options(model, platform: str, *, deterministic: bool = True) -> dic
   return dict(options) if _accepted_by_xla(tuple(sorted(options.items()))) else None
 
 
+def run_compiler_options(config, model, platform: str) -> dict[str, str | bool] | None:
+  """`compiler_options` of a run of `config`: its GPU determinism is config.gpu_deterministic (default True)."""
+  return compiler_options(model, platform, deterministic=bool(config.get("gpu_deterministic", True)))
+
+
 @functools.lru_cache(maxsize=None)
 def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
   try:
@@ -470,8 +475,7 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
     given = np.asarray(jax.device_get(table.noisy_labels))
     table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
-  options = compiler_options(model, mesh.devices.flat[0].platform,
-                             deterministic=bool(config.get("gpu_deterministic", True)))
+  options = run_compiler_options(config, model, mesh.devices.flat[0].platform)
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
                            compiler_options=options, shard_table=shard_table, normalize=normalize,

@@ -19,6 +19,7 @@ import optax
 import pytest
 import torch
 
+import test_paper_models
 from noisy_jax import coteaching
 from noisy_jax import models
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
@@ -565,15 +566,9 @@ def test_coteaching_cnn_forward_matches_torch():
   variables = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), cnn_torch_to_flax(net))
   assert jax.tree.structure(variables) == jax.tree.structure(_abstract(model, (1, hw, hw, 3)))
   x = np.random.default_rng(0).normal(size=(4, hw, hw, 3))
-  xt = torch.from_numpy(x.transpose(0, 3, 1, 2))
-  for train in (False, True):
-    net.train(train)
-    with torch.no_grad():
-      want = net(xt.clone()).numpy()
-    out = model.apply(variables, jnp.asarray(x, jnp.float32), train=train, mutable=["batch_stats"] if train else False)
-    got = out[0] if train else out
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
-  new_stats = out[1]["batch_stats"]
+  test_paper_models.assert_same_logits(net, model, variables, x)  # eval and train mode; leaves net in train mode
+  new_stats = model.apply(variables, jnp.asarray(x, jnp.float32), train=True, mutable=["batch_stats"])[1][
+      "batch_stats"]
   sides = (32, 32, 32, 16, 16, 16, 6, 4, 2)
   for i, (bn, side) in enumerate(zip(net.bns, sides), start=1):
     old = variables["batch_stats"][f"bn{i}"]

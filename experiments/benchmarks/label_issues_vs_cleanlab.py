@@ -134,8 +134,7 @@ def _predict(model, config, dataset, state, images, mesh):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
   from noisy_jax import train  # pylint: disable=g-import-not-at-top
-  options = train.compiler_options(model, mesh.devices.flat[0].platform,
-                                   deterministic=bool(config.get("gpu_deterministic", True)))
+  options = train.run_compiler_options(config, model, mesh.devices.flat[0].platform)
   predict = train.make_predict_fn(model, normalize=inputs.normalizer(config, dataset), compiler_options=options)
   return np.asarray(predict(train._variables(state), np.asarray(images)), np.float64)  # pylint: disable=protected-access
 
