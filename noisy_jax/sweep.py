@@ -66,6 +66,7 @@ from noisy_jax import _checks
 from noisy_jax import augment as augment_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
+from noisy_jax import members as members_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import comparison
 from noisy_jax import inputs
@@ -74,10 +75,12 @@ from noisy_jax import runs
 from noisy_jax import train
 from noisy_jax.data import normalization
 
-MEMBER_MAPS = ("auto", "vmap", "loop")
+MEMBER_MAPS = members_lib.MEMBER_MAPS
 SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "sequential", "table_keys",
                 "plot_keys")
 NOISE_RATE = "noise.rate"
+# Methods that sweeps do not run (their state or their pair is not mapped over members): comparisons run them.
+SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "loss_correction")
 # Method fields that may differ between members, per method name ('loss': any numeric entry of loss_kwargs).
 TRACED_METHOD_FIELDS = {"loss": (), "truncated_lq": ("q", "k"), "encouraging": ("log_end",),
                         "joint_optimization": ("alpha", "beta")}
@@ -183,6 +186,9 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
   _checks.check_choice("member_map", sweep.member_map, MEMBER_MAPS)
   if int(sweep.max_members_per_program) < 0:
     raise ValueError(f"max_members_per_program={sweep.max_members_per_program!r} must be >= 0 (0: all members).")
+  if config.method.name in SWEEP_REFUSED_METHODS:
+    raise ValueError(f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
+                     "do not map over members: use a comparison config (`runs` + `shared`, one run per seed).")
   if config.method.name == "joint_optimization" and config.method.get("stage2", True):
     raise ValueError("Joint Optimization's stage 2 is not run in sweeps: set method.stage2=False (a sweep trains "
                      "stage 1 only).")
@@ -218,54 +224,6 @@ def _check_method_values(method_config) -> None:
 # The member-mapped programs
 
 
-def _take(tree, m):
-  return jax.tree.map(lambda x: x[m], tree)
-
-
-def _stack(trees):
-  return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
-
-
-def member_program(fn: Callable, in_axes: tuple, member_map: str,
-                   compiler_options: dict[str, str] | None = None) -> Callable:
-  """`program(carry, *rest) -> carry` applying `fn(member_carry, *member_rest) -> member_carry` to every member.
-
-  carry: a pytree with a leading member axis [M, ...] (donated: do not reuse it after the call), or the list of
-  members that `program.split(carry)` returns (`program.join(parts)` stacks them again): the form to keep between
-  calls when calling it many times. rest: arguments with a member axis (in_axes 0) or shared by all members (None).
-  'vmap': one jitted vmap over the members (split / join only wrap the carry in a list). 'loop': one jitted
-  per-member program, called for m = 0..M-1 on member m's own buffers (donated) with row m of `rest`.
-  compiler_options: XLA options for that program (`train.compiler_options`).
-
-  Why 'loop' splits the carry instead of updating row m of the stacked buffers in place: XLA copies every whole
-  [M, ...] buffer per call then (the SGD update reads the old row while the write-back overwrites it), ~26 MB twice
-  per small-CNN step at M = 30, ~1.6x slower per member, and worse as M grows.
-  """
-  if member_map == "vmap":
-    jitted = jax.jit(jax.vmap(fn, in_axes=(0, *in_axes)), donate_argnums=0, compiler_options=compiler_options)
-
-    def program(carry, *rest):
-      return [jitted(carry[0], *rest)] if isinstance(carry, list) else jitted(carry, *rest)
-
-    program.split, program.join = (lambda carry: [carry]), (lambda parts: parts[0])
-    return program
-
-  def one_member(member_carry, m, *rest):
-    return fn(member_carry, *[arg if axis is None else _take(arg, m) for arg, axis in zip(rest, in_axes)])
-
-  jitted = jax.jit(one_member, donate_argnums=0, compiler_options=compiler_options)
-  split = jax.jit(lambda carry: [_take(carry, m) for m in range(jax.tree.leaves(carry)[0].shape[0])])
-  join = jax.jit(_stack)
-
-  def program(carry, *rest):
-    parts = carry if isinstance(carry, list) else split(carry)
-    parts = [jitted(part, np.int32(m), *rest) for m, part in enumerate(parts)]
-    return parts if isinstance(carry, list) else join(parts)
-
-  program.split, program.join = split, join
-  return program
-
-
 def _zero_totals():
   return {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
 
@@ -288,9 +246,9 @@ class Programs:
     cpu = jax.devices()[0].platform == "cpu"
     if epoch_mode == "auto":
       epoch_mode = "steps" if cpu else "scan"
-    if member_map == "auto":
-      from noisy_jax import models  # pylint: disable=g-import-not-at-top
-      member_map = "loop" if cpu and models.resolve(config.model.name, input_shape) != "mlp" else "vmap"
+    from noisy_jax import models  # pylint: disable=g-import-not-at-top
+    member_map = members_lib.resolve_member_map(member_map, jax.devices()[0].platform,
+                                                models.resolve(config.model.name, input_shape))
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
     augment = augment_lib.make_augment(config.get("augment"))
@@ -324,18 +282,18 @@ class Programs:
         body = lambda c, step: (member_step(c, hypers, images, indices, valid, key, step, epoch), None)
         return jax.lax.scan(body, carry, jnp.arange(num_steps, dtype=jnp.int32))[0]
 
-      program = member_program(member_epoch, (0, None, 0, None), member_map, options)
+      program = members_lib.member_program(member_epoch, (0, None, 0, None), member_map, options)
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):
-        totals = _stack([_zero_totals()] * keys.shape[0])
+        totals = members_lib.stack([_zero_totals()] * keys.shape[0])
         return program((states, tables, totals), hypers, images, keys, epoch)
     else:
-      program = member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
+      program = members_lib.member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
       batches_fn = jax.jit(jax.vmap(batches))
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):
         indices, valid = batches_fn(keys)
-        parts = program.split((states, tables, _stack([_zero_totals()] * keys.shape[0])))
+        parts = program.split((states, tables, members_lib.stack([_zero_totals()] * keys.shape[0])))
         for step in range(num_steps):
           parts = program(parts, hypers, images, indices, valid, keys, np.int32(step), epoch)
         return program.join(parts)
@@ -347,7 +305,7 @@ class Programs:
       self.predict = lambda variables, x: np.asarray(predict_all(variables, x))
     else:
       predict_one = train.make_predict_fn(model, normalize=normalize, compiler_options=options)
-      take = jax.jit(_take)
+      take = jax.jit(members_lib.take)
       self.predict = lambda variables, x: np.stack(
           [np.asarray(predict_one(take(variables, np.int32(m)), x))
            for m in range(jax.tree.leaves(variables)[0].shape[0])])
@@ -393,7 +351,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
     init_keys.append(init_key)
     order_keys.append(order_key)
     reports.append(report)
-  tables, order_keys = _stack(tables), jnp.stack(order_keys)
+  tables, order_keys = members_lib.stack(tables), jnp.stack(order_keys)
   states = programs.init(jnp.stack(init_keys))
   hypers = _member_hypers(members, fields)
   images = jnp.asarray(np.asarray(dataset.x_train))
@@ -446,7 +404,7 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
     if method.history_length or method.needs_train_probs:
       host_tables = jax.device_get(tables)
       for m, record in enumerate(records):
-        record.update(train.table_metrics(_take(host_tables, m), clean, method))
+        record.update(train.table_metrics(members_lib.take(host_tables, m), clean, method))
     seconds = time.perf_counter() - start
     for m, record in enumerate(records):
       record["seconds"] = seconds
