@@ -54,14 +54,14 @@ FORMAT_VERSION = 1
 #   eval_train: also scores the training split each epoch (more record fields, same training);
 #   checkpoint_every, keep_checkpoints, checkpoint_every_steps: checkpoint cadence;
 #   input, input_workers, input_budget_mib: resident or streamed input (noisy_jax.inputs), the same batches;
-#   num_devices, epoch_mode, label_table_sharding, label_table_budget_mib: the same program on another device count,
-#     dispatch mode or label-table placement (a checkpoint of another table layout is read on the host, its N real
+#   num_devices, epoch_mode, label_table_sharding, label_table_budget_mib, member_map: the same program on another
+#     device count, dispatch mode, label-table placement or mapping of a two-network step over its pair (a checkpoint of another table layout is read on the host, its N real
 #     rows kept and placed again);
 #     the results then equal an uninterrupted run up to float rounding, not bit for bit.
 RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
                       "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode", "label_table_sharding",
                       "label_table_budget_mib", "checkpoint_every_steps", "input", "input_workers",
-                      "input_budget_mib")
+                      "input_budget_mib", "member_map")
 
 
 def stage_dir(workdir: str, stage: str) -> str:
@@ -194,7 +194,9 @@ def restore_arrays(manager: ocp.CheckpointManager, epoch: int, *, state, table, 
   restored = manager.restore(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(target)))["arrays"]
   flat.update({path: leaf if isinstance(leaf, jax.Array) else np.asarray(leaf)
                for path, leaf in flax.traverse_util.flatten_dict(restored).items()})
-  flat[("state", "step")] = int(flat[("state", "step")])  # a Python int, as in a fresh TrainState (weakly typed)
+  step = flat[("state", "step")]
+  # A Python int, as in a fresh TrainState (weakly typed); a pair of networks (stacked states) keeps its [2] steps.
+  flat[("state", "step")] = int(step) if np.ndim(step) == 0 else np.asarray(step)
   tree = flax.traverse_util.unflatten_dict(flat)
   state_dict = {**flax.serialization.to_state_dict(state), **tree["state"]}
   return (flax.serialization.from_state_dict(state, state_dict),

@@ -19,8 +19,10 @@ Layout of one artefact (DIR = WORKDIR/model/final, or any directory given to `sa
                       run's model config as given)}; num_classes; input_shape (one example, e.g. [28, 28, 1]);
                       input_dtype ('uint8' for images); normalization: {mode, pixel_max, mean, std, mean_shape,
                       std_shape}; data: {pixel_max, image_size, channels, dataset, normalized}; class_names (or
-                      null); variables: {collections: ['params'(, 'batch_stats')]}; meta (free JSON: method, stage,
-                      seed, which, the run's config)
+                      null); variables: {collections: ['params'(, 'batch_stats')], num_networks: 1, or 2 for the
+                      pair of a two-network method (every leaf stacked on a leading axis of 2; predict is the
+                      softmax of the mean of the two networks' logits, as the run evaluated)}; meta (free JSON:
+                      method, stage, seed, which, the run's config)
   DIR/variables/      orbax (StandardSave of host NumPy arrays, as noisy_jax.checkpoint writes its items): the
                       collections listed in model.json (params, and batch_stats for models with BatchNorm); empty
                       collections are not written and come back empty
@@ -118,10 +120,13 @@ def _shapes(tree) -> dict:
           for k, v in flax.traverse_util.flatten_dict(tree).items()}
 
 
-def _expected_collections(model, input_shape) -> dict:
-  """{collection: ShapeDtypeStruct tree} that `model` initialises for one example of `input_shape`."""
+def _expected_collections(model, input_shape, num_networks: int = 1) -> dict:
+  """{collection: ShapeDtypeStruct tree} that `model` initialises for one example of `input_shape` (with a leading
+  axis of `num_networks` when that is more than 1)."""
   shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape), jnp.float32),
                                              train=False))
+  if num_networks > 1:
+    shapes = jax.tree.map(lambda s: jax.ShapeDtypeStruct((num_networks, *s.shape), s.dtype), shapes)
   return {k: flax.core.unfreeze(v) for k, v in shapes.items() if jax.tree.leaves(v)}
 
 
@@ -146,8 +151,10 @@ def _json_model_config(model_config) -> dict:
 def save(directory: str, *, variables, model_config, num_classes: int, input_shape: Sequence[int],
          normalization: normalization_lib.Normalization, class_names: Sequence[str] | None = None,
          pixel_max: float | None = None, image_size: int | None = None, input_dtype: str = "uint8",
-         dataset: str | None = None, normalized: str | None = None, meta: dict | None = None) -> str:
-  """Writes the artefact of one network to `directory` (layout in the module docstring); returns its path.
+         dataset: str | None = None, normalized: str | None = None, meta: dict | None = None,
+         num_networks: int = 1) -> str:
+  """Writes the artefact of one network (or a pair: num_networks = 2) to `directory` (layout in the module
+  docstring); returns its path.
 
   Args:
     variables: {'params': ..., 'batch_stats': ...} (jax or NumPy arrays; copied to the host).
@@ -174,7 +181,8 @@ def save(directory: str, *, variables, model_config, num_classes: int, input_sha
   name = models.resolve(config["name"], input_shape)
   model = runs.build_model(_model_config(name, config.get("kwargs", {})), int(num_classes), input_shape)
   collections = _host_collections(variables)
-  _check_variables(collections, _expected_collections(model, input_shape), f"export to {directory}")
+  _check_variables(collections, _expected_collections(model, input_shape, int(num_networks)),
+                   f"export to {directory}")
   if class_names is not None:
     class_names = [str(n) for n in class_names]
     if len(class_names) != int(num_classes):
@@ -191,7 +199,7 @@ def save(directory: str, *, variables, model_config, num_classes: int, input_sha
                "channels": input_shape[-1] if len(input_shape) == 3 else None,
                "dataset": dataset, "normalized": normalized},
       "class_names": class_names,
-      "variables": {"collections": sorted(collections, key=COLLECTIONS.index)},
+      "variables": {"collections": sorted(collections, key=COLLECTIONS.index), "num_networks": int(num_networks)},
       "meta": json.loads(json.dumps(meta or {}, default=repr)),
   }
   directory = os.path.abspath(directory)
@@ -276,7 +284,7 @@ def _replace(tmp: str, directory: str) -> None:
 
 
 def save_run(directory: str, *, variables, config, dataset, normalization: normalization_lib.Normalization,
-             meta: dict | None = None) -> str:
+             meta: dict | None = None, num_networks: int = 1) -> str:
   """`save` of a run's network: the model config, classes and input description taken from `config` and `dataset`
   (what noisy_jax.runs.run_single calls); `normalization` is the one the stage trained with."""
   from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
@@ -286,7 +294,7 @@ def save_run(directory: str, *, variables, config, dataset, normalization: norma
               input_shape=tuple(x.shape[1:]), normalization=normalization,
               class_names=getattr(dataset, "class_names", None), pixel_max=float(getattr(dataset, "pixel_max", 1.0)),
               image_size=image_size, input_dtype=str(np.dtype(x.dtype)), dataset=getattr(dataset, "name", None),
-              normalized=getattr(dataset, "normalized", None), meta=meta)
+              normalized=getattr(dataset, "normalized", None), meta=meta, num_networks=num_networks)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -381,7 +389,8 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
   num_classes = int(info["num_classes"])
   model = runs.build_model(_model_config(info["model"]["name"], info["model"].get("kwargs", {})), num_classes,
                            input_shape)
-  expected = _expected_collections(model, input_shape)
+  num_networks = int(info["variables"].get("num_networks", 1))
+  expected = _expected_collections(model, input_shape, num_networks)
   stored = info["variables"]["collections"]
   if set(stored) != set(expected):
     raise ValueError(f"{directory}: {MODEL_FILE} lists the collections {stored}, the model {sorted(expected)}.")
@@ -394,7 +403,8 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
   variables = {"params": collections["params"], "batch_stats": collections.get("batch_stats", {})}
   norm = normalization_from_json(info["normalization"])
   options = train.compiler_options(model, jax.devices()[0].platform)
-  predict = train.make_predict_fn(model, batch_size=batch_size, normalize=norm, compiler_options=options)
+  predict = train.make_predict_fn(model, batch_size=batch_size, normalize=norm, compiler_options=options,
+                                  num_networks=num_networks)
   evaluate = train.make_evaluate(predict, batch_size=batch_size)
   names = info.get("class_names")
   return LoadedModel(model=model, variables=variables, class_names=None if names is None else tuple(names),

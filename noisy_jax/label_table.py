@@ -9,6 +9,10 @@ functions below, at epoch boundaries (relabelling, pruning) or inside the step (
   weights       [N] float32    per-example weights; starts at 1 (truncated Lq sets them to {0, 1})
   history       [H, N, C]      ring buffer of recorded softmax outputs (H may be 0)
   history_filled [H] bool      which ring slots have been written at least once
+  method_rows   {name: [N, ...]}  a method's own per-example state (empty for most methods): ELR's targets
+                               `elr_targets` [N, C], SOP's `sop_u` [N] and `sop_v` [N, C]; read and written by
+                               index in the step (`read_rows` / `write_rows`), checkpointed and sharded by rows
+                               like the rest of the table
 
 Joint Optimization (Tanaka et al., CVPR 2018, arXiv 1803.11364) records each example's softmax once per epoch
 into slot `epoch % H` and relabels from the mean of the filled slots (the original code uses H = 10).
@@ -45,6 +49,7 @@ class LabelTable:
   weights: jax.Array
   history: jax.Array
   history_filled: jax.Array
+  method_rows: dict = flax.struct.field(default_factory=dict)
 
   @property
   def num_examples(self) -> int:
@@ -80,6 +85,27 @@ def create(noisy_labels, num_classes: int, *, history_length: int = 0) -> LabelT
       history=jnp.zeros((history_length, n, num_classes), jnp.float32),
       history_filled=jnp.zeros((history_length,), bool),
   )
+
+
+def with_method_rows(table: LabelTable, rows: dict) -> LabelTable:
+  """The table with a method's per-example state `rows` ({name: [N, ...]}, every leaf with the table's N rows)."""
+  for name, value in rows.items():
+    if np.shape(value)[:1] != (table.num_examples,):
+      raise ValueError(f"method row state {name!r} has shape {np.shape(value)}; its first axis must be the table's "
+                       f"{table.num_examples} rows.")
+  return table.replace(method_rows=dict(rows))
+
+
+def read_rows(table: LabelTable, indices: jax.Array) -> dict:
+  """{name: method_rows[name][indices]} for the batch's [B] indices (out-of-range ones read row N - 1)."""
+  return {name: jnp.take(value, indices, axis=0, mode="clip") for name, value in table.method_rows.items()}
+
+
+def write_rows(table: LabelTable, indices: jax.Array, rows: dict) -> LabelTable:
+  """method_rows[name][indices[b]] = rows[name][b]; indices outside [0, N) are dropped (padding)."""
+  return table.replace(method_rows={
+      name: value.at[indices].set(rows[name].astype(value.dtype), mode="drop")
+      for name, value in table.method_rows.items()})
 
 
 def targets(table: LabelTable, indices: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -228,6 +254,29 @@ def sharded_set_weights(table: LabelTable, indices: jax.Array, weights: jax.Arra
   local = jnp.where(owned, local, table.num_examples)
   return table.replace(
       weights=table.weights.at[local].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
+
+
+def sharded_read_rows(table: LabelTable, indices: jax.Array, *, axis_name: str) -> dict:
+  """`read_rows` for a row-sharded table (this device's [b] indices), by the reduce-scatter of `sharded_targets`:
+  each row comes bit for bit from the one device that owns it."""
+  gathered = lax.all_gather(indices, axis_name, tiled=True)
+  local, owned = _owned_rows(table, gathered, axis_name)
+  out = {}
+  for name, value in table.method_rows.items():
+    mask = owned.reshape(owned.shape + (1,) * (value.ndim - 1))
+    block = jnp.where(mask, jnp.take(value, local, axis=0), 0)
+    out[name] = lax.psum_scatter(block, axis_name, scatter_dimension=0, tiled=True)
+  return out
+
+
+def sharded_write_rows(table: LabelTable, indices: jax.Array, rows: dict, *, axis_name: str) -> LabelTable:
+  """`write_rows` for a row-sharded table: the [B] all-gathered (index, row) pairs this device owns are written;
+  rows no device owns (e.g. -1) are dropped."""
+  local, owned = _owned_rows(table, indices, axis_name)
+  local = jnp.where(owned, local, table.num_examples)
+  return table.replace(method_rows={
+      name: value.at[local].set(rows[name].astype(value.dtype), mode="drop")
+      for name, value in table.method_rows.items()})
 
 
 def current_labels(table: LabelTable) -> jax.Array:

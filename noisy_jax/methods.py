@@ -20,6 +20,24 @@ A method is built from `config.method` (an ml_collections ConfigDict) by `make(m
                                network trained first on the same labels for the same epochs, `percentile`, default
                                97; `shared_filter` reproduces the original code's estimate) or an explicit [C, C]
                                matrix. `make` takes the resolved T (`transition=`); noisy_jax.runs resolves it.
+  name = 'elr'                 Liu et al. (NeurIPS 2020) early-learning regularisation: CE + `lam` log(1 - <t_i, p_i>)
+                               with each example's target t_i [C] a running average (momentum `beta`) of its own
+                               clamped predictions, kept in the table's method rows (noisy_jax.elr).
+  name = 'sop'                 Liu et al. (ICML 2022) sparse over-parameterisation: per-example u_i and v_i [C] in
+                               the table's method rows, trained with the network by plain SGD (`lr_u`, `lr_v`;
+                               initialised N(0, `init_std`^2)); loss CE(p~) + MSE (noisy_jax.sop).
+  name = 'coteaching'          Han et al. (NeurIPS 2018) Co-teaching: two networks, each updated on the `forget_rate`
+                               fraction of smallest-loss examples of its peer, R(e) ramped over `num_gradual` epochs
+                               (`ramp` 'paper' | 'original'); `plus=True` is Co-teaching+ (Yu et al., ICML 2019):
+                               only examples whose predictions disagree, from epoch `init_epoch` (0-based) on.
+                               `normalise_twice` reproduces the original's extra 1/n (noisy_jax.coteaching).
+
+Methods with per-example state (ELR, SOP) or two networks (Co-teaching) have an *extended* objective
+(`Method.extended`), called as objective(logits, soft_labels, weights, valid, axis_name, rows=..., epoch=...) and
+returning (loss, rows_out): `rows` are the batch's method rows {name: [B, ...]} (differentiated when
+`rows_trainable`), `epoch` the 1-based epoch; `row_update(rows, rows_out, row_grads)` gives the rows written
+back. With `num_networks = 2` the logits are the pair's [2, B, C] and the loss the sum of both networks' losses
+(each network's parameters get the gradient of its own).
 
 The batch objective has the signature
   objective(logits [B, C], soft_labels [B, C], weights [B], valid [B], axis_name) -> scalar
@@ -37,12 +55,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax import _checks
+from noisy_jax import coteaching as coteaching_lib
+from noisy_jax import elr as elr_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import loss_correction
 from noisy_jax import losses
 from noisy_jax import noise as noise_lib
+from noisy_jax import sop as sop_lib
 
-METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction")
+METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction", "elr", "sop",
+                "coteaching")
 JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
 
@@ -76,6 +98,14 @@ class Method:
     needs_train_probs: whether `table_update` needs the softmax of the whole training set.
     prune_params: for truncated Lq, which parameters compute those probabilities ('best_val' or 'current').
     stage2: whether the trainer runs Joint Optimization's second stage after this one.
+    extended: the objective takes `rows` and `epoch` and returns (loss, rows_out) (module docstring).
+    init_rows: None, or `(key, num_rows, num_classes) -> {name: [num_rows, ...]}`, the method's per-example state
+      (LabelTable.method_rows) before training.
+    row_update: `(rows, rows_out, row_grads) -> rows` of the batch, written back after the step (row_grads: the
+      gradient of the global batch's loss w.r.t. the rows when `rows_trainable`, else None).
+    rows_trainable: differentiate the loss w.r.t. the batch's rows as well (SOP's u, v).
+    num_networks: 1, or 2 (two TrainStates stacked on a leading axis, trained in one step; evaluated by the mean
+      of their logits).
   """
   name: str
   objective: Callable[..., jax.Array]
@@ -85,6 +115,11 @@ class Method:
   needs_train_probs: bool = False
   prune_params: str = "current"
   stage2: bool = False
+  extended: bool = False
+  init_rows: Callable | None = None
+  row_update: Callable | None = None
+  rows_trainable: bool = False
+  num_networks: int = 1
 
   @property
   def relabels_from_history(self) -> bool:
@@ -204,6 +239,83 @@ def loss_correction_method(*, correction: str, transition) -> Method:
   return Method(name=f"{correction}_correction", objective=objective)
 
 
+def elr_method(*, lam: float = 3.0, beta: float = 0.7) -> Method:
+  """ELR (Liu et al., NeurIPS 2020): the batch mean of CE(z_i, y_i) + lam log(1 - <t_i, p_i>), with t_i first
+  updated by this step's clamped prediction, t_i <- beta t_i + (1 - beta) sg(p_i) / sum sg(p_i), as the original
+  (noisy_jax.elr; t starts at 0). Defaults: CIFAR-10 symmetric (beta 0.7, lam 3); asymmetric and CIFAR-100 use
+  beta 0.9 with lam 1 and 7."""
+  _checks.check_range("lam", lam, 0.0, np.inf)
+  _checks.check_range("beta", beta, 0.0, 1.0)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del epoch
+    targets = elr_lib.updated_rows(rows["elr_targets"], jax.nn.softmax(logits), beta=beta)
+    per_example = elr_lib.elr_loss(logits, soft_labels, targets, lam=lam)
+    return weighted_batch_mean(per_example, weights, valid, axis_name), {"elr_targets": targets}
+
+  return Method(name="elr", objective=objective, extended=True,
+                init_rows=lambda key, rows, classes: {"elr_targets": elr_lib.init_targets(rows, classes)},
+                row_update=lambda rows, rows_out, grads: rows_out)
+
+
+def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_lib.INIT_STD) -> Method:
+  """SOP (Liu et al., ICML 2022): the batch mean of ce_i + mse_i (noisy_jax.sop.sop_loss) with u_i, v_i read for
+  the batch, differentiated with the network, and stepped by their own SGD, u <- u - lr_u g_u, v <- v - lr_v g_v
+  (momentum 0, no decay, no schedule; g the gradient of the global batch's mean loss). Defaults: the original's
+  CIFAR-100 symmetric rates (1, 10); its asymmetric README rates are (0.1, 100)."""
+  _checks.check_range("lr_u", lr_u, 0.0, np.inf)
+  _checks.check_range("lr_v", lr_v, 0.0, np.inf)
+  _checks.check_range("init_std", init_std, 0.0, np.inf)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del epoch
+    ce, mse = sop_lib.sop_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"])
+    return weighted_batch_mean(ce + mse, weights, valid, axis_name), rows
+
+  def init_rows(key, num_rows, num_classes):
+    u, v = sop_lib.init_params(key, num_rows, num_classes, init_std)
+    return {"sop_u": u, "sop_v": v}
+
+  def row_update(rows, rows_out, grads):
+    del rows_out
+    u, v = sop_lib.sgd_update(rows["sop_u"], rows["sop_v"], (grads["sop_u"], grads["sop_v"]), lr_u, lr_v)
+    return {"sop_u": u, "sop_v": v}
+
+  return Method(name="sop", objective=objective, extended=True, init_rows=init_rows, row_update=row_update,
+                rows_trainable=True)
+
+
+def coteaching_method(*, forget_rate: float, num_epochs: int, num_gradual: int = 10, exponent: float = 1.0,
+                      ramp: str = "paper", plus: bool = False, init_epoch: int = 0,
+                      normalise_twice: bool = False) -> Method:
+  """Co-teaching / Co-teaching+ on two networks (noisy_jax.coteaching). Epoch e (1-based here) trains with the
+  forget rate R(e - 1) of `forget_rate_schedule(num_epochs, forget_rate, ...)`; each network's loss is the mean
+  cross entropy over the examples its peer selected (`small_loss_selection`, or `disagreement_selection` from
+  0-based epoch `init_epoch` on with `plus`), selected over the global batch. The objective is the sum of both."""
+  schedule = jnp.asarray(coteaching_lib.forget_rate_schedule(
+      int(num_epochs), forget_rate, num_gradual=int(num_gradual), exponent=exponent, ramp=ramp), jnp.float32)
+  if int(init_epoch) < 0:
+    raise ValueError(f"init_epoch={init_epoch!r} must be >= 0 (the 0-based epoch where Co-teaching+ starts).")
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights
+    rate = schedule[jnp.clip(epoch - 1, 0, schedule.shape[0] - 1)]
+    per_example = jax.vmap(losses.cross_entropy, in_axes=(0, None))(logits, soft_labels)  # [2, B]
+    ranked = jax.lax.stop_gradient(per_example)
+    if plus:
+      keep_1, keep_2 = coteaching_lib.disagreement_selection(
+          jax.lax.stop_gradient(logits[0]), jax.lax.stop_gradient(logits[1]), ranked[0], ranked[1], valid, rate,
+          epoch=epoch - 1, init_epoch=int(init_epoch), axis_name=axis_name)
+    else:
+      keep_1, keep_2 = coteaching_lib.small_loss_selection(ranked[0], ranked[1], valid, rate, axis_name=axis_name)
+    loss = (coteaching_lib.coteaching_loss(per_example[0], keep_1, axis_name, normalise_twice=normalise_twice)
+            + coteaching_lib.coteaching_loss(per_example[1], keep_2, axis_name, normalise_twice=normalise_twice))
+    return loss, rows
+
+  return Method(name="coteaching_plus" if plus else "coteaching", objective=objective, extended=True,
+                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2)
+
+
 def uniform_prior(num_classes: int) -> jax.Array:
   return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
 
@@ -215,13 +327,18 @@ _METHOD_FIELDS = {
                            "stage2"},
     "encouraging": {"name", "log_end", "label_smoothing"},
     "loss_correction": {"name", "correction", "transition", "percentile", "shared_filter"},
+    "elr": {"name", "lam", "beta"},
+    "sop": {"name", "lr_u", "lr_v", "init_std"},
+    "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch",
+                   "normalise_twice"},
 }
 
 
-def make(method_config, *, num_classes: int, transition=None) -> Method:
+def make(method_config, *, num_classes: int, transition=None, num_epochs: int | None = None) -> Method:
   """Builds a Method from `config.method` (see the module docstring for the fields of each name).
 
   transition: for 'loss_correction', the resolved [C, C] matrix (`runs.correction_transition`).
+  num_epochs: the run's epochs, for 'coteaching' (the length of its forget-rate schedule).
   """
   name = method_config.name
   _checks.check_choice("method name", name, METHOD_NAMES)
@@ -242,6 +359,23 @@ def make(method_config, *, num_classes: int, transition=None) -> Method:
                                      begin=method_config.begin, history_length=method_config.history_length,
                                      relabel=method_config.relabel, relabel_k=method_config.get("relabel_k", 0),
                                      stage2=method_config.get("stage2", True))
+  if name == "elr":
+    return elr_method(lam=float(method_config.get("lam", 3.0)), beta=float(method_config.get("beta", 0.7)))
+  if name == "sop":
+    return sop_method(lr_u=float(method_config.get("lr_u", 1.0)), lr_v=float(method_config.get("lr_v", 10.0)),
+                      init_std=float(method_config.get("init_std", sop_lib.INIT_STD)))
+  if name == "coteaching":
+    if num_epochs is None:
+      raise ValueError("method 'coteaching' needs the run's epochs for its forget-rate schedule: "
+                       "make(..., num_epochs=config.num_epochs).")
+    if "forget_rate" not in method_config:
+      raise ValueError("method 'coteaching' needs method.forget_rate (the paper uses the noise rate).")
+    return coteaching_method(
+        forget_rate=float(method_config.forget_rate), num_epochs=int(num_epochs),
+        num_gradual=int(method_config.get("num_gradual", 10)), exponent=float(method_config.get("exponent", 1.0)),
+        ramp=method_config.get("ramp", "paper"), plus=bool(method_config.get("plus", False)),
+        init_epoch=int(method_config.get("init_epoch", 0)),
+        normalise_twice=bool(method_config.get("normalise_twice", False)))
   if name == "loss_correction":
     if transition is None:
       raise ValueError("method 'loss_correction' needs its transition matrix: make(..., transition=T); "

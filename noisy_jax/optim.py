@@ -21,6 +21,11 @@
 
 The chain is: clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the momentum
 buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0).
+
+`name` = 'sgd' (default, all of the above) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
+main.py), lr `learning_rate` and beta1 0.9 until epoch `decay_start` (0-based), then lr decayed linearly towards 0 at
+the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional clipping first
+(noisy_jax.coteaching.adam_schedule: what PyTorch's Adam does with its lr and betas set at each epoch's start).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import optax
 from noisy_jax import _checks
 
 LR_SCHEDULES = ("piecewise", "cosine")
+OPTIMIZERS = ("sgd", "coteaching_adam")
 
 
 def _cosine_epochs(config, num_epochs: int | None) -> int:
@@ -88,6 +94,16 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
   clip = float(config.get("grad_clip_norm", 0.0) or 0.0)
   _checks.check_range("grad_clip_norm", clip, 0.0, np.inf, high_open=True)
   steps = [optax.clip_by_global_norm(clip)] if clip > 0 else []
+  name = config.get("name", "sgd")
+  _checks.check_choice("optimizer name", name, OPTIMIZERS)
+  if name == "coteaching_adam":
+    from noisy_jax import coteaching  # pylint: disable=g-import-not-at-top
+    if num_epochs is None:
+      raise ValueError("optimizer 'coteaching_adam' needs the stage's num_epochs (its lr decays to 0 there).")
+    return optax.chain(*steps, coteaching.adam_schedule(
+        float(config.learning_rate), int(num_epochs), int(config.get("decay_start", 80)),
+        steps_per_epoch=steps_per_epoch, beta1=float(config.get("beta1", coteaching.ORIGINAL_BETA1)),
+        beta1_after=float(config.get("beta1_after", coteaching.ORIGINAL_BETA1_AFTER))))
   steps += [
       optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
       optax.sgd(learning_rate_schedule(config, steps_per_epoch, num_epochs),

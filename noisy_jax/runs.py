@@ -37,6 +37,11 @@ from noisy_jax.train import (AXIS, fit, make_evaluate, make_mesh, make_predict_f
                              run_compiler_options, _variables)
 
 
+# The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
+# a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
+METHOD_ROWS_STREAM = 0x726f7773
+
+
 def build_model(model_config, num_classes: int, input_shape=None):
   """The config's model; name 'auto' is picked from `input_shape` (one example's shape) by models.resolve."""
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
@@ -97,7 +102,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   if config.method.name == "loss_correction":
     transition, transition_summary = correction_transition(config, dataset, noisy, clean, model=model, mesh=mesh,
                                                            key=stage2_key)
-  method = methods_lib.make(config.method, num_classes=dataset.num_classes, transition=transition)
+  method = methods_lib.make(config.method, num_classes=dataset.num_classes, transition=transition,
+                            num_epochs=int(config.num_epochs))
   # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (noisy_jax.label_issues).
   issue_score, issue_rule = label_issues.settings(config)
   extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
@@ -111,6 +117,10 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                   axis=AXIS)
   else:
     table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
+  if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
+    rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
+    table = table_sharding.add_method_rows(
+        table, lambda rows: method.init_rows(rows_key, rows, dataset.num_classes), mesh=mesh, axis=AXIS)
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
@@ -183,7 +193,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       export_lib.save_run(export_lib.model_dir(workdir, which), variables=variables, config=export_config,
                           dataset=dataset, normalization=normalize,
                           meta={"method": method.name, "stage": delivered, "seed": int(config.seed), "which": which,
-                                "config": checkpoint_lib.config_json(export_config)})
+                                "config": checkpoint_lib.config_json(export_config)},
+                          num_networks=1 if method.stage2 else method.num_networks)
   # --- end of model export -------------------------------------------------------------------------------------
   summary.update(summary_of(final_history))
   if transition_summary is not None:

@@ -123,7 +123,8 @@ def pad(table: label_table_lib.LabelTable, num_devices: int) -> label_table_lib.
   labels = xp.concatenate([table.noisy_labels, xp.full((rows - n,), PAD_LABEL, table.noisy_labels.dtype)])
   history = xp.swapaxes(pad_rows(xp.swapaxes(table.history, 0, 1), rows), 0, 1)
   return table.replace(noisy_labels=labels, soft_labels=pad_rows(table.soft_labels, rows),
-                       weights=pad_rows(table.weights, rows), history=history)
+                       weights=pad_rows(table.weights, rows), history=history,
+                       method_rows={k: pad_rows(v, rows) for k, v in table.method_rows.items()})
 
 
 def unpad(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:
@@ -137,17 +138,19 @@ def unpad(table: label_table_lib.LabelTable, num_examples: int) -> label_table_l
     raise ValueError(f"num_examples={num_examples!r} exceeds the table's {table.num_examples} rows.")
   return table.replace(noisy_labels=table.noisy_labels[:num_examples],
                        soft_labels=table.soft_labels[:num_examples], weights=table.weights[:num_examples],
-                       history=table.history[:, :num_examples])
+                       history=table.history[:, :num_examples],
+                       method_rows={k: v[:num_examples] for k, v in table.method_rows.items()})
 
 
 def specs(axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
   """The PartitionSpecs of the table's leaves (a LabelTable of specs, a prefix of the table's pytree): rows on
-  `axis` when sharded (history's row axis is its second), P() everywhere when replicated."""
+  `axis` when sharded (history's row axis is its second), P() everywhere when replicated. `method_rows` gets one
+  spec, a prefix of whatever per-example state the method keeps (every leaf has its rows first)."""
   if not sharded:
     return label_table_lib.LabelTable(noisy_labels=P(), soft_labels=P(), weights=P(), history=P(),
-                                      history_filled=P())
+                                      history_filled=P(), method_rows=P())
   return label_table_lib.LabelTable(noisy_labels=P(axis), soft_labels=P(axis), weights=P(axis),
-                                    history=P(None, axis), history_filled=P())
+                                    history=P(None, axis), history_filled=P(), method_rows=P(axis))
 
 
 def shardings(mesh: Mesh, axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
@@ -188,7 +191,8 @@ def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_tab
       weights=padded(host.weights, out.weights, 0),
       history=padded(host.history, out.history, 0, row_axis=1),
       history_filled=jax.make_array_from_callback(host.history_filled.shape, out.history_filled,
-                                                  lambda index: host.history_filled[index]))
+                                                  lambda index: host.history_filled[index]),
+      method_rows={k: padded(v, out.method_rows, 0) for k, v in host.method_rows.items()})
 
 
 def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
@@ -224,6 +228,23 @@ def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
       history_filled=jax.make_array_from_callback((h,), out.history_filled, lambda index: np.zeros((h,), bool)[index]))
 
 
+def add_method_rows(table: label_table_lib.LabelTable, init_rows: Callable, *, mesh: Mesh | None = None,
+                    axis: str | None = None) -> label_table_lib.LabelTable:
+  """The table with a method's per-example state `init_rows(num_rows) -> {name: [num_rows, ...]}` (a pure,
+  jit-able function) for every row of the table, padding rows included.
+
+  A row-sharded table gets its state computed where it lives (jit with out_shardings: no device or host holds
+  more than its rows); a replicated one as one array. With JAX's partitionable threefry a random state does not
+  depend on the padding: row i of a table padded for D devices is row i of the unpadded one.
+  """
+  rows = table.num_examples
+  if is_sharded(table):
+    state = jax.jit(lambda: init_rows(rows), out_shardings=NamedSharding(mesh, P(axis)))()
+  else:
+    state = init_rows(rows)
+  return label_table_lib.with_method_rows(table, state)
+
+
 def is_sharded(table: label_table_lib.LabelTable) -> bool:
   """Whether the table's rows are split over devices (its soft labels are a global array not fully replicated)."""
   leaf = table.soft_labels
@@ -253,6 +274,7 @@ def host_layout(table: label_table_lib.LabelTable, rows: int) -> label_table_lib
 
   return table.replace(noisy_labels=zeros(table.noisy_labels, 0), soft_labels=zeros(table.soft_labels, 0),
                        weights=zeros(table.weights, 0), history=zeros(table.history, 1),
+                       method_rows={k: zeros(v, 0) for k, v in table.method_rows.items()},
                        history_filled=np.zeros(np.shape(table.history_filled), table.history_filled.dtype))
 
 

@@ -48,6 +48,7 @@ from noisy_jax import checkpoint as checkpoint_lib
 from noisy_jax import distributed
 from noisy_jax import inputs as inputs_lib
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import members as members_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import optim
@@ -90,7 +91,12 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
   return Mesh(np.asarray(devices[:num_devices]), (AXIS,))
 
 
-def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
+def create_train_state(model, key: jax.Array, input_shape, tx, *, num_networks: int = 1) -> TrainState:
+  """The initial TrainState of `model` from `key`; with num_networks = 2, the two networks of a pair, initialised
+  from jax.random.split(key) and stacked on a leading axis (noisy_jax.members)."""
+  if num_networks > 1:
+    return members_lib.stack([create_train_state(model, k, input_shape, tx)
+                              for k in jax.random.split(key, num_networks)])
   # Jitted: eager init runs the network op by op (~7 s for a ResNet-32 on a 2-core CPU). Same values as eager for
   # truncated-normal initialisers (SmallCNN, MLP: checked bit for bit), within 1 ulp for plain normal ones.
   init = jax.jit(functools.partial(model.init, train=False))
@@ -105,48 +111,86 @@ def create_train_state(model, key: jax.Array, input_shape, tx) -> TrainState:
 
 def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax.Array, indices: jax.Array,
                valid: jax.Array, *, method: methods_lib.Method, epoch, axis_name: str | None = AXIS,
-               table_axis: str | None = None):
+               table_axis: str | None = None, member_map: str = "loop"):
   """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
 
   Args:
-    state: replicated. table: replicated, or this device's rows of a row-sharded table (`table_axis`).
+    state: replicated (for a two-network method, the pair's TrainStates stacked on a leading axis of 2).
+    table: replicated, or this device's rows of a row-sharded table (`table_axis`).
     images: [b, ...] this device's inputs; indices [b] their rows in the table; valid [b] False for padding.
-    epoch: scalar int, the history slot that predictions are recorded into (ring position epoch % H).
+    epoch: scalar int, the 1-based epoch: the history slot that predictions are recorded into (ring position
+      epoch % H), and the epoch an extended objective sees (Co-teaching's forget rate).
     axis_name: the device axis (None outside any mapping).
     table_axis: None (replicated table) or the axis its rows are split over (noisy_jax.table_sharding): reads and
-      writes then go through label_table.sharded_targets / sharded_record.
+      writes then go through label_table.sharded_targets / sharded_record / sharded_*_rows.
+    member_map: how a two-network method maps its forward pass over the pair ('vmap' or 'loop', noisy_jax.members).
+
+  A method's per-example state (table.method_rows: ELR's targets, SOP's u and v) is read for the batch, given to the
+  extended objective (differentiated with the parameters when `rows_trainable`), updated by `method.row_update` and
+  written back like the history: the (all-gathered) rows of the global batch, padding rows dropped.
   """
   if table_axis is None:
     soft_labels, weights = label_table_lib.targets(table, indices)
+    rows = label_table_lib.read_rows(table, indices)
   else:
     soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
+    rows = label_table_lib.sharded_read_rows(table, indices, axis_name=table_axis)
+  pair = method.num_networks > 1
 
-  def loss_fn(params):
-    logits, updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, images, train=True,
+  def forward(params, batch_stats):
+    logits, updates = state.apply_fn({"params": params, "batch_stats": batch_stats}, images, train=True,
                                      mutable=["batch_stats"])
-    logits = logits.astype(jnp.float32)
-    loss = method.objective(logits, soft_labels, weights, valid, axis_name)
-    return loss, (logits, updates["batch_stats"])
+    return logits.astype(jnp.float32), updates["batch_stats"]
 
-  (loss, (logits, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+  if pair:
+    forward = members_lib.map_members(forward, member_map)
+
+  def loss_fn(params, rows):
+    logits, batch_stats = forward(params, state.batch_stats)
+    if method.extended:
+      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch)
+    else:
+      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
+    return loss, (logits, batch_stats, rows_out)
+
+  argnums = (0, 1) if method.rows_trainable else 0
+  (loss, (logits, batch_stats, rows_out)), grads = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)(
+      state.params, rows)
+  grads, row_grads = grads if method.rows_trainable else (grads, None)
   if axis_name is not None:
     grads = lax.pmean(grads, axis_name)
     batch_stats = lax.pmean(batch_stats, axis_name)
-  state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
+    if row_grads is not None:
+      # Differentiating a psum-ed loss under pmap semantics gives each device D times its rows' gradient (the
+      # parameters' D-fold gradients are averaged by the pmean above); the rows are this device's own: divide.
+      row_grads = jax.tree.map(lambda g: g / lax.psum(1, axis_name), row_grads)
+  if pair:  # each network its own update (a global-norm clip, if any, per network)
+    state = jax.vmap(lambda s, g, b: s.apply_gradients(grads=g, batch_stats=b))(state, grads, batch_stats)
+    logits = jnp.mean(logits, axis=0)  # the pair's prediction: the mean of the two networks' logits
+  else:
+    state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
 
   probs = jax.nn.softmax(logits)
-  if method.history_length:
+  write_rows = None
+  if method.history_length or table.method_rows:
     # Padding rows are dropped by the write: row N of a replicated table, -1 (owned by no device) of a sharded one.
     write_rows = jnp.where(valid, indices, table.num_examples if table_axis is None else -1)
     if axis_name is not None:
       write_rows = lax.all_gather(write_rows, axis_name, tiled=True)
-      probs_all = lax.all_gather(probs, axis_name, tiled=True)
-    else:
-      probs_all = probs
+  if method.history_length:
+    probs_all = probs if axis_name is None else lax.all_gather(probs, axis_name, tiled=True)
     if table_axis is None:
       table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
     else:
       table = label_table_lib.sharded_record(table, write_rows, probs_all, slot=epoch, axis_name=table_axis)
+  if table.method_rows:
+    new_rows = method.row_update(rows, rows_out, row_grads)
+    if axis_name is not None:
+      new_rows = jax.tree.map(lambda r: lax.all_gather(r, axis_name, tiled=True), new_rows)
+    if table_axis is None:
+      table = label_table_lib.write_rows(table, write_rows, new_rows)
+    else:
+      table = label_table_lib.sharded_write_rows(table, write_rows, new_rows, axis_name=table_axis)
 
   given = jnp.argmax(soft_labels, axis=-1)
   valid_f = valid.astype(jnp.float32)
@@ -154,6 +198,7 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
   count = jnp.sum(valid_f)
   if axis_name is not None:
     correct, count = lax.psum(correct, axis_name), lax.psum(count, axis_name)
+  loss = loss / method.num_networks  # a pair reports the mean of its two networks' losses
   return state, table, {"loss": loss * count, "correct": correct, "count": count}
 
 
@@ -240,8 +285,11 @@ def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
                   mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
                   compiler_options: dict[str, str] | None = None, shard_table: bool = False,
-                  normalize: Callable | None = None, source=None, workers: int = 0) -> Callable:
+                  normalize: Callable | None = None, source=None, workers: int = 0,
+                  member_map: str = "loop") -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  member_map: 'vmap' or 'loop', how a two-network method's step maps its forward pass over the pair (train_step).
 
   normalize: the inputs as stored -> float32 network inputs, applied on the device to each gathered (or streamed)
   batch before augmentation (noisy_jax.data.normalization; inputs.normalizer). None: the inputs are float already.
@@ -289,7 +337,7 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
     if augment is not None:
       x = augment(augmentation_key(key, step), x, rows)
     return train_step(state, table, x, rows, ok, method=method, epoch=epoch,
-                      table_axis=AXIS if shard_table else None)
+                      table_axis=AXIS if shard_table else None, member_map=member_map)
 
   def local_step(state, table, images, indices, valid, epoch, key, step):
     """This device's slice of the global batch `indices`/`valid` [B], gathered from the resident `images`."""
@@ -370,13 +418,20 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
 
 
 def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None = None,
-                    compiler_options: dict | None = None) -> Callable:
+                    compiler_options: dict | None = None, num_networks: int = 1) -> Callable:
   """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks.
 
   normalize: the inputs as stored -> float32 network inputs (on the device); None: they are float already.
   compiler_options: XLA options for the program (`compiler_options(model, platform)`, as for the train step).
+  num_networks: 2 for the variables of a pair (stacked on a leading axis): the softmax of the mean of the two
+    networks' logits, how DivideMix and ELR+ evaluate (argmax (z1 + z2)).
   """
   normalize = normalize or normalization.identity()
+  apply = model.apply
+  if num_networks > 1:
+    def apply(variables, x, train):  # the networks one after the other on the chunk: plain kernels on every backend
+      return jnp.mean(jnp.stack([model.apply(members_lib.take(variables, m), x, train=train)
+                                 for m in range(num_networks)]), axis=0)
 
   @functools.partial(jax.jit, compiler_options=compiler_options)
   def predict(variables, images):
@@ -385,7 +440,7 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
     pad = chunks * batch_size - n
     padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
     padded = padded.reshape(chunks, batch_size, *images.shape[1:])
-    logits = lax.map(lambda x: model.apply(variables, normalize(x), train=False), padded)
+    logits = lax.map(lambda x: apply(variables, normalize(x), train=False), padded)
     return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(jnp.float32))[:n]
 
   return predict
@@ -418,6 +473,13 @@ def make_evaluate(predict: Callable, *, workers: int = 0, batch_size: int = 500)
       return jnp.concatenate([predict(variables, batch["images"]) for batch in loader])
 
   return evaluate
+
+
+def _member_map(config, mesh: Mesh, input_shape) -> str:
+  """How a two-network step maps over its pair: config.member_map ('auto' by default: noisy_jax.members)."""
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top  (models import nothing of train)
+  return members_lib.resolve_member_map(config.get("member_map", "auto"), mesh.devices.flat[0].platform,
+                                        models.resolve(config.model.name, input_shape))
 
 
 def _variables(state: TrainState):
@@ -465,7 +527,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
                      "one program: use epoch_mode='steps', or checkpoint_every_steps=0.")
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
-  state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx), mesh)
+  state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx,
+                                       num_networks=method.num_networks), mesh)
   shard_table = table_sharding.configured(config, num_examples=num_examples, num_classes=table.num_classes,
                                           history_length=table.history_length, num_devices=mesh.devices.size)
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
@@ -479,8 +542,10 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
   epoch_fn = make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
                            mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
                            compiler_options=options, shard_table=shard_table, normalize=normalize,
-                           source=dataset.x_train if streamed else None, workers=workers)
-  predict = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options), workers=workers)
+                           source=dataset.x_train if streamed else None, workers=workers,
+                           member_map=_member_map(config, mesh, dataset.x_train.shape[1:]))
+  predict = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options,
+                                          num_networks=method.num_networks), workers=workers)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)

@@ -19,6 +19,7 @@ from noisy_jax.data import normalization
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import models
+from noisy_jax import table_sharding
 from noisy_jax import train
 
 
@@ -52,7 +53,15 @@ def main(num_devices: int, epochs: int):
       # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
       "joint_optimization_streamed": methods_lib.joint_optimization_method(
           alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
+      # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
+      # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table.
+      "elr": methods_lib.elr_method(lam=3.0, beta=0.7),
+      "sop": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
+      "sop_sharded": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
+      # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
+      "coteaching": methods_lib.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
   }
+  state_pair = train.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
   codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
   normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0),
                                 "per_channel")
@@ -66,8 +75,12 @@ def main(num_devices: int, epochs: int):
       table = label_table_lib.create(noisy, c, history_length=method.history_length)
       if name == "truncated_lq":
         table = label_table_lib.set_all_weights(table, pruned)
-      state = train.replicate(jax.tree.map(jnp.copy, state0), mesh)
-      table = train.replicate(table, mesh)
+      if method.init_rows is not None:
+        table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(7), n, c))
+      start = state_pair if method.num_networks > 1 else state0
+      state = train.replicate(jax.tree.map(jnp.copy, start), mesh)
+      sharded = name.endswith("_sharded") and devices > 1
+      table = table_sharding.shard(table, mesh, train.AXIS) if sharded else train.replicate(table, mesh)
       streamed = name.endswith("_streamed")
       x = train.replicate(jnp.asarray(codes if streamed else images), mesh)
       augmented = name.startswith("cross_entropy_augmented") or streamed
@@ -75,7 +88,8 @@ def main(num_devices: int, epochs: int):
       epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
                                      mode="scan" if name.endswith("_scan") else "auto",
                                      augment=augment if augmented else None,
-                                     normalize=normalize if streamed else None, source=source)
+                                     normalize=normalize if streamed else None, source=source,
+                                     shard_table=sharded)
       if source is not None:
         x = None
       losses = []
@@ -85,14 +99,18 @@ def main(num_devices: int, epochs: int):
         losses.append(float(metrics["train_loss"]))
       if method.history_length:
         table = label_table_lib.relabel(table, mode="soft")
+      if sharded:
+        table = table_sharding.host_table(table, n)
       results.append({"params": jax.device_get(state.params), "batch_stats": jax.device_get(state.batch_stats),
-                      "table": jax.device_get(table), "losses": losses})
+                      "table": jax.device_get(table), "losses": losses, "start": start})
     one, many = results
     out[name] = {"params": _max_diff(one["params"], many["params"]),
                  "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
                  "table": _max_diff(one["table"], many["table"]),
                  "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
-                 "param_change": _max_diff(state0.params, one["params"])}
+                 "param_change": _max_diff(one["start"].params, one["params"])}
+    if method.init_rows is not None:  # the rows really changed in training
+      out[name]["rows_change"] = _max_diff(method.init_rows(jax.random.PRNGKey(7), n, c), one["table"].method_rows)
     out[name]["first_params"] = one["params"]
   # Augmentation really changed the training (else the augmented comparison would prove nothing new).
   for name in ("cross_entropy_augmented", "cross_entropy_augmented_scan"):

@@ -27,7 +27,7 @@ from experiments.configs import truncated_lq  # pylint: disable=g-import-not-at-
 from noisy_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax import train  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-METHODS = ("joint_optimization", "truncated_lq")
+METHODS = ("joint_optimization", "truncated_lq", "sop", "coteaching")
 
 
 def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
@@ -36,6 +36,11 @@ def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
   if method not in METHODS:
     raise ValueError(f"method={method!r}; allowed: {', '.join(METHODS)}.")
   config = (joint_optimization if method == "joint_optimization" else truncated_lq).get_config()
+  if method == "sop":  # per-example u, v in the table (init std 0.1: they move within a few epochs)
+    config.method = {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}
+  if method == "coteaching":  # two networks in one state, Adam with the lr / beta1 plan
+    config.method = {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 3, "plus": False}
+    config.optimizer = {"name": "coteaching_adam", "learning_rate": 1e-2, "decay_start": 3}
   config.dataset = "digits"
   config.noise.rate = 0.4
   config.model.name = model
@@ -48,10 +53,12 @@ def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
     config.method.begin, config.method.history_length = 2, 3  # relabels after epochs 2..5 from a 3-epoch ring
     config.stage2.num_epochs = 4
     config.stage2.optimizer.lr_boundaries = (3,)
-  else:
+  elif method == "truncated_lq":
     config.num_epochs = 6
     config.optimizer.lr_boundaries = (5,)
     config.method.prune_start, config.method.prune_every = 3, 2  # prunes after epochs 2 and 4, best-val params
+  else:
+    config.num_epochs = 5
   return config
 
 

@@ -168,6 +168,27 @@ def test_truncated_lq_killed_between_checkpoints_resumes_bit_identical(tmp_path)
   assert 0 < records[-1]["pruned_fraction"] < 1  # pruning happened, so the weights and best-val params mattered
 
 
+@pytest.mark.parametrize("method", ["sop", "coteaching"])
+def test_baseline_state_killed_between_checkpoints_resumes_bit_identical(tmp_path, method):
+  """SOP's per-example u, v (in the table's method rows) and Co-teaching's two networks with their Adam state and
+  forget-rate ramp: killed after epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
+  bit-identical (params of both networks, the table with its rows, every record)."""
+  ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
+  first = _run_all([_worker_cmd(ref, method, checkpoint_every=2),
+                    _worker_cmd(killed, method, stop_after_epoch=3, checkpoint_every=2)])
+  _check(first, (0, -signal.SIGKILL))
+  (second,) = _run_all([_worker_cmd(killed, method, checkpoint_every=2)])
+  _check([second], (0,))
+  assert _epochs_seen(second[1]) == [("stage1", e) for e in range(3, 6)]
+  _assert_bit_identical(ref, killed, "stage1")
+  assert _records(killed) == _records(ref)
+  _, arrays = _final_arrays(killed, "stage1")
+  if method == "sop":  # u and v are saved with the table
+    assert {"table/method_rows/sop_u", "table/method_rows/sop_v"} <= set(arrays), sorted(arrays)
+  else:  # both networks in the one state
+    assert all(a.shape[0] == 2 for name, a in arrays.items() if name.startswith("state/params/"))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # In one process
 

@@ -22,12 +22,15 @@ def multidevice_result():
 
 
 @pytest.mark.parametrize("method", ["cross_entropy", "truncated_lq", "joint_optimization", "cross_entropy_augmented",
-                                    "cross_entropy_augmented_scan", "joint_optimization_streamed"])
+                                    "cross_entropy_augmented_scan", "joint_optimization_streamed", "elr", "sop",
+                                    "sop_sharded", "coteaching"])
 def test_one_device_equals_four_devices(multidevice_result, method):
   diffs = multidevice_result[method]
   # Training really moved the parameters, so equality is not trivial.
   assert diffs["param_change"] > 1e-3
   for key in ("params", "batch_stats", "table", "loss"):
     assert diffs[key] <= TOLERANCE, (method, key, diffs)
+  if method in ("elr", "sop", "sop_sharded"):  # the per-example state moved, and moved alike
+    assert diffs["rows_change"] > 1e-3, diffs
   if method.startswith("cross_entropy_augmented"):  # augmentation was applied: training differs from plain CE
     assert diffs["vs_unaugmented"] > 1e-3, diffs
