@@ -17,7 +17,8 @@ The cases (each a flat dict of named numbers):
 - `init/MODEL`: initial parameters of the models (count, sum of squares, checksum).
 - `losses/NAME`: every per-example loss and the JO batch loss on fixed logits: values and gradients.
 - `runs/NAME`: a 3-epoch run of every method on digits (MLP), JO with its stage 2, one small-CNN run: per-epoch
-  train loss and test / validation accuracy, final parameters' and label table's sums and checksums.
+  train loss and test / validation accuracy, final parameters' and label table's sums and checksums (with the
+  method's own rows: ELR's targets, SOP's u and v; both networks' parameters for Co-teaching).
 """
 
 from __future__ import annotations
@@ -229,6 +230,20 @@ def run_configs() -> dict:
     config.method = ml_collections.ConfigDict({"name": "loss_correction", "correction": correction,
                                                "transition": transition})
     configs[name] = config
+  # The baselines with their own state: ELR's targets, SOP's u, v (init std 0.1: rows that move in 3 epochs) and the
+  # two networks of Co-teaching / Co-teaching+ with the paper's Adam plan.
+  for name, method in (("elr", {"name": "elr", "lam": 3.0, "beta": 0.7}),
+                       ("sop", {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1})):
+    config = configs["ce"].copy_and_resolve_references()
+    config.method = ml_collections.ConfigDict(method)
+    configs[name] = config
+  for name, plus in (("coteaching", False), ("coteaching_plus", True)):
+    config = configs["ce"].copy_and_resolve_references()
+    config.method = ml_collections.ConfigDict({"name": "coteaching", "forget_rate": 0.4, "num_gradual": 2,
+                                               "plus": plus})
+    config.optimizer = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-2,
+                                                  "decay_start": 2})
+    configs[name] = config
   cnn = ce.get_config()
   cnn.dataset = "digits"
   cnn.noise.rate = 0.4
@@ -239,10 +254,13 @@ def run_configs() -> dict:
   return configs
 
 
-def run_cases() -> dict[str, dict]:
+def run_cases(names=None) -> dict[str, dict]:
+  """The `runs/NAME` cases (all, or those of `names`)."""
   from noisy_jax import runs  # pylint: disable=g-import-not-at-top
   out = {}
   for name, config in run_configs().items():
+    if names is not None and name not in names:
+      continue
     summary = runs.run_single(config, keep_arrays=True)
     history = summary["history"]
     case = {"train_loss": [float(r["train_loss"]) for r in history],
@@ -257,6 +275,8 @@ def run_cases() -> dict[str, dict]:
     case.update(tree_numbers(table.weights, "table_weights"))
     if "stage2" in arrays:
       case.update(tree_numbers(arrays["stage2"]["params"], "stage2_params"))
+    for row_name, rows in sorted(table.method_rows.items()):
+      case.update(tree_numbers(rows, f"table_{row_name}"))
     out[f"runs/{name}"] = case
   return out
 

@@ -26,6 +26,7 @@ from noisy_jax.runs import run_single, total_epochs  # pylint: disable=g-importi
 TABLE_COLUMNS = (  # (summary key, header, format)
     ("best_test_accuracy", "best test", "{:.2%}"),
     ("last_test_accuracy", "last test", "{:.2%}"),
+    ("test_accuracy_at_best_val", "test@best val", "{:.2%}"),
     ("best_val_accuracy", "best val", "{:.2%}"),  # runs without a test split
     ("label_recovery_overall", "label recovery", "{:.2%}"),
     ("detection_precision", "detect P", "{:.2%}"),
@@ -47,8 +48,8 @@ def merged_run_config(config, run_name: str, seed: int):
 
 
 def flat_metrics(summary: dict) -> dict:
-  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "best_val_accuracy", "seconds")
-          if k in summary}
+  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "test_accuracy_at_best_val",
+                                  "best_val_accuracy", "seconds") if k in summary}
   if "realised_rate" in summary["noise"]:
     flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
   if "pseudo_label_accuracy" in summary["noise"]:
