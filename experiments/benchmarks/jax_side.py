@@ -47,11 +47,16 @@ def make_method(name: str, num_classes: int = 10) -> methods_lib.Method:
 
 
 def make_table(method: methods_lib.Method, labels: np.ndarray, num_classes: int = 10):
-  return label_table_lib.create(labels, num_classes, history_length=method.history_length)
+  """The method's table: its history and, for ELR / SOP, its per-example rows (as runs.run_single adds them)."""
+  table = label_table_lib.create(labels, num_classes, history_length=method.history_length)
+  if method.init_rows is not None:
+    table = label_table_lib.with_method_rows(
+        table, method.init_rows(jax.random.key(1), table.num_examples, num_classes))
+  return table
 
 
 def make_state(model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0,
-               jit_init: bool = True) -> train.TrainState:
+               jit_init: bool = True, num_networks: int = 1) -> train.TrainState:
   """`train.create_train_state` with the library's SGD (momentum 0.9, coupled weight decay 5e-4, lr 0.1).
 
   jit_init: run the initialisation as one compiled program (the same parameters; only faster to build: Flax's
@@ -59,17 +64,20 @@ def make_state(model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0,
   `fit` does not jit it (compile_and_memory.py measures that path with jit_init=False).
   """
   tx = train.make_optimizer(ml_collections.ConfigDict(OPTIMIZER), steps_per_epoch)
-  create = functools.partial(train.create_train_state, model, input_shape=tuple(input_shape), tx=tx)
+  create = functools.partial(train.create_train_state, model, input_shape=tuple(input_shape), tx=tx,
+                             num_networks=num_networks)
   return (jax.jit(create) if jit_init else create)(jax.random.key(seed))
 
 
-def make_step(method: methods_lib.Method, mesh, model=None):
+def make_step(method: methods_lib.Method, mesh, model=None, member_map: str = "loop"):
   """`step(state, table, images [B, ...], indices [B], valid [B], epoch) -> (state, table, metrics)`, jitted,
   state and table donated: `train.train_step` per device under `jax.shard_map`, as the epoch program runs it,
-  with the model's XLA options (`train.compiler_options`) as `fit` compiles it."""
+  with the model's XLA options (`train.compiler_options`) as `fit` compiles it. member_map: how a two-network
+  method maps over its pair ('loop' or 'vmap', noisy_jax.members)."""
 
   def per_device(state, table, images, indices, valid, epoch):
-    return train.train_step(state, table, images, indices, valid, method=method, epoch=epoch)
+    return train.train_step(state, table, images, indices, valid, method=method, epoch=epoch,
+                            member_map=member_map)
 
   mapped = jax.shard_map(per_device, mesh=mesh, in_specs=(P(),) * 6, out_specs=(P(),) * 3, check_vma=False)
   options = train.compiler_options(model, mesh.devices.flat[0].platform) if model is not None else None
@@ -80,16 +88,16 @@ class StepRunner:
   """Holds (state, table) on the device and runs `steps` donated train steps on one fixed batch per call."""
 
   def __init__(self, *, model_name: str, method: str | methods_lib.Method, batch: np.ndarray, num_examples: int,
-               seed: int = 0, jit_init: bool = True, xla_options: bool = True):
+               seed: int = 0, jit_init: bool = True, xla_options: bool = True, member_map: str = "loop"):
     """xla_options: compile the step with the model's XLA options (`train.compiler_options`, as `fit` does);
-    False: with XLA's defaults (to measure what the options change)."""
+    False: with XLA's defaults (to measure what the options change). member_map: for a two-network method."""
     self.mesh = train.make_mesh(1)
     self.model = make_model(model_name)
     self.method = make_method(method) if isinstance(method, str) else method
     batch_size = batch.shape[0]
     labels = np.random.default_rng(seed).integers(0, 10, num_examples)
     state = make_state(self.model, batch.shape[1:], steps_per_epoch=math.ceil(num_examples / batch_size), seed=seed,
-                       jit_init=jit_init)
+                       jit_init=jit_init, num_networks=self.method.num_networks)
     self.num_parameters = count_parameters(state.params)
     self.state = train.replicate(state, self.mesh)
     self.table = train.replicate(make_table(self.method, labels), self.mesh)
@@ -98,7 +106,7 @@ class StepRunner:
     self.indices = train.replicate(jnp.asarray(rows), self.mesh)
     self.valid = train.replicate(jnp.ones((batch_size,), bool), self.mesh)
     self.epoch = train.replicate(jnp.asarray(1, jnp.int32), self.mesh)
-    self.step = make_step(self.method, self.mesh, self.model if xla_options else None)
+    self.step = make_step(self.method, self.mesh, self.model if xla_options else None, member_map=member_map)
 
   def args(self):
     return self.state, self.table, self.images, self.indices, self.valid, self.epoch
