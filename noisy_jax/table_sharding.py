@@ -235,7 +235,8 @@ def add_method_rows(table: label_table_lib.LabelTable, init_rows: Callable, *, m
 
   A row-sharded table gets its state computed where it lives (jit with out_shardings: no device or host holds
   more than its rows); a replicated one as one array. With JAX's partitionable threefry a random state does not
-  depend on the padding: row i of a table padded for D devices is row i of the unpadded one.
+  depend on the padding or the split: row i of a table padded for D devices is row i of the unpadded one, up to the
+  rounding of the compiled transform (normal draws: 6e-8 measured, tests/test_multidevice.py).
   """
   rows = table.num_examples
   if is_sharded(table):

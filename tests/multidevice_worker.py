@@ -117,6 +117,16 @@ def main(num_devices: int, epochs: int):
     out[name]["vs_unaugmented"] = _max_diff(out[name]["first_params"], out["cross_entropy"]["first_params"])
   for name in out:
     del out[name]["first_params"]
+  # A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
+  # computed where its rows live: the same rows as the unsharded init (padding rows aside).
+  sop = variants["sop"]
+  mesh = train.make_mesh(num_devices)
+  built = table_sharding.add_method_rows(
+      table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=train.AXIS),
+      lambda rows: sop.init_rows(jax.random.PRNGKey(7), rows, c), mesh=mesh, axis=train.AXIS)
+  out["sop_rows_built_sharded"] = {
+      "sharded": not built.method_rows["sop_v"].is_fully_replicated,
+      "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c))}
   print("RESULT " + json.dumps(out))
 
 

@@ -34,3 +34,9 @@ def test_one_device_equals_four_devices(multidevice_result, method):
     assert diffs["rows_change"] > 1e-3, diffs
   if method.startswith("cross_entropy_augmented"):  # augmentation was applied: training differs from plain CE
     assert diffs["vs_unaugmented"] > 1e-3, diffs
+
+
+def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevice_result):
+  built = multidevice_result["sop_rows_built_sharded"]
+  assert built["sharded"]
+  assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
