@@ -275,3 +275,32 @@ def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings:
   record = {"benchmark": benchmark, "quick": bool(args.quick), "repeats": args.repeats, "warmup": args.warmup,
             "threads": threads, "machine": machine, "settings": settings, "results": results}
   print(json.dumps(record, sort_keys=True, default=str))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Train-step variants side by side (label_table_overhead.py, two_networks.py)
+
+STEP_INPUT_SHAPES = {"small_cnn": (28, 28, 1), "preact_resnet32": (32, 32, 3)}
+
+
+def step_variants_args(description: str, argv=None):
+  """(args, threads) of a benchmark that times train-step variants alternately on one synthetic batch: the base
+  flags plus --model, --batch-size, --num-examples (label-table rows), --steps (per timed unit); --quick shrinks
+  them all. Threads are configured before JAX is imported."""
+  parser = base_parser(description, repeats=20)
+  parser.add_argument("--model", choices=tuple(STEP_INPUT_SHAPES), default="small_cnn")
+  parser.add_argument("--batch-size", type=int, default=128)
+  parser.add_argument("--num-examples", type=int, default=50_000)
+  parser.add_argument("--steps", type=int, default=10, help="train steps per timed unit")
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.repeats, args.warmup, args.steps, args.num_examples, args.batch_size = 3, 1, 2, 1000, 32
+  return args, configure_threads(args.threads, host_malloc=args.host_malloc)
+
+
+def step_variants_settings(args, **extra) -> dict:
+  """The settings line of such a benchmark: model, batch, synthetic input shape, table rows, steps per unit."""
+  shape = ",".join(map(str, STEP_INPUT_SHAPES[args.model]))
+  return {"model": args.model, "batch_size": args.batch_size, "input": f"synthetic [B,{shape}]",
+          "table_rows": args.num_examples, **extra, "steps_per_unit": args.steps}
+

@@ -117,3 +117,21 @@ class StepRunner:
       self.state, self.table, metrics = self.step(*self.args())
     jax.block_until_ready((self.state, self.table, metrics))
     return metrics
+
+
+def time_step_variants(variants: dict, args) -> dict:
+  """Times `variants` ({side: Method, or (Method, member_map)}) alternately, `args.steps` donated steps per unit on
+  one synthetic batch of `args.batch_size` with a table of `args.num_examples` rows; `common.summarize` of them."""
+  from experiments.benchmarks import common  # pylint: disable=g-import-not-at-top
+
+  batch = np.random.default_rng(0).standard_normal(
+      (args.batch_size, *common.STEP_INPUT_SHAPES[args.model])).astype(np.float32)
+  runners = {}
+  for name, variant in variants.items():
+    method, member_map = variant if isinstance(variant, tuple) else (variant, "loop")
+    runners[name] = StepRunner(model_name=args.model, method=method, batch=batch, num_examples=args.num_examples,
+                               member_map=member_map)
+  sides = {name: (lambda r=runner: r(args.steps)) for name, runner in runners.items()}
+  times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
+  return common.summarize(times, work=args.batch_size * args.steps, unit="images/s")
+

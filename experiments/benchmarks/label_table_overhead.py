@@ -20,32 +20,15 @@ import dataclasses
 
 from experiments.benchmarks import common
 
-INPUT_SHAPES = {"small_cnn": (28, 28, 1), "preact_resnet32": (32, 32, 3)}
-
 
 def main(argv=None):
-  parser = common.base_parser(__doc__.splitlines()[0], repeats=20)
-  parser.add_argument("--model", choices=tuple(INPUT_SHAPES), default="small_cnn")
-  parser.add_argument("--batch-size", type=int, default=128)
-  parser.add_argument("--num-examples", type=int, default=50_000)
-  parser.add_argument("--steps", type=int, default=10, help="train steps per timed unit")
-  args = parser.parse_args(argv)
-  if args.quick:
-    args.repeats, args.warmup, args.steps, args.num_examples, args.batch_size = 3, 1, 2, 1000, 32
-  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  args, threads = common.step_variants_args(__doc__.splitlines()[0], argv)
 
-  import numpy as np  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
 
-  batch = np.random.default_rng(0).standard_normal((args.batch_size, *INPUT_SHAPES[args.model])).astype(np.float32)
   jo = jax_side.make_method("jo")
   variants = {"CE": jax_side.make_method("ce"), "JO loss only": dataclasses.replace(jo, history_length=0), "JO": jo}
-  runners = {name: jax_side.StepRunner(model_name=args.model, method=method, batch=batch,
-                                       num_examples=args.num_examples)
-             for name, method in variants.items()}
-  sides = {name: (lambda r=runner: r(args.steps)) for name, runner in runners.items()}
-  times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
-  summary = common.summarize(times, work=args.batch_size * args.steps, unit="images/s")
+  summary = jax_side.time_step_variants(variants, args)
   for s in summary.values():
     s["overhead_percent_medians"] = 100.0 * (s["ratio_of_medians"] - 1.0)
     s["overhead_percent_paired"] = 100.0 * (s["median_ratio"] - 1.0)
@@ -53,10 +36,8 @@ def main(argv=None):
       ["side", "ms per step (median)", "overhead % (medians)", "overhead % (paired)"],
       [[name, s["median_s"] * 1e3 / args.steps, s["overhead_percent_medians"], s["overhead_percent_paired"]]
        for name, s in summary.items()])
-  shape = ",".join(map(str, INPUT_SHAPES[args.model]))
-  settings = {"model": args.model, "batch_size": args.batch_size, "input": f"synthetic [B,{shape}]",
-              "table_rows": args.num_examples, "history_length": jo.history_length, "steps_per_unit": args.steps,
-              "jo": {k: v for k, v in jax_side.JO_SETTINGS.items() if k in ("alpha", "beta")}}
+  settings = common.step_variants_settings(args, history_length=jo.history_length)
+  settings["jo"] = {k: v for k, v in jax_side.JO_SETTINGS.items() if k in ("alpha", "beta")}
   common.report("label_table_overhead", args=args, threads=threads, settings=settings, results=summary,
                 tables=[common.timing_table(summary, unit="images/s"), overhead],
                 notes=["synthetic data (random normal images, random labels); timing only.",
