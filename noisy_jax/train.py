@@ -543,7 +543,8 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
                            mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
                            compiler_options=options, shard_table=shard_table, normalize=normalize,
                            source=dataset.x_train if streamed else None, workers=workers,
-                           member_map=_member_map(config, mesh, dataset.x_train.shape[1:]))
+                           member_map=(_member_map(config, mesh, dataset.x_train.shape[1:])
+                                       if method.num_networks > 1 else "loop"))
   predict = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options,
                                           num_networks=method.num_networks), workers=workers)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
