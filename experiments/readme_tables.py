@@ -442,6 +442,30 @@ def render_speed(workdir: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# README.md, "Every method side by side": experiments/configs/baselines.py
+
+BASELINE_RUNS = (("ce", "cross entropy"), ("gce", "GCE (q 0.7)"), ("truncated_lq", "truncated Lq"),
+                 ("encouraging", "encouraging loss"), ("joint_optimization", "Joint Optimization (2 stages)"),
+                 ("forward_correction", "forward correction (true T)"), ("elr", "ELR"), ("sop", "SOP"),
+                 ("coteaching", "Co-teaching (2 networks)"), ("coteaching_plus", "Co-teaching+ (2 networks)"))
+
+
+def render_baselines(workdir: str) -> str:
+  rows = []
+  for run, label in BASELINE_RUNS:
+    stats = _mean_std(workdir, run)
+    rows.append([label] + [mean_pm_std(stats.get(key)) for key in
+                           ("best_test_accuracy", "last_test_accuracy", "test_accuracy_at_best_val")]
+                + [f"{stats['seconds']['mean']:.1f}"])
+  return markdown(["method", "best test", "last test", "test at best val", "wall s"], rows)
+
+
+def _baselines_command(setting: str) -> str:
+  return (f"python -m experiments.train --config=experiments/configs/baselines.py:{setting} "
+          f"--workdir=workdirs/baselines_{setting}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The registry
 
 
@@ -458,6 +482,7 @@ TABLES: tuple[Table, ...] = (
     Table("log_end_sweep", README, _train("log_end_sweep", "log_end_sweep"), render_log_end_sweep),
     Table("q_sweep", README, _train("q_sweep", "q_sweep"), render_q_sweep),
     Table("k_sweep", README, _train("k_sweep", "k_sweep"), render_k_sweep),
+    Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines),
     Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
     Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
     Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),

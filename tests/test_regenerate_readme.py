@@ -15,6 +15,7 @@ import pytest
 from experiments import readme_tables
 from experiments import regenerate_readme as regen
 from experiments.benchmarks import common
+from experiments.configs import baselines
 from experiments.configs import default
 from experiments.configs import k_sweep
 from experiments.configs import log_end_sweep
@@ -128,6 +129,7 @@ def loss_properties_workdir(path):
 
 SYNTHETIC = {
     "default3": lambda p: comparison_workdir(p, default.get_config()),
+    "baselines_sym60": lambda p: comparison_workdir(p, baselines.get_config("sym60")),
     "memorisation": lambda p: comparison_workdir(p, memorisation.get_config()),
     "relabel_ablation": lambda p: comparison_workdir(p, relabel_ablation.get_config()),
     "lr_noise_grid": lambda p: comparison_workdir(p, lr_noise_grid.get_config()),
