@@ -183,7 +183,7 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
       table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
     else:
       table = label_table_lib.sharded_record(table, write_rows, probs_all, slot=epoch, axis_name=table_axis)
-  if table.method_rows:
+  if table.method_rows and method.row_update is not None:  # a method without row logic leaves them as they are
     new_rows = method.row_update(rows, rows_out, row_grads)
     if axis_name is not None:
       new_rows = jax.tree.map(lambda r: lax.all_gather(r, axis_name, tiled=True), new_rows)
