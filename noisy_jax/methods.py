@@ -25,7 +25,8 @@ A method is built from `config.method` (an ml_collections ConfigDict) by `make(m
                                clamped predictions, kept in the table's method rows (noisy_jax.elr).
   name = 'sop'                 Liu et al. (ICML 2022) sparse over-parameterisation: per-example u_i and v_i [C] in
                                the table's method rows, trained with the network by plain SGD (`lr_u`, `lr_v`;
-                               initialised N(0, `init_std`^2)); loss CE(p~) + MSE (noisy_jax.sop).
+                               initialised N(0, `init_std`^2)); loss CE(p~) + MSE (noisy_jax.sop), plus SOP+'s
+                               class-balance term with `ratio_balance` > 0 (`balance_detach_v`: the original's sg(V)).
   name = 'coteaching'          Han et al. (NeurIPS 2018) Co-teaching: two networks, each updated on the `forget_rate`
                                fraction of smallest-loss examples of its peer, R(e) ramped over `num_gradual` epochs
                                (`ramp` 'paper' | 'original'); `plus=True` is Co-teaching+ (Yu et al., ICML 2019):
@@ -258,19 +259,31 @@ def elr_method(*, lam: float = 3.0, beta: float = 0.7) -> Method:
                 row_update=lambda rows, rows_out, grads: rows_out)
 
 
-def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_lib.INIT_STD) -> Method:
+def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_lib.INIT_STD,
+               ratio_balance: float = 0.0, balance_detach_v: bool = True) -> Method:
   """SOP (Liu et al., ICML 2022): the batch mean of ce_i + mse_i (noisy_jax.sop.sop_loss) with u_i, v_i read for
   the batch, differentiated with the network, and stepped by their own SGD, u <- u - lr_u g_u, v <- v - lr_v g_v
   (momentum 0, no decay, no schedule; g the gradient of the global batch's mean loss). Defaults: the original's
-  CIFAR-100 symmetric rates (1, 10); its asymmetric README rates are (0.1, 100)."""
+  CIFAR-100 symmetric rates (1, 10); its asymmetric README rates are (0.1, 100).
+
+  ratio_balance > 0 adds SOP+'s class-balance term, ratio_balance * (-sum_c (1/C) log clamp(mean_i p~_ic, 1e-4, 1))
+  over the global batch (sop.balance_loss; SOP+ on CIFAR-100: 0.1), with the original's sg(V) inside p~ by default
+  (`balance_detach_v=False` lets it reach v: the original's issue #5). SOP+'s other part, the consistency with a
+  strongly augmented second view (AutoAugment + Cutout), is not offered: noisy_jax has no such augmentation."""
   _checks.check_range("lr_u", lr_u, 0.0, np.inf)
+  _checks.check_range("ratio_balance", ratio_balance, 0.0, np.inf)
   _checks.check_range("lr_v", lr_v, 0.0, np.inf)
   _checks.check_range("init_std", init_std, 0.0, np.inf)
 
   def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
     del epoch
     ce, mse = sop_lib.sop_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"])
-    return weighted_batch_mean(ce + mse, weights, valid, axis_name), rows
+    loss = weighted_batch_mean(ce + mse, weights, valid, axis_name)
+    if ratio_balance:
+      loss = loss + ratio_balance * sop_lib.balance_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"],
+                                                         detach_v=balance_detach_v, where=valid,
+                                                         axis_name=axis_name)
+    return loss, rows
 
   def init_rows(key, num_rows, num_classes):
     u, v = sop_lib.init_params(key, num_rows, num_classes, init_std)
@@ -328,7 +341,7 @@ _METHOD_FIELDS = {
     "encouraging": {"name", "log_end", "label_smoothing"},
     "loss_correction": {"name", "correction", "transition", "percentile", "shared_filter"},
     "elr": {"name", "lam", "beta"},
-    "sop": {"name", "lr_u", "lr_v", "init_std"},
+    "sop": {"name", "lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v"},
     "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch",
                    "normalise_twice"},
 }
@@ -363,7 +376,9 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
     return elr_method(lam=float(method_config.get("lam", 3.0)), beta=float(method_config.get("beta", 0.7)))
   if name == "sop":
     return sop_method(lr_u=float(method_config.get("lr_u", 1.0)), lr_v=float(method_config.get("lr_v", 10.0)),
-                      init_std=float(method_config.get("init_std", sop_lib.INIT_STD)))
+                      init_std=float(method_config.get("init_std", sop_lib.INIT_STD)),
+                      ratio_balance=float(method_config.get("ratio_balance", 0.0)),
+                      balance_detach_v=bool(method_config.get("balance_detach_v", True)))
   if name == "coteaching":
     if num_epochs is None:
       raise ValueError("method 'coteaching' needs the run's epochs for its forget-rate schedule: "

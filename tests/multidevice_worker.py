@@ -54,10 +54,11 @@ def main(num_devices: int, epochs: int):
       "joint_optimization_streamed": methods_lib.joint_optimization_method(
           alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
       # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
-      # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table.
+      # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table, there with
+      # SOP+'s balance term (a mean over the global batch).
       "elr": methods_lib.elr_method(lam=3.0, beta=0.7),
       "sop": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
-      "sop_sharded": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
+      "sop_sharded": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
       # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
       "coteaching": methods_lib.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
   }
