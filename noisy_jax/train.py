@@ -56,6 +56,11 @@ from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, no
 from noisy_jax import streaming
 from noisy_jax import table_sharding
 from noisy_jax.data import normalization
+# What a run's records say about its label table, and its XLA options, live in their own modules; the names stay
+# here for callers of train.NAME.
+from noisy_jax.table_metrics import table_metrics  # pylint: disable=g-importing-member,unused-import
+from noisy_jax.xla_options import (GPU_DETERMINISM_OPTIONS, compiler_options,  # pylint: disable=g-importing-member,unused-import
+                                   run_compiler_options, _accepted_by_xla)
 
 AXIS = "batch"
 # The optimiser lives in noisy_jax.optim; these names stay here for callers of train.make_optimizer.
@@ -242,46 +247,6 @@ def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
 
 
-# XLA:GPU's run-to-run determinism: scatter-adds and select-and-scatter (max-pool gradients) without atomics, and
-# no timing-based autotuning (which can pick another convolution algorithm, so other rounding, in another process).
-# On by default (`config.gpu_deterministic`): a run is reproducible from its config and seed. Measured on an H100
-# (2026-11-24): without it, the same augmented SmallCNN config run twice in one process gave different test
-# accuracies after one epoch (tests/test_augment.py).
-GPU_DETERMINISM_OPTIONS = {"xla_gpu_deterministic_ops": True}
-
-
-def compiler_options(model, platform: str, *, deterministic: bool = True) -> dict[str, str | bool] | None:
-  """XLA options for compiling `model`'s programs for devices of `platform` ('cpu', 'gpu', 'tpu'), or None.
-
-  A model class may declare `xla_cpu_compiler_options` (the ResNets do: `models.resnet.XLA_CPU_COMPILER_OPTIONS`,
-  measured faster); they apply on the CPU only. If this jaxlib rejects them (they are XLA's experimental
-  options), a warning names them and the defaults are used: only speed is at stake, never the numbers' meaning.
-  On GPUs, `deterministic` adds GPU_DETERMINISM_OPTIONS (the CPU and TPU backends are deterministic already).
-  """
-  if platform == "gpu":
-    return dict(GPU_DETERMINISM_OPTIONS) if deterministic else None
-  options = getattr(model, "xla_cpu_compiler_options", None)
-  if not options or platform != "cpu":
-    return None
-  return dict(options) if _accepted_by_xla(tuple(sorted(options.items()))) else None
-
-
-def run_compiler_options(config, model, platform: str) -> dict[str, str | bool] | None:
-  """`compiler_options` of a run of `config`: its GPU determinism is config.gpu_deterministic (default True)."""
-  return compiler_options(model, platform, deterministic=bool(config.get("gpu_deterministic", True)))
-
-
-@functools.lru_cache(maxsize=None)
-def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
-  try:
-    jax.jit(lambda x: x + 1, compiler_options=dict(options)).lower(jnp.zeros((2,), jnp.float32)).compile()
-  except jax.errors.JaxRuntimeError as error:
-    logging.warning("XLA rejected the compiler options %s (%s); compiling with XLA's defaults.", dict(options),
-                    str(error).splitlines()[0])
-    return False
-  return True
-
-
 def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
                   mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
                   compiler_options: dict[str, str] | None = None, shard_table: bool = False,
@@ -427,11 +392,12 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
     networks' logits, how DivideMix and ELR+ evaluate (argmax (z1 + z2)).
   """
   normalize = normalize or normalization.identity()
-  apply = model.apply
-  if num_networks > 1:
-    def apply(variables, x, train):  # the networks one after the other on the chunk: plain kernels on every backend
-      return jnp.mean(jnp.stack([model.apply(members_lib.take(variables, m), x, train=train)
-                                 for m in range(num_networks)]), axis=0)
+  def apply(variables, x, train):
+    if num_networks == 1:
+      return model.apply(variables, x, train=train)
+    # A pair: the networks one after the other on the chunk (plain kernels on every backend), their logits averaged.
+    return jnp.mean(jnp.stack([model.apply(members_lib.take(variables, m), x, train=train)
+                               for m in range(num_networks)]), axis=0)
 
   @functools.partial(jax.jit, compiler_options=compiler_options)
   def predict(variables, images):
@@ -674,60 +640,6 @@ def _resume(manager, directory: str, *, config, key: jax.Array, state: TrainStat
   return (replicate(restored_state, mesh), restored_table,
           replicate(best, mesh) if meta["has_best"] else None, float(meta["best_val"]), list(meta["history"]),
           meta.get("position"))
-
-
-def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray | None, method: methods_lib.Method, *,
-                  num_examples: int | None = None) -> dict:
-  """What the method's own state says about the labels: the fraction it relabelled (JO) or pruned (truncated Lq)
-  and, when the clean labels are known, label recovery and noise detection (precision / recall / F1 of that set).
-
-  clean: [N] true labels, or None (labels taken as given: only the fractions). num_examples: N, the real rows
-  (default len(clean), else the table's rows). Computed where the table lives: one jitted reduction over its rows,
-  replicated or sharded over the devices of one process or several (no copy of the table to the host or onto one
-  device). A sharded table's padding rows are left out of every count (`counted`).
-  """
-  relabels = method.relabels_from_history
-  if not relabels and not method.needs_train_probs:
-    return {}
-  rows = table.num_examples
-  n = int(num_examples if num_examples is not None else (rows if clean is None else np.shape(clean)[0]))
-  clean_rows = np.full((rows,), -1, np.int32)
-  if clean is not None:
-    clean_rows[:n] = np.asarray(clean)
-  sharding = getattr(table.soft_labels, "sharding", None)
-  if isinstance(sharding, jax.sharding.NamedSharding):  # beside the table, on its mesh
-    clean_rows = replicate(clean_rows, sharding.mesh)
-  values = {k: v.item() for k, v in jax.device_get(
-      _table_metric_values(table, clean_rows, num_examples=n, relabels=relabels)).items()}
-  flagged = values.pop("flagged") / n
-  if clean is None:
-    return {"relabelled_fraction" if relabels else "pruned_fraction": flagged}
-  out = {}
-  if relabels:
-    out.update({k: values[k] for k in values if k.startswith("label_recovery_")})
-    out["relabelled_fraction"] = flagged  # argmax of the table differs from the given label
-  else:
-    out["pruned_fraction"] = flagged
-  out.update({k: values[k] for k in values if k.startswith("detection_")})
-  return out
-
-
-@functools.partial(jax.jit, static_argnames=("num_examples", "relabels"))
-def _table_metric_values(table: label_table_lib.LabelTable, clean_rows, *, num_examples: int, relabels: bool):
-  """The scalars of table_metrics: clean_rows [N_pad] (-1 on padding rows); rows >= num_examples not counted."""
-  counted = jnp.arange(table.num_examples) < num_examples
-  given = table.noisy_labels
-  out = {}
-  if relabels:
-    recovery = metrics_lib.label_recovery(table.soft_labels, clean_rows, given, counted=counted)
-    out.update({f"label_recovery_{k}": v for k, v in recovery.items()})
-    flagged = label_table_lib.changed(table)
-  else:
-    flagged = table.weights == 0
-  out["flagged"] = jnp.sum(flagged & counted, dtype=jnp.int32)
-  detection = metrics_lib.detection_scores(flagged, given != clean_rows, counted=counted)
-  out.update({f"detection_{k}": v for k, v in detection.items()})
-  return out
 
 
 # One run (noisy_jax.runs) lives in its own module; these names stay here for callers of train.NAME.
