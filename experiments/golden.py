@@ -244,6 +244,10 @@ def run_configs() -> dict:
     config.optimizer = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-2,
                                                   "decay_start": 2})
     configs[name] = config
+  config = configs["ce"].copy_and_resolve_references()  # DivideMix: 1 warm-up epoch, a division, 2 epochs
+  config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
+  config.batch_size = 64
+  configs["dividemix"] = config
   cnn = ce.get_config()
   cnn.dataset = "digits"
   cnn.noise.rate = 0.4

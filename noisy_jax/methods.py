@@ -32,6 +32,11 @@ A method is built from `config.method` (an ml_collections ConfigDict) by `make(m
                                (`ramp` 'paper' | 'original'); `plus=True` is Co-teaching+ (Yu et al., ICML 2019):
                                only examples whose predictions disagree, from epoch `init_epoch` (0-based) on.
                                `normalise_twice` reproduces the original's extra 1/n (noisy_jax.coteaching).
+  name = 'dividemix'           Li et al. (ICLR 2020) DivideMix: two networks, `warm_up` epochs of CE (+ negative
+                               entropy with `warmup_penalty`), then per epoch a GMM division of each network's losses
+                               (`loss_window` epochs averaged), co-divide, label co-refinement / co-guessing with
+                               `temperature`, MixMatch (`alpha`), Lx + `lambda_u` ramp Lu (+ the uniform-prior
+                               `penalty`), `p_threshold` (noisy_jax.dividemix_train; `lu_reduction`).
 
 Methods with per-example state (ELR, SOP) or two networks (Co-teaching) have an *extended* objective
 (`Method.extended`), called as objective(logits, soft_labels, weights, valid, axis_name, rows=..., epoch=...) and
@@ -57,6 +62,8 @@ import numpy as np
 
 from noisy_jax import _checks
 from noisy_jax import coteaching as coteaching_lib
+from noisy_jax import dividemix as dividemix_lib
+from noisy_jax import dividemix_train
 from noisy_jax import elr as elr_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import loss_correction
@@ -65,7 +72,7 @@ from noisy_jax import noise as noise_lib
 from noisy_jax import sop as sop_lib
 
 METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction", "elr", "sop",
-                "coteaching")
+                "coteaching", "dividemix")
 JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
 
@@ -107,6 +114,10 @@ class Method:
     rows_trainable: differentiate the loss w.r.t. the batch's rows as well (SOP's u, v).
     num_networks: 1, or 2 (two TrainStates stacked on a leading axis, trained in one step; evaluated by the mean
       of their logits).
+    member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the
+      epochs where `update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix).
+    epoch_factory: None (train.make_epoch_fn's program), or `(mesh, warmup_epoch_fn, **options) -> epoch_fn`, the
+      method's own epoch program (DivideMix), which may call make_epoch_fn's program (`warmup_epoch_fn`).
   """
   name: str
   objective: Callable[..., jax.Array]
@@ -121,6 +132,8 @@ class Method:
   row_update: Callable | None = None
   rows_trainable: bool = False
   num_networks: int = 1
+  member_update: Callable | None = None
+  epoch_factory: Callable | None = None
 
   @property
   def relabels_from_history(self) -> bool:
@@ -329,6 +342,59 @@ def coteaching_method(*, forget_rate: float, num_epochs: int, num_gradual: int =
                 row_update=lambda rows, rows_out, grads: rows_out, num_networks=2)
 
 
+@dataclasses.dataclass(frozen=True)
+class DividemixSettings:
+  """DivideMix's hyper-parameters (Train_cifar.py's defaults: alpha 4, T 0.5; lambda_u, p_threshold per setting,
+  noisy_jax.dividemix.SETTINGS; warm_up 10 epochs on CIFAR-10, 30 on CIFAR-100; loss_window 5 at 90% noise)."""
+  warm_up: int = 10
+  p_threshold: float = 0.5
+  lambda_u: float = 25.0
+  alpha: float = dividemix_lib.MIXUP_ALPHA
+  temperature: float = dividemix_lib.SHARPEN_TEMPERATURE
+  loss_window: int = 1
+  warmup_penalty: bool = False
+  penalty: bool = True
+  lu_reduction: str = "mean"
+
+
+def dividemix_method(settings: DividemixSettings) -> Method:
+  """DivideMix (see the module docstring and noisy_jax.dividemix_train). The objective is the warm-up's: the sum over
+  the pair of each network's mean cross entropy (plus its mean negative entropy with `warmup_penalty`)."""
+  if int(settings.warm_up) < 1:
+    raise ValueError(f"warm_up={settings.warm_up!r} must be >= 1 (epochs of cross entropy before the first division).")
+  if int(settings.loss_window) < 1:
+    raise ValueError(f"loss_window={settings.loss_window!r} must be >= 1 (epochs of losses averaged for the GMM).")
+  _checks.check_range("p_threshold", settings.p_threshold, 0.0, 1.0)
+  _checks.check_range("lambda_u", settings.lambda_u, 0.0, np.inf)
+  _checks.check_range("alpha", settings.alpha, 0.0, np.inf, low_open=True)
+  _checks.check_range("temperature", settings.temperature, 0.0, np.inf, low_open=True)
+  _checks.check_choice("lu_reduction", settings.lu_reduction, dividemix_lib.LU_REDUCTIONS)
+  window = int(settings.loss_window)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights, epoch
+    loss = 0.0
+    for m in range(2):
+      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, jnp.float32),
+                                        valid, axis_name)
+      if settings.warmup_penalty:
+        loss = loss + dividemix_lib.negative_entropy(logits[m], axis_name=axis_name, where=valid)
+    return loss, rows
+
+  def member_update(table, member_probs, epoch, num_examples):
+    return dividemix_train.divide(table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window,
+                                  num_examples=num_examples)
+
+  def epoch_factory(mesh, warmup_epoch_fn, **options):
+    return dividemix_train.make_epoch_fn(None, mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
+
+  return Method(name="dividemix", objective=objective, extended=True,
+                init_rows=lambda key, rows, classes: dividemix_train.init_rows(rows, window),
+                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2,
+                member_update=member_update, update_due=lambda epoch: epoch >= int(settings.warm_up),
+                epoch_factory=epoch_factory)
+
+
 def uniform_prior(num_classes: int) -> jax.Array:
   return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
 
@@ -344,6 +410,7 @@ _METHOD_FIELDS = {
     "sop": {"name", "lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v"},
     "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch",
                    "normalise_twice"},
+    "dividemix": {"name"} | {f.name for f in dataclasses.fields(DividemixSettings)},
 }
 
 
@@ -379,6 +446,9 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
                       init_std=float(method_config.get("init_std", sop_lib.INIT_STD)),
                       ratio_balance=float(method_config.get("ratio_balance", 0.0)),
                       balance_detach_v=bool(method_config.get("balance_detach_v", True)))
+  if name == "dividemix":
+    fields = {k: method_config[k] for k in method_config.keys() if k != "name"}
+    return dividemix_method(DividemixSettings(**fields))
   if name == "coteaching":
     if num_epochs is None:
       raise ValueError("method 'coteaching' needs the run's epochs for its forget-rate schedule: "

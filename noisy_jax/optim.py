@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -110,3 +111,18 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
                 momentum=float(config.get("momentum", 0.9)), nesterov=bool(config.get("nesterov", False))),
   ]
   return optax.chain(*steps)
+
+
+def at_epoch(opt_state, count):
+  """`opt_state` with the step count of every lr schedule (optax's ScaleByScheduleState) set to `count` (int, or
+  a traced int), so that the next update uses the schedule's rate at that count: DivideMix (whose epochs have a
+  data-dependent number of steps) sets it to the epoch's first step, (epoch - 1) x steps_per_epoch, so a schedule
+  written in epochs gives the epoch's rate. Other state (momentum, Adam's bias-correction count) is untouched.
+  Works on stacked states (a pair of networks: counts [2])."""
+  def reset(node):
+    if isinstance(node, optax.ScaleByScheduleState):
+      return node._replace(count=jnp.full_like(node.count, count))
+    return node
+
+  return jax.tree.map(reset, opt_state, is_leaf=lambda node: isinstance(node, optax.ScaleByScheduleState))
+

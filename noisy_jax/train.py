@@ -513,6 +513,19 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
                                        if method.num_networks > 1 else "loop"))
   predict = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options,
                                           num_networks=method.num_networks), workers=workers)
+  if method.epoch_factory is not None:  # the method's own epoch program (DivideMix), around make_epoch_fn's
+    if streamed or every_steps:
+      raise ValueError(f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
+                       "and checkpoint_every_steps=0.")
+    epoch_fn = method.epoch_factory(mesh, epoch_fn, batch_size=config.batch_size, num_examples=num_examples,
+                                    augment=augment_lib.make_augment(config.get("augment")), compiler_options=options,
+                                    normalize=normalize, axis=AXIS)
+  member_update, predict_each = None, None
+  if method.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)
+    member_update = jax.jit(method.member_update, static_argnames=("num_examples",),
+                            out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None)
+    predict_each = make_evaluate(make_predict_fn(model, normalize=normalize, compiler_options=options),
+                                 workers=workers)
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
@@ -588,6 +601,12 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
         use_best = method.prune_params == "best_val" and best_variables is not None
         probs_for_table = predict(best_variables, dataset.x_train) if use_best else train_probs
       table = update_table(table, probs_for_table)
+    if member_update is not None and method.update_due(epoch):
+      member_probs = jnp.stack([predict_each(members_lib.take(variables, m), dataset.x_train)
+                                for m in range(method.num_networks)])
+      if table.num_examples != num_examples:  # a padded (sharded) table: zero rows for the padding
+        member_probs = jnp.pad(member_probs, ((0, 0), (0, table.num_examples - num_examples), (0, 0)))
+      table = member_update(table, member_probs, jnp.asarray(epoch, jnp.int32), num_examples=num_examples)
     record.update(table_metrics(table, clean, method, num_examples=num_examples))
     record["seconds"] = time.perf_counter() - start
     history.append(record)

@@ -6,6 +6,7 @@ Prints one JSON line: for each method, the largest absolute difference of params
 """
 
 import json
+import os
 import sys
 
 import jax
@@ -128,7 +129,33 @@ def main(num_devices: int, epochs: int):
   out["sop_rows_built_sharded"] = {
       "sharded": not built.method_rows["sop_v"].is_fully_replicated,
       "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c))}
+  out["dividemix"] = _dividemix(num_devices)
   print("RESULT " + json.dumps(out))
+
+
+def _dividemix(num_devices: int) -> dict:
+  """DivideMix's whole run (warm-up epoch, division, two DivideMix epochs) on 1 and on N devices: the MixMatch
+  permutation, Lx, Lu and the penalty are over the global batch, the GMM over the gathered losses."""
+  from noisy_jax import runs  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
+  from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
+  results = []
+  for devices in (1, num_devices):
+    config = ce.get_config()
+    config.dataset, config.noise.rate, config.num_epochs, config.batch_size = "digits", 0.3, 3, 32
+    config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (32,)}
+    config.optimizer.lr_boundaries = (2,)
+    config.checkpoint_every, config.num_devices = 0, devices
+    config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
+    results.append(runs.run_single(config, keep_arrays=True))
+  one, many = (r["arrays"] for r in results)
+  clean = np.asarray(one["label_table"].method_rows["dividemix_clean_prob"])
+  return {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
+          "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
+          "table": _max_diff(one["label_table"], many["label_table"]),
+          "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"],
+                                                                              results[1]["history"])),
+          "labelled_fraction": float(np.mean(clean > 0.5))}
 
 
 if __name__ == "__main__":

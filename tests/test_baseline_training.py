@@ -223,3 +223,104 @@ def test_bad_baseline_configs_are_refused_by_name():
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
   with pytest.raises(ValueError, match="comparison config"):
     sweep.check_sweep(config)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# DivideMix
+
+
+def test_dividemix_division_equals_the_building_blocks():
+  from noisy_jax import dividemix as dm  # pylint: disable=import-outside-toplevel
+  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  labels = rng.integers(0, C, N)
+  table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 2))
+  probs = [jnp.asarray(rng.dirichlet(np.ones(C) * 0.5, (2, N)), jnp.float32) for _ in range(2)]
+  # Two boundaries with a 2-epoch window (warm_up 3: after epochs 3 and 4): the second GMM fits the mean of both.
+  first = dividemix_train.divide(table, probs[0], epoch=3, warm_up=3, window=2, num_examples=N)
+  second = dividemix_train.divide(first, probs[1], epoch=4, warm_up=3, window=2, num_examples=N)
+  for m in range(2):
+    norm = [dm.normalize_losses(-jnp.log(p[m, np.arange(N), labels])) for p in probs]
+    np.testing.assert_allclose(first.method_rows[dividemix_train.CLEAN_PROB][:, m],
+                               dm.fit_two_component_gmm(norm[0]).clean_prob, atol=1e-6)
+    np.testing.assert_allclose(second.method_rows[dividemix_train.CLEAN_PROB][:, m],
+                               dm.fit_two_component_gmm((norm[0] + norm[1]) / 2).clean_prob, atol=1e-6)
+  assert float(jnp.std(second.method_rows[dividemix_train.CLEAN_PROB])) > 0.05  # a real split
+
+
+def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
+  """One step of network 1 (m = 0) on one device, no augmentation (both views equal): co-refined and co-guessed
+  targets, MixMatch with the step's key, Lx + ramp lambda_u Lu + penalty, BatchNorm statistics moved by each of
+  network 1's train-mode passes; network 2 unchanged."""
+  from noisy_jax import dividemix as dm  # pylint: disable=import-outside-toplevel
+  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  model, pair, _, _, _, _ = _setup(num_networks=2)
+  rng = np.random.default_rng(1)
+  images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
+  labels = rng.integers(0, C, N)
+  settings = methods.DividemixSettings(warm_up=1, lambda_u=25.0)
+  table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 1))
+  clean = jnp.asarray(rng.random((N, 2)), jnp.float32)
+  table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean})
+  mesh = train.make_mesh(1)
+  epoch_fn = dividemix_train.make_epoch_fn(None, mesh, settings=settings, batch_size=8, num_examples=N,
+                                           warmup_epoch_fn=None)
+  key = jax.random.PRNGKey(4)
+  new_pair, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
+  # What the epoch does first for network 1: labelled = network 2's w > 0.5, the first full batch of each order.
+  labelled = np.asarray(clean[:, 1] > 0.5)
+  rows_l, rows_u = dividemix_train._orders(jax.random.fold_in(key, 0), jnp.asarray(labelled),  # pylint: disable=protected-access
+                                           int(labelled.sum()) // 4, int((~labelled).sum()), 4)
+  assert set(np.asarray(rows_l).ravel()) <= set(np.nonzero(labelled)[0])
+  assert set(np.asarray(rows_u).ravel()) <= set(np.nonzero(~labelled)[0])
+  own, other = (jax.tree.map(lambda x, m=m: x[m], pair) for m in range(2))
+  state = own
+  num_iter = int(labelled.sum()) // 4 + 1
+  for step in range(int(labelled.sum()) // 4):
+    x, u = images[rows_l[step]], images[rows_u[step]]
+    y = jax.nn.one_hot(labels[np.asarray(rows_l[step])], C)
+    w = clean[rows_l[step], 1]
+    step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, dividemix_train.AUGMENT_STREAM), 0),
+                                  step)
+    mix_key = jax.random.split(step_key, 5)[4]
+
+    def forward(params, stats, inputs, state=state):
+      z, upd = model.apply({"params": params, "batch_stats": stats}, inputs, train=True, mutable=["batch_stats"])
+      return z, upd["batch_stats"]
+
+    stats = state.batch_stats
+    z_u1, stats = forward(state.params, stats, u)
+    z_u2, stats = forward(state.params, stats, u)
+    z_o = model.apply({"params": other.params, "batch_stats": other.batch_stats}, u, train=False)
+    z_x1, stats = forward(state.params, stats, x)
+    z_x2, stats = forward(state.params, stats, x)
+    sm = jax.nn.softmax
+    t_x = dm.refine_labels(y, w, (sm(z_x1) + sm(z_x2)) / 2)
+    t_u = dm.co_guess(jnp.stack([sm(z_u1), sm(z_u2)]), jnp.stack([sm(z_o), sm(z_o)]))
+    mixed, mixed_t = dm.mixmatch(x, x, u, u, t_x, t_u, mix_key)
+    lamb = dm.linear_rampup(2.0 + step / num_iter, 1, lambda_u=25.0)
+
+    def loss(params, stats=stats, mixed=mixed, mixed_t=mixed_t, lamb=lamb):
+      z, new_stats = forward(params, stats, mixed)
+      lx, lu = dm.losses_x_u(z[:8], mixed_t[:8], z[8:], mixed_t[8:])
+      return lx + lamb * lu + dm.uniform_prior_penalty(z), new_stats
+
+    grads, new_stats = jax.grad(loss, has_aux=True)(state.params)
+    state = state.apply_gradients(grads=grads, batch_stats=new_stats)
+  _close(jax.tree.map(lambda x: x[0], new_pair.params), state.params, tol=1e-5)
+  _close(jax.tree.map(lambda x: x[0], new_pair.batch_stats), state.batch_stats, tol=1e-5)
+  assert int(np.asarray(new_pair.step)[0]) == int(own.step) + int(labelled.sum()) // 4
+
+
+def test_dividemix_run_divides_after_its_warm_up_and_beats_chance():
+  config = _digits_config({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0, "p_threshold": 0.5})
+  config.batch_size = 32
+  summary = runs.run_single(config, keep_arrays=True)
+  clean = np.asarray(summary["arrays"]["label_table"].method_rows["dividemix_clean_prob"])
+  assert clean.shape[1] == 2 and 0.05 < float(np.mean(clean > 0.5)) < 0.95  # a split, not all or nothing
+  dataset = train.load_dataset(config)
+  noisy = np.asarray(summary["arrays"]["label_table"].noisy_labels)
+  right = noisy == np.asarray(dataset.y_train)
+  for m in range(2):  # the examples a network calls clean are mostly the correctly labelled ones (70% here)
+    assert right[clean[:, m] > 0.5].mean() > 0.9
+  assert summary["last_test_accuracy"] > 0.7

@@ -40,3 +40,10 @@ def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevi
   built = multidevice_result["sop_rows_built_sharded"]
   assert built["sharded"]
   assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
+
+
+def test_dividemix_one_device_equals_four_devices(multidevice_result):
+  diffs = multidevice_result["dividemix"]
+  assert 0.05 < diffs["labelled_fraction"] < 0.95, diffs  # the GMM divided the examples
+  for key in ("params", "batch_stats", "table", "loss"):
+    assert diffs[key] <= 1e-5, (key, diffs)
