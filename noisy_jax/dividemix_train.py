@@ -27,9 +27,10 @@ Lx + lambda_u ramp Lu + the uniform-prior penalty; only network m is updated. Ov
 permutation, Lx, Lu and the penalty are over the global batch (the views are all-gathered, mixed once, and each
 device trains on its slice), so N devices train what one does.
 
-Learning rate: fit's optimiser schedules count steps, and a DivideMix epoch has a data-dependent number of steps;
-each network's schedule count is set to (epoch - 1) x ceil(N / batch_size) before its steps (`optim.at_epoch`), so
-a schedule in epochs ('piecewise' lr_boundaries, 'cosine') gives the epoch's rate, as the original's per-epoch lr.
+Learning rate: fit's optimiser schedules count steps, and a DivideMix epoch has a data-dependent number of steps
+(more than ceil(N / batch_size) when more than half the examples are labelled); before every step of epoch e the
+network's schedule count is set to (e - 1) x ceil(N / batch_size) (`optim.at_epoch`), so a schedule in epochs
+('piecewise' lr_boundaries, 'cosine') gives epoch e's rate to all of its steps, as the original's per-epoch lr.
 """
 
 from __future__ import annotations
@@ -180,6 +181,9 @@ def make_epoch_fn(method, mesh, *, settings, batch_size: int, num_examples: int,
     (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(own.params)
     grads = lax.pmean(grads, axis)
     new_stats = lax.pmean(new_stats, axis)
+    # The schedule at this epoch's rate for every step of it: the count set to the epoch's first step each time
+    # (an epoch of more than steps_per_epoch steps would otherwise cross into the next epoch's rate).
+    own = own.replace(opt_state=optim.at_epoch(own.opt_state, (epoch - 1) * steps_per_epoch))
     own = own.apply_gradients(grads=grads, batch_stats=new_stats)
     state = jax.tree.map(lambda s, o: s.at[m].set(o), state, own)
     # Reported: the loss, and how often view 1 of a labelled row is predicted as its given label (before the update).
@@ -200,7 +204,6 @@ def make_epoch_fn(method, mesh, *, settings, batch_size: int, num_examples: int,
     return programs[(m, shard_table)]
 
   replicated = jax.sharding.NamedSharding(mesh, P())
-  at_epoch = jax.jit(optim.at_epoch)
 
   def epoch_fn(state, table, images, key, epoch, **unused):
     if unused:
@@ -218,8 +221,6 @@ def make_epoch_fn(method, mesh, *, settings, batch_size: int, num_examples: int,
       num_unlabelled = num_examples - num_labelled
       num_batches = num_labelled // half
       rows_l, rows_u = _orders(jax.random.fold_in(key, m), labelled, num_batches, num_unlabelled, half)
-      # Each network's schedule at this epoch's rate (its optimiser count set to the epoch's first step).
-      state = state.replace(opt_state=at_epoch(state.opt_state, np.int32((epoch_number - 1) * steps_per_epoch)))
       for step in range(num_batches):
         state, table, totals = program(m, shard_table)(
             state, table, totals, images, rows_l[step], rows_u[step], key, np.int32(step), epoch,

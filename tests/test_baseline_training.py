@@ -324,3 +324,25 @@ def test_dividemix_run_divides_after_its_warm_up_and_beats_chance():
   for m in range(2):  # the examples a network calls clean are mostly the correctly labelled ones (70% here)
     assert right[clean[:, m] > 0.5].mean() > 0.9
   assert summary["last_test_accuracy"] > 0.7
+
+
+def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
+  """An epoch with more steps (32 labelled rows: 8 batches of 4) than the schedule's steps per epoch (ceil(40 / 8)
+  = 5): a piecewise schedule that decays at the next epoch must not decay inside this one."""
+  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
+  rng = np.random.default_rng(2)
+  images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
+  table = label_table_lib.with_method_rows(label_table_lib.create(rng.integers(0, C, N), C),
+                                          dividemix_train.init_rows(N, 1))
+  clean = np.full((N, 2), 0.1, np.float32)
+  clean[:32] = 0.9
+  table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
+  epoch_fn = dividemix_train.make_epoch_fn(None, train.make_mesh(1), settings=methods.DividemixSettings(warm_up=1),
+                                           batch_size=8, num_examples=N, warmup_epoch_fn=None)
+  finals = []
+  for boundaries in ((), (3,)):
+    tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries}), 5, 4)
+    pair = train.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
+    finals.append(epoch_fn(pair, table, images, jax.random.PRNGKey(4), jnp.int32(3))[0].params)
+  _close(finals[0], finals[1], tol=0.0)
