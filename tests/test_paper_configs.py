@@ -20,6 +20,7 @@ import tensorflow_datasets as tfds
 
 from experiments.configs import clothing1m_paper
 from experiments.configs import coteaching_paper
+from experiments.configs import dividemix_paper
 from experiments.configs import el_paper
 from experiments.configs import elr_paper
 from experiments.configs import gce_paper
@@ -294,7 +295,8 @@ def test_peers_paper_apl_nce_mae_is_apls_loss():
 def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
   modules = {"gce_paper": gce_paper, "jo_paper": jo_paper, "el_paper": el_paper, "peers_paper": peers_paper,
-             "coteaching_paper": coteaching_paper, "elr_paper": elr_paper, "sop_paper": sop_paper}
+             "coteaching_paper": coteaching_paper, "elr_paper": elr_paper, "sop_paper": sop_paper,
+             "dividemix_paper": dividemix_paper}
   found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+)", doc)
   assert len(found) >= 20
   for module, arg in found:
