@@ -483,6 +483,7 @@ TABLES: tuple[Table, ...] = (
     Table("q_sweep", README, _train("q_sweep", "q_sweep"), render_q_sweep),
     Table("k_sweep", README, _train("k_sweep", "k_sweep"), render_k_sweep),
     Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines),
+    Table("baselines_asym40", README, _baselines_command("asym40"), render_baselines),
     Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
     Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
     Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),
