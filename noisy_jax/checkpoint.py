@@ -170,7 +170,10 @@ def save(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_varia
   With an asynchronous manager the write finishes in the background (see `open_manager`).
   """
   arrays = arrays_of(state, table, best_variables)
-  meta = {**meta, "epoch": int(epoch), "format_version": FORMAT_VERSION}
+  # A frozen copy: orbax writes the JSON item in the background, and the caller goes on appending to the lists it
+  # passed (fit's per-epoch history): without the copy a busy machine saved epoch 3's record into epoch 2's
+  # checkpoint, and a resume from it skipped epoch 3 (seen in tests/test_multihost.py under load).
+  meta = json.loads(json.dumps({**meta, "epoch": int(epoch), "format_version": FORMAT_VERSION}))
   manager.save(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardSave(arrays),
                                                    meta=ocp.args.JsonSave(meta)), force=True)
 
