@@ -161,3 +161,26 @@ def test_k_sweep_config(tmp_path, capsys):
   assert 0 < low["pruned_fraction"]["mean"] < high["pruned_fraction"]["mean"] <= 1  # a higher k prunes more
   assert 0 <= high["detection_precision"]["mean"] <= 1
   assert (tmp_path / "sweep.png").stat().st_size > 5000
+
+
+def test_baselines_config(tmp_path):
+  """Every method of the project in one comparison (2 epochs each, one seed, the digits): each run trains, and the
+  two settings differ where the config says they do."""
+  from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
+  asym = baselines.get_config("asym40")
+  sym = baselines.get_config("sym60")
+  assert (asym.shared.noise.type, asym.shared.noise.rate, asym.shared.noise.dataset) == ("asymmetric", 0.4, "mnist")
+  assert (sym.shared.noise.type, sym.shared.noise.rate, sym.shared.seeds) == ("symmetric", 0.6, (0, 1, 2))
+  assert (sym.runs.elr.method.beta, asym.runs.elr.method.beta) == (0.7, 0.9)
+  assert sym.runs.coteaching.method.forget_rate == 0.6 and asym.runs.coteaching.method.forget_rate == 0.4
+  with pytest.raises(ValueError, match="sym60"):
+    baselines.get_config("sym50")
+  config = shrink(asym, epochs=2)
+  config.shared.seeds = (0,)
+  config.runs.joint_optimization.method.begin = 1
+  config.runs.joint_optimization.stage2.num_epochs = 1
+  config.runs.truncated_lq.method.prune_start = 2
+  out = comparison.run(config, str(tmp_path))
+  assert set(out["mean_std"]) == set(config.runs)
+  for name, stats in out["mean_std"].items():
+    assert 0.2 < stats["last_test_accuracy"]["mean"] <= 1.0, name  # every method learnt something in 2 epochs
