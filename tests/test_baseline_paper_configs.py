@@ -195,8 +195,8 @@ def test_sop_paper_values(arg):
   methods.make(config.method, num_classes=100)
 
 
-def _torch_preact_resnet18_params(num_classes):
-  """Parameter count of SOP's model/PreResNet.py PreActResNet18: conv stem + BN, 4 stages x 2 PreActBlocks (BN,
+def preact_resnet18_parameters(num_classes):
+  """Parameter count of SOP's model/PreResNet.py PreActResNet18 (and DivideMix's PreResNet.py ResNet18, the same): conv stem + BN, 4 stages x 2 PreActBlocks (BN,
   conv3x3, BN, conv3x3, a 1x1 shortcut where the shape changes), no final BN, Linear with bias."""
   total = 27 * 64 + 2 * 64
   c_in = 64
@@ -216,7 +216,7 @@ def test_sop_paper_network_is_a_preact_resnet18():
   shapes = jax.eval_shape(lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
                           jnp.zeros((1, 32, 32, 3), jnp.float32))
   count = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes["params"]))
-  assert count == _torch_preact_resnet18_params(100) - 2 * 64 + 2 * 512
+  assert count == preact_resnet18_parameters(100) - 2 * 64 + 2 * 512
 
 
 # ---------------------------------------------------------------------------------------------------------------

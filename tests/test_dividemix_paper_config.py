@@ -23,6 +23,7 @@ from noisy_jax import methods
 from noisy_jax import models
 from noisy_jax import optim
 from noisy_jax import runs
+import test_baseline_paper_configs  # the PyTorch PreActResNet-18's parameter count, shared
 
 STEPS = 391  # ceil(50,000 / 128): only the epoch boundaries matter to the schedule checked below
 
@@ -93,20 +94,6 @@ def test_marks_of_the_rows_are_in_the_docstring():
     assert line.group(1).strip() == ("" if mark is None else f"lambda_u [{mark}]")
 
 
-def _torch_preact_resnet18_params(num_classes):
-  """Parameter count of DivideMix's PreResNet.py ResNet18: conv stem + BN, 4 stages x 2 PreActBlocks (BN, conv3x3,
-  BN, conv3x3, a 1x1 shortcut where the shape changes), no final BN, Linear with bias."""
-  total = 27 * 64 + 2 * 64
-  c_in = 64
-  for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-    for block in range(2):
-      s = stride if block == 0 else 1
-      total += 2 * c_in + 9 * c_in * width + 2 * width + 9 * width * width
-      total += c_in * width if (s != 1 or c_in != width) else 0
-      c_in = width
-  return total + 512 * num_classes + num_classes
-
-
 def test_network_is_a_preact_resnet18():
   """Same stages and shortcuts as the code's ResNet18; ours has no stem BN (-128) and a final BN (+1024)."""
   config = dividemix_paper.get_config("cifar10,symmetric_include_true,50")
@@ -114,7 +101,7 @@ def test_network_is_a_preact_resnet18():
   shapes = jax.eval_shape(lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
                           jnp.zeros((1, 32, 32, 3), jnp.float32))
   count = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes["params"]))
-  assert count == _torch_preact_resnet18_params(10) - 2 * 64 + 2 * 512
+  assert count == test_baseline_paper_configs.preact_resnet18_parameters(10) - 2 * 64 + 2 * 512
 
 
 BAD = [
