@@ -100,14 +100,13 @@ def _orders(key, labelled, num_labelled_batches: int, num_unlabelled: int, batch
   return rows_l, rows_u
 
 
-def make_epoch_fn(method, mesh, *, settings, batch_size: int, num_examples: int, warmup_epoch_fn, augment=None,
+def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_epoch_fn, augment=None,
                   compiler_options=None, normalize=None, axis: str = "batch"):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of DivideMix (module docstring).
 
   settings: the method's DivideMix settings (methods.DividemixSettings). warmup_epoch_fn: train.make_epoch_fn of
   the warm-up objective over the same mesh and batch size. State and table are donated.
   """
-  del method
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % (2 * num_devices):

@@ -386,7 +386,7 @@ def dividemix_method(settings: DividemixSettings) -> Method:
                                   num_examples=num_examples)
 
   def epoch_factory(mesh, warmup_epoch_fn, **options):
-    return dividemix_train.make_epoch_fn(None, mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
+    return dividemix_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
   return Method(name="dividemix", objective=objective, extended=True,
                 init_rows=lambda key, rows, classes: dividemix_train.init_rows(rows, window),

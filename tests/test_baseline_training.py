@@ -263,7 +263,7 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
   clean = jnp.asarray(rng.random((N, 2)), jnp.float32)
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean})
   mesh = train.make_mesh(1)
-  epoch_fn = dividemix_train.make_epoch_fn(None, mesh, settings=settings, batch_size=8, num_examples=N,
+  epoch_fn = dividemix_train.make_epoch_fn(mesh, settings=settings, batch_size=8, num_examples=N,
                                            warmup_epoch_fn=None)
   key = jax.random.PRNGKey(4)
   new_pair, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
@@ -338,7 +338,7 @@ def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   clean = np.full((N, 2), 0.1, np.float32)
   clean[:32] = 0.9
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
-  epoch_fn = dividemix_train.make_epoch_fn(None, train.make_mesh(1), settings=methods.DividemixSettings(warm_up=1),
+  epoch_fn = dividemix_train.make_epoch_fn(train.make_mesh(1), settings=methods.DividemixSettings(warm_up=1),
                                            batch_size=8, num_examples=N, warmup_epoch_fn=None)
   finals = []
   for boundaries in ((), (3,)):
