@@ -173,6 +173,8 @@ def test_baselines_config(tmp_path):
   assert (sym.shared.noise.type, sym.shared.noise.rate, sym.shared.seeds) == ("symmetric", 0.6, (0, 1, 2))
   assert (sym.runs.elr.method.beta, asym.runs.elr.method.beta) == (0.7, 0.9)
   assert sym.runs.coteaching.method.forget_rate == 0.6 and asym.runs.coteaching.method.forget_rate == 0.4
+  assert (sym.runs.dividemix.method.lambda_u, sym.runs.dividemix.method.warmup_penalty) == (25.0, False)
+  assert (asym.runs.dividemix.method.lambda_u, asym.runs.dividemix.method.warmup_penalty) == (0.0, True)
   with pytest.raises(ValueError, match="sym60"):
     baselines.get_config("sym50")
   config = shrink(asym, epochs=2)
@@ -180,6 +182,7 @@ def test_baselines_config(tmp_path):
   config.runs.joint_optimization.method.begin = 1
   config.runs.joint_optimization.stage2.num_epochs = 1
   config.runs.truncated_lq.method.prune_start = 2
+  config.runs.dividemix.method.warm_up = 1  # one epoch of warm-up, one of DivideMix
   out = comparison.run(config, str(tmp_path))
   assert set(out["mean_std"]) == set(config.runs)
   for name, stats in out["mean_std"].items():
