@@ -448,7 +448,7 @@ BASELINE_RUNS = (("ce", "cross entropy"), ("gce", "GCE (q 0.7)"), ("truncated_lq
                  ("encouraging", "encouraging loss"), ("joint_optimization", "Joint Optimization (2 stages)"),
                  ("forward_correction", "forward correction (true T)"), ("elr", "ELR"), ("sop", "SOP"),
                  ("coteaching", "Co-teaching (2 networks)"), ("coteaching_plus", "Co-teaching+ (2 networks)"),
-                 ("dividemix", "DivideMix (2 networks)"))
+                 ("elr_plus", "ELR+ (2 networks)"), ("dividemix", "DivideMix (2 networks)"))
 
 
 def render_baselines(workdir: str) -> str:

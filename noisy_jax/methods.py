@@ -37,6 +37,12 @@ A method is built from `config.method` (an ml_collections ConfigDict) by `make(m
                                (`loss_window` epochs averaged), co-divide, label co-refinement / co-guessing with
                                `temperature`, MixMatch (`alpha`), Lx + `lambda_u` ramp Lu (+ the uniform-prior
                                `penalty`), `p_threshold` (noisy_jax.dividemix_train; `lu_reduction`).
+  name = 'elr_plus'            Liu et al. (NeurIPS 2020) ELR+: two networks, each with a weight average (EMA,
+                               `ema_alpha`, `ema_update`, `ema_step`); network m's targets come from the other's
+                               average; mixup (`mixup_alpha`) of inputs, labels and targets; the ELR term (`lam`,
+                               `beta`) ramped over `coef_step` steps; `warm_up` epochs of CE first;
+                               `reweight_labels` (default: iff C = 100, the original's rule)
+                               (noisy_jax.elr_plus_train).
 
 Methods with per-example state (ELR, SOP) or two networks (Co-teaching) have an *extended* objective
 (`Method.extended`), called as objective(logits, soft_labels, weights, valid, axis_name, rows=..., epoch=...) and
@@ -65,6 +71,7 @@ from noisy_jax import coteaching as coteaching_lib
 from noisy_jax import dividemix as dividemix_lib
 from noisy_jax import dividemix_train
 from noisy_jax import elr as elr_lib
+from noisy_jax import elr_plus_train
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import loss_correction
 from noisy_jax import losses
@@ -72,7 +79,7 @@ from noisy_jax import noise as noise_lib
 from noisy_jax import sop as sop_lib
 
 METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction", "elr", "sop",
-                "coteaching", "dividemix")
+                "coteaching", "dividemix", "elr_plus")
 JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
 
@@ -117,7 +124,9 @@ class Method:
     member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the
       epochs where `update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix).
     epoch_factory: None (train.make_epoch_fn's program), or `(mesh, warmup_epoch_fn, **options) -> epoch_fn`, the
-      method's own epoch program (DivideMix), which may call make_epoch_fn's program (`warmup_epoch_fn`).
+      method's own epoch program (DivideMix, ELR+), which may call make_epoch_fn's program (`warmup_epoch_fn`).
+    init_state: None, or `(state) -> state`, applied to the new TrainState before training (ELR+: the weight
+      averages, `TrainState.ema_params`).
   """
   name: str
   objective: Callable[..., jax.Array]
@@ -134,6 +143,7 @@ class Method:
   num_networks: int = 1
   member_update: Callable | None = None
   epoch_factory: Callable | None = None
+  init_state: Callable | None = None
 
   @property
   def relabels_from_history(self) -> bool:
@@ -395,6 +405,55 @@ def dividemix_method(settings: DividemixSettings) -> Method:
                 epoch_factory=epoch_factory)
 
 
+@dataclasses.dataclass(frozen=True)
+class ElrPlusSettings:
+  """ELR+'s hyper-parameters (ELR_plus/config_cifar10.json: beta 0.7, lambda 3, mixup_alpha 1, coef_step 0,
+  ema_alpha 0.997, ema_update true, ema_step 40000, warmup 0; CIFAR-10 asymmetric beta 0.9, lambda 1; CIFAR-100
+  beta 0.9, lambda 7, coef_step 40000). reweight_labels None: the original's rule, re-weight iff C = 100."""
+  beta: float = 0.7
+  lam: float = 3.0
+  mixup_alpha: float = 1.0
+  coef_step: int = 0
+  ema_alpha: float = 0.997
+  ema_update: bool = True
+  ema_step: int = 40000
+  warm_up: int = 0
+  reweight_labels: bool | None = None
+
+
+def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
+  """ELR+ (see the module docstring and noisy_jax.elr_plus_train). The objective is the warm-up's: the sum over the
+  pair of each network's mean cross entropy, with each network's targets updated from its own unclamped softmax."""
+  _checks.check_range("beta", settings.beta, 0.0, 1.0)
+  _checks.check_range("lam", settings.lam, 0.0, np.inf)
+  _checks.check_range("mixup_alpha", settings.mixup_alpha, 0.0, np.inf)
+  _checks.check_range("ema_alpha", settings.ema_alpha, 0.0, 1.0)
+  for name in ("coef_step", "ema_step", "warm_up"):
+    value = getattr(settings, name)
+    if isinstance(value, bool) or int(value) != value or value < 0:
+      raise ValueError(f"{name}={value!r} must be an integer >= 0.")
+  if settings.reweight_labels is None:
+    settings = dataclasses.replace(settings, reweight_labels=int(num_classes) == 100)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights, epoch
+    loss, targets = 0.0, rows[elr_plus_train.TARGETS]
+    for m in range(2):
+      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, jnp.float32),
+                                        valid, axis_name)
+      targets = targets.at[:, m].set(elr_lib.updated_rows(targets[:, m], jax.nn.softmax(logits[m]),
+                                                          beta=settings.beta, clamp=None))
+    return loss, {elr_plus_train.TARGETS: targets}
+
+  def epoch_factory(mesh, warmup_epoch_fn, **options):
+    return elr_plus_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
+
+  return Method(name="elr_plus", objective=objective, extended=True,
+                init_rows=lambda key, rows, classes: elr_plus_train.init_rows(rows, classes),
+                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2, epoch_factory=epoch_factory,
+                init_state=elr_plus_train.with_averages)
+
+
 def uniform_prior(num_classes: int) -> jax.Array:
   return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
 
@@ -411,6 +470,7 @@ _METHOD_FIELDS = {
     "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch",
                    "normalise_twice"},
     "dividemix": {"name"} | {f.name for f in dataclasses.fields(DividemixSettings)},
+    "elr_plus": {"name"} | {f.name for f in dataclasses.fields(ElrPlusSettings)},
 }
 
 
@@ -449,6 +509,9 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
   if name == "dividemix":
     fields = {k: method_config[k] for k in method_config.keys() if k != "name"}
     return dividemix_method(DividemixSettings(**fields))
+  if name == "elr_plus":
+    fields = {k: method_config[k] for k in method_config.keys() if k != "name"}
+    return elr_plus_method(ElrPlusSettings(**fields), num_classes=num_classes)
   if name == "coteaching":
     if num_epochs is None:
       raise ValueError("method 'coteaching' needs the run's epochs for its forget-rate schedule: "

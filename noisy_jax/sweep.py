@@ -80,7 +80,7 @@ SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "seque
                 "plot_keys")
 NOISE_RATE = "noise.rate"
 # Methods that sweeps do not run (their state or their pair is not mapped over members): comparisons run them.
-SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "dividemix", "loss_correction")
+SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "dividemix", "elr_plus", "loss_correction")
 # Method fields that may differ between members, per method name ('loss': any numeric entry of loss_kwargs).
 TRACED_METHOD_FIELDS = {"loss": (), "truncated_lq": ("q", "k"), "encouraging": ("log_end",),
                         "joint_optimization": ("alpha", "beta")}

@@ -69,8 +69,10 @@ make_optimizer = optim.make_optimizer
 
 
 class TrainState(train_state.TrainState):
-  """Flax TrainState with BatchNorm statistics."""
+  """Flax TrainState with BatchNorm statistics, and a weight average of the parameters for methods that keep one
+  (ELR+: `ema_params`, empty otherwise)."""
   batch_stats: Any = None
+  ema_params: Any = flax.core.FrozenDict()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -493,8 +495,10 @@ def fit(*, model, method: methods_lib.Method, table: label_table_lib.LabelTable,
                      "one program: use epoch_mode='steps', or checkpoint_every_steps=0.")
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
-  state = replicate(create_train_state(model, init_key, dataset.x_train.shape[1:], tx,
-                                       num_networks=method.num_networks), mesh)
+  state = create_train_state(model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks)
+  if method.init_state is not None:  # the method's own part of the state (ELR+'s weight averages)
+    state = method.init_state(state)
+  state = replicate(state, mesh)
   shard_table = table_sharding.configured(config, num_examples=num_examples, num_classes=table.num_classes,
                                           history_length=table.history_length, num_devices=mesh.devices.size)
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))

@@ -175,6 +175,7 @@ def test_baselines_config(tmp_path):
   assert sym.runs.coteaching.method.forget_rate == 0.6 and asym.runs.coteaching.method.forget_rate == 0.4
   assert (sym.runs.dividemix.method.lambda_u, sym.runs.dividemix.method.warmup_penalty) == (25.0, False)
   assert (asym.runs.dividemix.method.lambda_u, asym.runs.dividemix.method.warmup_penalty) == (0.0, True)
+  assert (sym.runs.elr_plus.method.beta, asym.runs.elr_plus.method.lam) == (0.7, 1.0)
   with pytest.raises(ValueError, match="sym60"):
     baselines.get_config("sym50")
   config = shrink(asym, epochs=2)

@@ -1,0 +1,176 @@
+"""ELR+ trained by train.fit (noisy_jax.elr_plus_train): a whole epoch against a step-by-step re-computation from the
+pure blocks of noisy_jax.elr (themselves tested against the original code's formulas in test_elr.py), a run on the
+digits, and its refusals. 1 == N devices is in test_multidevice.py, kill/resume in test_checkpoint.py, golden values
+in test_golden.py.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from noisy_jax import elr
+from noisy_jax import elr_plus_train
+from noisy_jax import export
+from noisy_jax import label_table as label_table_lib
+from noisy_jax import methods
+from noisy_jax import models
+from noisy_jax import runs
+from noisy_jax import sweep
+from noisy_jax import train
+from test_baseline_training import _close, _digits_config
+
+N, C, B = 44, 4, 8  # 5 full batches per network and epoch; 4 examples dropped
+
+
+def _pair_and_table(seed=0):
+  rng = np.random.default_rng(seed)
+  model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
+  tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9}), 6, 4)
+  pair = elr_plus_train.with_averages(train.create_train_state(model, jax.random.PRNGKey(3), (5,), tx,
+                                                               num_networks=2))
+  # Averages that differ from the networks, confident enough that some probabilities fall below the clamp of ELR's
+  # own update (1e-4; ELR+'s update has none), and targets with some history already.
+  pair = pair.replace(ema_params=jax.tree.map(
+      lambda p: 8.0 * p + 0.05 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), pair.ema_params))
+  labels = rng.integers(0, C, N)
+  old = jnp.asarray(rng.dirichlet(np.ones(C), (N, 2)) * 0.5, jnp.float32)
+  table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), {elr_plus_train.TARGETS: old})
+  images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
+  return model, pair, table, images, labels
+
+
+def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
+  """Epoch 3 after one warm-up epoch: network 1's 5 steps, then network 2's, each step: the peer's average on the
+  unmixed batch (train mode) updates the targets, mixup with the step's key, softCE (re-weighted) + ramped ELR term,
+  SGD with momentum, then the average with the ramped decay. Both networks, both averages, the targets, the steps."""
+  model, pair, table, images, labels = _pair_and_table()
+  settings = methods.ElrPlusSettings(beta=0.7, lam=3.0, mixup_alpha=1.0, coef_step=12, ema_alpha=0.99,
+                                     ema_update=True, ema_step=15, warm_up=1, reweight_labels=True)
+  epoch_fn = elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
+                                          warmup_epoch_fn=None)
+  key = jax.random.PRNGKey(4)
+  new_pair, new_table, metrics = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
+
+  def forward(params, stats, x):
+    z, updates = model.apply({"params": params, "batch_stats": stats}, x, train=True, mutable=["batch_stats"])
+    return z, updates["batch_stats"]
+
+  nets = [jax.tree.map(lambda x, m=m: x[m], pair) for m in range(2)]
+  targets = np.array(table.method_rows[elr_plus_train.TARGETS])
+  losses = []
+  for m in range(2):
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, m), N))[:5 * B].reshape(5, B)
+    own, peer = nets[m], nets[1 - m]
+    for step in range(5):
+      rows = order[step]
+      x, y = images[rows], jax.nn.one_hot(labels[rows], C)
+      z_peer, _ = forward(peer.ema_params, peer.batch_stats, x)
+      t = elr.updated_rows(targets[rows, m], jax.nn.softmax(z_peer), beta=0.7, clamp=None)
+      targets[rows, m] = np.asarray(t)
+      step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, elr_plus_train.AUGMENT_STREAM), m),
+                                    step)
+      x_mix, y_mix, perm, lam_mix = elr.mixup(x, y, jax.random.split(step_key)[1], 1.0)
+      q = elr.mix_targets(t, perm, lam_mix)
+      s = 1 * 5 + step + 1  # the ELR+ epochs' 1-based step: epoch 3 is the second after the warm-up
+      coef = elr.sigmoid_ramp(s, 12)
+
+      def loss(params, own=own, x_mix=x_mix, y_mix=y_mix, q=q, coef=coef):
+        z, stats = forward(params, own.batch_stats, x_mix)
+        return jnp.mean(elr.elr_plus_loss(z, y_mix, q, lam=3.0, coef=coef, reweight_labels=True)), stats
+
+      (value, stats), grads = jax.value_and_grad(loss, has_aux=True)(own.params)
+      losses.append(float(value))
+      own = own.apply_gradients(grads=grads, batch_stats=stats)
+      decay = 0.99 * elr.sigmoid_ramp(s + 1, 15)  # the original's update_ema_variables: global_step + 1
+      own = own.replace(ema_params=jax.tree.map(lambda e, p, a=decay: a * e + (1 - a) * p, own.ema_params,
+                                                own.params))
+    nets[m] = own
+  for m in range(2):
+    got = jax.tree.map(lambda x, m=m: x[m], new_pair)
+    _close(got.params, nets[m].params, tol=1e-5)
+    _close(got.batch_stats, nets[m].batch_stats, tol=1e-5)
+    _close(got.ema_params, nets[m].ema_params, tol=1e-5)
+  np.testing.assert_array_equal(np.asarray(new_pair.step), np.asarray(pair.step) + 5)
+  np.testing.assert_allclose(np.asarray(new_table.method_rows[elr_plus_train.TARGETS]), targets, atol=1e-6)
+  assert float(metrics["train_loss"]) == pytest.approx(np.mean(losses), rel=1e-5)
+  # Something really moved: the averages, and the targets of the visited rows only.
+  moved = np.abs(np.asarray(new_table.method_rows[elr_plus_train.TARGETS]) -
+                 np.asarray(table.method_rows[elr_plus_train.TARGETS])).sum((1, 2))
+  assert (moved > 1e-3).sum() >= N - 4  # each network drops 4 rows of its own order
+  assert float(jnp.max(jnp.abs(jax.tree.leaves(new_pair.ema_params)[0] - jax.tree.leaves(pair.ema_params)[0]))) > 1e-3
+
+
+def test_elr_plus_averages_restart_from_the_warmed_up_networks():
+  """With a warm-up, the first ELR+ epoch starts each average as a copy of its network; later epochs do not. A decay
+  of exactly 1 (ema_alpha 1, no ramp) freezes the averages, so they show where they started."""
+  _, pair, table, images, _ = _pair_and_table(seed=1)
+  settings = methods.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
+  epoch_fn = elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
+                                          warmup_epoch_fn=None)
+  first, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, jax.random.PRNGKey(0), jnp.int32(3))
+  _close(first.ema_params, pair.params, tol=0.0)  # the networks as the warm-up left them, not the old averages
+  assert float(jnp.max(jnp.abs(jax.tree.leaves(first.params)[0] - jax.tree.leaves(pair.params)[0]))) > 1e-3
+  second, _, _ = epoch_fn(jax.tree.map(jnp.copy, first), table, images, jax.random.PRNGKey(1), jnp.int32(4))
+  _close(second.ema_params, pair.params, tol=0.0)  # no second restart
+
+
+def test_elr_plus_run_on_the_digits_exports_its_pair():
+  config = _digits_config({"name": "elr_plus", "warm_up": 1, "beta": 0.7, "lam": 3.0})
+  config.batch_size = 32
+  summary = runs.run_single(config, keep_arrays=True)
+  assert summary["method"] == "elr_plus"
+  assert summary["last_test_accuracy"] > 0.85  # 3 epochs on the digits, 30% noise
+  targets = np.asarray(summary["arrays"]["label_table"].method_rows[elr_plus_train.TARGETS])
+  n = targets.shape[0]
+  assert targets.shape == (n, 2, 10)
+  # Every row: the warm-up's visit plus up to 2 ELR+ visits (a partial batch is dropped per network and epoch), so
+  # each row sums to 1 - beta^k, k in {1, 2, 3}; nearly all were visited every epoch.
+  sums = targets.sum(-1)
+  allowed = 1 - 0.7 ** np.arange(1, 4)
+  assert np.all(np.min(np.abs(sums[..., None] - allowed), -1) < 1e-5)
+  assert np.mean(np.abs(sums - allowed[2]) < 1e-5) > 0.95
+  params = summary["arrays"]["stage1"]["params"]
+  assert all(np.shape(x)[0] == 2 for x in jax.tree.leaves(params))
+
+
+def test_elr_plus_export_predicts_as_the_run(tmp_path):
+  config = _digits_config({"name": "elr_plus", "ema_step": 10})
+  config.num_epochs = 1
+  config.batch_size = 64
+  summary = runs.run_single(config, str(tmp_path))
+  loaded = export.load_model(str(tmp_path))
+  assert loaded.info["variables"]["num_networks"] == 2
+  dataset = train.load_dataset(config)
+  accuracy = float(np.mean(np.argmax(loaded.predict(dataset.x_test), -1) == dataset.y_test))
+  assert accuracy == pytest.approx(summary["last_test_accuracy"], abs=1e-6)
+
+
+def test_bad_elr_plus_configs_are_refused_by_name():
+  for field, value in (("warm_up", -1), ("ema_step", 2.5), ("ema_alpha", 1.5), ("beta", -0.1),
+                       ("mixup_alpha", -1.0)):
+    with pytest.raises(ValueError, match=field):
+      methods.make(ml_collections.ConfigDict({"name": "elr_plus", field: value}), num_classes=10)
+  with pytest.raises(ValueError, match="Unknown field"):
+    methods.make(ml_collections.ConfigDict({"name": "elr_plus", "lambda": 3.0}), num_classes=10)
+  assert methods.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=10).num_networks == 2
+  with pytest.raises(ValueError, match="larger than"):
+    elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=methods.ElrPlusSettings(), batch_size=64,
+                                 num_examples=40, warmup_epoch_fn=None)
+  config = _digits_config({"name": "elr_plus"})
+  config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
+  with pytest.raises(ValueError, match="comparison config"):
+    sweep.check_sweep(config)
+
+
+def test_elr_plus_reweights_labels_by_the_originals_rule():
+  """reweight_labels unset: on iff C = 100 (the original's `num_classes == 100`); set: as given."""
+  def captured(num_classes, **fields):
+    method = methods.make(ml_collections.ConfigDict({"name": "elr_plus", **fields}), num_classes=num_classes)
+    factory = method.epoch_factory.__closure__
+    return [c.cell_contents for c in factory if isinstance(c.cell_contents, methods.ElrPlusSettings)][0]
+
+  assert captured(100).reweight_labels is True
+  assert captured(10).reweight_labels is False
+  assert captured(10, reweight_labels=True).reweight_labels is True
