@@ -248,6 +248,10 @@ def run_configs() -> dict:
   config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
   config.batch_size = 64
   configs["dividemix"] = config
+  config = configs["ce"].copy_and_resolve_references()  # ELR+: 1 warm-up epoch, 2 epochs of ELR+ with the averages
+  config.method = ml_collections.ConfigDict({"name": "elr_plus", "warm_up": 1, "ema_step": 10, "coef_step": 10})
+  config.batch_size = 64
+  configs["elr_plus"] = config
   cnn = ce.get_config()
   cnn.dataset = "digits"
   cnn.noise.rate = 0.4
@@ -279,6 +283,8 @@ def run_cases(names=None) -> dict[str, dict]:
     case.update(tree_numbers(table.weights, "table_weights"))
     if "stage2" in arrays:
       case.update(tree_numbers(arrays["stage2"]["params"], "stage2_params"))
+    if "stage1_ema_params" in arrays:
+      case.update(tree_numbers(arrays["stage1_ema_params"], "ema_params"))
     for row_name, rows in sorted(table.method_rows.items()):
       case.update(tree_numbers(rows, f"table_{row_name}"))
     out[f"runs/{name}"] = case

@@ -88,7 +88,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   `workdir/model/final` and `workdir/model/best_val` (noisy_jax.export; read back with export.load_model).
 
   keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
-  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable) and, for two-stage methods, "stage2".
+  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable), for two-stage methods "stage2", and
+  for methods with weight averages (ELR+) "stage1_ema_params".
   """
   start = time.perf_counter()
   dataset = load_dataset(config) if dataset is None else dataset
@@ -169,6 +170,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                                                                                        "pruned_", "relabelled_"))})
     final_history = history
     arrays = {"stage1": _variables(stage1_state), "label_table": table}
+    if jax.tree.leaves(stage1_state.ema_params):
+      arrays["stage1_ema_params"] = stage1_state.ema_params
     if method.stage2:
       stage2_config = ml_collections.ConfigDict(config.to_dict())
       stage2_config.update(config.stage2)

@@ -27,7 +27,7 @@ from experiments.configs import truncated_lq  # pylint: disable=g-import-not-at-
 from noisy_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax import train  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-METHODS = ("joint_optimization", "truncated_lq", "sop", "coteaching", "dividemix")
+METHODS = ("joint_optimization", "truncated_lq", "sop", "coteaching", "dividemix", "elr_plus")
 
 
 def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
@@ -40,6 +40,9 @@ def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
     config.method = {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}
   if method == "dividemix":  # two networks, the GMM division and its loss history in the table (2-epoch window)
     config.method = {"name": "dividemix", "warm_up": 2, "lambda_u": 25.0, "loss_window": 2}
+    config.batch_size = 64
+  if method == "elr_plus":  # two networks with their weight averages, targets in the table (warm-up 1 epoch)
+    config.method = {"name": "elr_plus", "warm_up": 1, "ema_step": 20}
     config.batch_size = 64
   if method == "coteaching":  # two networks in one state, Adam with the lr / beta1 plan
     config.method = {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 3, "plus": False}

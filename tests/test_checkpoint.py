@@ -168,11 +168,11 @@ def test_truncated_lq_killed_between_checkpoints_resumes_bit_identical(tmp_path)
   assert 0 < records[-1]["pruned_fraction"] < 1  # pruning happened, so the weights and best-val params mattered
 
 
-@pytest.mark.parametrize("method", ["sop", "coteaching", "dividemix"])
+@pytest.mark.parametrize("method", ["sop", "coteaching", "dividemix", "elr_plus"])
 def test_baseline_state_killed_between_checkpoints_resumes_bit_identical(tmp_path, method):
   """SOP's per-example u, v (in the table's method rows), Co-teaching's two networks with their Adam state and
   forget-rate ramp, DivideMix's networks with its GMM division (warm-up 2 epochs: killed after the first DivideMix
-  epoch, resumed from the division written after epoch 2): killed after epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
+  epoch, resumed from the division written after epoch 2), ELR+'s networks with their averages and targets: killed after epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
   bit-identical (params of both networks, the table with its rows, every record)."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
   first = _run_all([_worker_cmd(ref, method, checkpoint_every=2),
@@ -188,6 +188,9 @@ def test_baseline_state_killed_between_checkpoints_resumes_bit_identical(tmp_pat
     assert {"table/method_rows/sop_u", "table/method_rows/sop_v"} <= set(arrays), sorted(arrays)
   elif method == "dividemix":  # the division and its loss history too
     assert {"table/method_rows/dividemix_clean_prob", "table/method_rows/dividemix_loss_history"} <= set(arrays)
+  elif method == "elr_plus":  # both networks' averages in the state, both target tables in the table
+    assert "table/method_rows/elr_plus_targets" in arrays
+    assert [a.shape[0] for name, a in arrays.items() if name.startswith("state/ema_params/")].count(2) >= 2
   else:  # both networks in the one state
     assert all(a.shape[0] == 2 for name, a in arrays.items() if name.startswith("state/params/"))
 

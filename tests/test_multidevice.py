@@ -47,3 +47,10 @@ def test_dividemix_one_device_equals_four_devices(multidevice_result):
   assert 0.05 < diffs["labelled_fraction"] < 0.95, diffs  # the GMM divided the examples
   for key in ("params", "batch_stats", "table", "loss"):
     assert diffs[key] <= 1e-5, (key, diffs)
+
+
+def test_elr_plus_one_device_equals_four_devices(multidevice_result):
+  diffs = multidevice_result["elr_plus"]
+  assert diffs["targets_moved"] > 0.1, diffs  # the targets were written
+  for key in ("params", "batch_stats", "ema_params", "table", "loss"):
+    assert diffs[key] <= 1e-5, (key, diffs)
