@@ -35,19 +35,18 @@ network's schedule count is set to (e - 1) x ceil(N / batch_size) (`optim.at_epo
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 from jax import lax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from noisy_jax import dividemix as dm
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import members as members_lib
 from noisy_jax import optim
+from noisy_jax import pair_epochs
 from noisy_jax import table_sharding
 from noisy_jax.data import normalization
 
@@ -188,21 +187,10 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     # Reported: the loss, and how often view 1 of a labelled row is predicted as its given label (before the update).
     correct = lax.psum(jnp.sum(jnp.argmax(z_x1, -1) == jnp.argmax(soft, -1)).astype(jnp.float32), axis)
     count = jnp.asarray(float(half), jnp.float32)
-    return state, table, {"loss": totals["loss"] + loss * count, "correct": totals["correct"] + correct,
-                          "count": totals["count"] + count}
+    return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
-  programs = {}
-
-  def program(m: int, shard_table: bool):
-    if (m, shard_table) not in programs:
-      table_spec = table_sharding.specs(axis, sharded=shard_table)
-      in_specs = (P(), table_spec) + (P(),) * 9
-      mapped = jax.shard_map(functools.partial(network_step, m=m, shard_table=shard_table), mesh=mesh,
-                             in_specs=in_specs, out_specs=(P(), table_spec, P()), check_vma=False)
-      programs[(m, shard_table)] = jax.jit(mapped, donate_argnums=(0, 2), compiler_options=compiler_options)
-    return programs[(m, shard_table)]
-
-  replicated = jax.sharding.NamedSharding(mesh, P())
+  program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=8,
+                                         compiler_options=compiler_options)
 
   def epoch_fn(state, table, images, key, epoch, **unused):
     if unused:
@@ -212,7 +200,7 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     if epoch_number <= settings.warm_up:
       return warmup_epoch_fn(state, table, images, key, epoch)
     shard_table = table_sharding.is_sharded(table)
-    totals = jax.device_put({"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}, replicated)
+    totals = pair_epochs.zero_totals(mesh)
     clean = table.method_rows[CLEAN_PROB]
     for m in range(2):
       labelled = dm.split(clean[:num_examples, 1 - m], p_threshold=settings.p_threshold)
@@ -224,7 +212,6 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
         state, table, totals = program(m, shard_table)(
             state, table, totals, images, rows_l[step], rows_u[step], key, np.int32(step), epoch,
             np.float32(num_batches + 1), np.float32(num_unlabelled > 0))
-    count = jnp.maximum(totals["count"], 1.0)
-    return state, table, {"train_loss": totals["loss"] / count, "train_accuracy_given": totals["correct"] / count}
+    return state, table, pair_epochs.mean_metrics(totals, "train_accuracy_given")
 
   return epoch_fn

@@ -48,19 +48,18 @@ Evaluation, as the original's single-GPU test: the mean of the two online networ
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 from jax import lax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from noisy_jax import elr as elr_lib
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import members as members_lib
 from noisy_jax import optim
+from noisy_jax import pair_epochs
 from noisy_jax import table_sharding
 from noisy_jax.data import normalization
 
@@ -166,21 +165,10 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     # Reported: the loss, and how often the peer's average predicts the given label (the original's metrics_ema).
     correct = lax.psum(jnp.sum(jnp.argmax(z_ema, -1) == jnp.argmax(labels, -1)).astype(jnp.float32), axis)
     count = jnp.asarray(float(batch_size), jnp.float32)
-    return state, table, {"loss": totals["loss"] + loss * count, "correct": totals["correct"] + correct,
-                          "count": totals["count"] + count}
+    return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
-  programs = {}
-
-  def program(m: int, shard_table: bool):
-    if (m, shard_table) not in programs:
-      table_spec = table_sharding.specs(axis, sharded=shard_table)
-      mapped = jax.shard_map(functools.partial(network_step, m=m, shard_table=shard_table), mesh=mesh,
-                             in_specs=(P(), table_spec) + (P(),) * 6, out_specs=(P(), table_spec, P()),
-                             check_vma=False)
-      programs[(m, shard_table)] = jax.jit(mapped, donate_argnums=(0, 2), compiler_options=compiler_options)
-    return programs[(m, shard_table)]
-
-  replicated = jax.sharding.NamedSharding(mesh, P())
+  program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=5,
+                                         compiler_options=compiler_options)
 
   def epoch_fn(state, table, images, key, epoch, **unused):
     if unused:
@@ -191,14 +179,12 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     if warm_up and int(epoch) == warm_up + 1:  # the averages start from the warmed-up networks (module docstring)
       state = with_averages(state)
     shard_table = table_sharding.is_sharded(table)
-    totals = jax.device_put({"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}, replicated)
+    totals = pair_epochs.zero_totals(mesh)
     for m in range(2):
       order = epoch_order(key, num_examples, batch_size, m)
       for step in range(num_steps):
         state, table, totals = program(m, shard_table)(state, table, totals, images, order[step], key,
                                                        np.int32(step), epoch)
-    count = jnp.maximum(totals["count"], 1.0)
-    return state, table, {"train_loss": totals["loss"] / count,
-                          "peer_average_accuracy_given": totals["correct"] / count}
+    return state, table, pair_epochs.mean_metrics(totals, "peer_average_accuracy_given")
 
   return epoch_fn

@@ -134,9 +134,9 @@ def main(num_devices: int, epochs: int):
   print("RESULT " + json.dumps(out))
 
 
-def _dividemix(num_devices: int) -> dict:
-  """DivideMix's whole run (warm-up epoch, division, two DivideMix epochs) on 1 and on N devices: the MixMatch
-  permutation, Lx, Lu and the penalty are over the global batch, the GMM over the gathered losses."""
+def _pair_runs(num_devices: int, method: dict) -> tuple:
+  """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices: (histories, arrays of the
+  1-device run, arrays of the N-device run, their common differences)."""
   from noisy_jax import runs  # pylint: disable=import-outside-toplevel
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
   from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
@@ -147,40 +147,30 @@ def _dividemix(num_devices: int) -> dict:
     config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (32,)}
     config.optimizer.lr_boundaries = (2,)
     config.checkpoint_every, config.num_devices = 0, devices
-    config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
+    config.method = ml_collections.ConfigDict(method)
     results.append(runs.run_single(config, keep_arrays=True))
   one, many = (r["arrays"] for r in results)
+  diffs = {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
+           "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
+           "table": _max_diff(one["label_table"], many["label_table"]),
+           "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"],
+                                                                               results[1]["history"]))}
+  return one, many, diffs
+
+
+def _dividemix(num_devices: int) -> dict:
+  """DivideMix's whole run (warm-up epoch, division, two DivideMix epochs) on 1 and on N devices: the MixMatch
+  permutation, Lx, Lu and the penalty are over the global batch, the GMM over the gathered losses."""
+  one, _, diffs = _pair_runs(num_devices, {"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
   clean = np.asarray(one["label_table"].method_rows["dividemix_clean_prob"])
-  return {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
-          "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
-          "table": _max_diff(one["label_table"], many["label_table"]),
-          "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"],
-                                                                              results[1]["history"])),
-          "labelled_fraction": float(np.mean(clean > 0.5))}
+  return {**diffs, "labelled_fraction": float(np.mean(clean > 0.5))}
 
 
 def _elr_plus(num_devices: int) -> dict:
   """ELR+'s whole run (a warm-up epoch, two ELR+ epochs) on 1 and on N devices: the mixup permutation and the batch
   mean are over the global batch, the peer's average and the targets as one device computes them."""
-  from noisy_jax import runs  # pylint: disable=import-outside-toplevel
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
-  from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
-  results = []
-  for devices in (1, num_devices):
-    config = ce.get_config()
-    config.dataset, config.noise.rate, config.num_epochs, config.batch_size = "digits", 0.3, 3, 32
-    config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (32,)}
-    config.optimizer.lr_boundaries = (2,)
-    config.checkpoint_every, config.num_devices = 0, devices
-    config.method = ml_collections.ConfigDict({"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20})
-    results.append(runs.run_single(config, keep_arrays=True))
-  one, many = (r["arrays"] for r in results)
-  return {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
-          "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
-          "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
-          "table": _max_diff(one["label_table"], many["label_table"]),
-          "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"],
-                                                                              results[1]["history"])),
+  one, many, diffs = _pair_runs(num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20})
+  return {**diffs, "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
           "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"])))}
 
 
