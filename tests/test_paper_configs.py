@@ -21,6 +21,7 @@ import tensorflow_datasets as tfds
 from experiments.configs import clothing1m_paper
 from experiments.configs import coteaching_paper
 from experiments.configs import dividemix_paper
+from experiments.configs import elr_plus_paper
 from experiments.configs import el_paper
 from experiments.configs import elr_paper
 from experiments.configs import gce_paper
@@ -296,7 +297,7 @@ def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
   modules = {"gce_paper": gce_paper, "jo_paper": jo_paper, "el_paper": el_paper, "peers_paper": peers_paper,
              "coteaching_paper": coteaching_paper, "elr_paper": elr_paper, "sop_paper": sop_paper,
-             "dividemix_paper": dividemix_paper}
+             "dividemix_paper": dividemix_paper, "elr_plus_paper": elr_plus_paper}
   found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+)", doc)
   assert len(found) >= 20
   for module, arg in found:
