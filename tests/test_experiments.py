@@ -188,3 +188,29 @@ def test_baselines_config(tmp_path):
   assert set(out["mean_std"]) == set(config.runs)
   for name, stats in out["mean_std"].items():
     assert 0.2 < stats["last_test_accuracy"]["mean"] <= 1.0, name  # every method learnt something in 2 epochs
+
+
+def test_per_class_report_of_a_comparisons_exports(tmp_path):
+  """experiments.per_class reads every seed's export of the named runs and gives each class's accuracy as a NumPy
+  re-computation from the export's own predictions does; a class with no test example is NaN; a run without an
+  export is named."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from experiments import per_class  # pylint: disable=import-outside-toplevel
+  from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
+  from noisy_jax import export  # pylint: disable=import-outside-toplevel
+  np.testing.assert_array_equal(per_class.per_class_accuracy([0, 1, 1, 2], [0, 0, 1, 2], 4), [0.5, 1, 1, np.nan])
+  config = shrink(baselines.get_config("asym40"), epochs=1)
+  config.runs = {"ce": config.runs.ce}
+  config.shared.seeds = (0, 1)
+  comparison.run(config, str(tmp_path))
+  records = per_class.report(str(tmp_path), ["ce"])
+  assert [r["label"] for r in records] == ["ce/seed0", "ce/seed1"]
+  model = export.load_model(str(tmp_path / "ce" / "seed1"))
+  x, y = per_class.test_split(model)
+  predicted = np.argmax(np.asarray(model.predict(x)), -1)
+  for k in range(10):
+    np.testing.assert_allclose(records[1]["per_class"][k], np.mean(predicted[y == k] == k))
+  assert records[1]["accuracy"] == pytest.approx(float(np.mean(predicted == y)))
+  assert "ce/seed0" in per_class.format_report(records)
+  with pytest.raises(FileNotFoundError, match="elr"):
+    per_class.report(str(tmp_path), ["elr"])

@@ -31,6 +31,24 @@ def test_forward_is_minus_log_of_the_pushed_probability():
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+def test_forward_gradient_toward_a_class_is_proportional_to_its_probability():
+  """d l_fwd / d z_j = -p_j (T[j, y] / q_y - 1), q = T^T p: for cross entropy (T = I) the p_y cancels and the true
+  class is pulled with 1 - p_y; with an off-diagonal T[k, y] > 0 another class k can hold q_y up, and the pull
+  toward a class whose probability has collapsed vanishes with it (the asymmetric mnist5k runs lose whole classes:
+  README, "Every method side by side")."""
+  logits = np.array([[0.0, -8.0, 6.0, 0.0]], np.float32)  # class 1 nearly dead (p_1 ~ 8e-7, above the clip), 2 sure
+  label = np.eye(C, dtype=np.float32)[[1]]
+  flips = np.eye(C, dtype=np.float32)
+  flips[2] = [0.0, 0.4, 0.6, 0.0]  # class 2 is given label 1 with probability 0.4
+  grad = jax.grad(lambda z: loss_correction.forward_corrected_cross_entropy(z, label, transition=flips)[0])(logits)
+  p = _clipped_softmax(logits)[0]
+  q_y = p @ flips[:, 1]
+  np.testing.assert_allclose(np.asarray(grad)[0], -p * (flips[:, 1] / q_y - 1.0), rtol=1e-4, atol=1e-9)
+  ce_grad = jax.grad(lambda z: losses.cross_entropy(z, label)[0])(logits)
+  assert abs(float(ce_grad[0, 1])) > 0.99  # cross entropy pulls the dead true class with 1 - p_1
+  assert abs(float(grad[0, 1])) < 1e-4  # the corrected loss barely does: label 1 is "explained" by class 2
+
+
 def test_backward_is_the_inverse_applied_to_the_losses():
   p, inv = _clipped_softmax(LOGITS), np.linalg.inv(T)
   want = [sum(inv[GIVEN[n], k] * -np.log(p[n, k]) for k in range(C)) for n in range(len(GIVEN))]
