@@ -120,15 +120,17 @@ class StepRunner:
 
 
 def time_step_variants(variants: dict, args) -> dict:
-  """Times `variants` ({side: Method, or (Method, member_map)}) alternately, `args.steps` donated steps per unit on
-  one synthetic batch of `args.batch_size` with a table of `args.num_examples` rows; `common.summarize` of them."""
+  """Times `variants` ({side: Method, or (Method, member_map), or (Method, member_map, batch multiple)})
+  alternately, `args.steps` donated steps per unit on one synthetic batch of `args.batch_size` (times the side's
+  multiple, default 1) with a table of `args.num_examples` rows; `common.summarize` of them (its images/s count
+  `args.batch_size` images per step for every side)."""
   from experiments.benchmarks import common  # pylint: disable=g-import-not-at-top
 
-  batch = np.random.default_rng(0).standard_normal(
-      (args.batch_size, *common.STEP_INPUT_SHAPES[args.model])).astype(np.float32)
   runners = {}
   for name, variant in variants.items():
-    method, member_map = variant if isinstance(variant, tuple) else (variant, "loop")
+    method, member_map, multiple = (tuple(variant) + (1,))[:3] if isinstance(variant, tuple) else (variant, "loop", 1)
+    batch = np.random.default_rng(0).standard_normal(
+        (args.batch_size * multiple, *common.STEP_INPUT_SHAPES[args.model])).astype(np.float32)
     runners[name] = StepRunner(model_name=args.model, method=method, batch=batch, num_examples=args.num_examples,
                                member_map=member_map)
   sides = {name: (lambda r=runner: r(args.steps)) for name, runner in runners.items()}

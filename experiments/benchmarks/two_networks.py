@@ -7,9 +7,12 @@ fixed batch, timed alternately in one process:
   * 'ELR', 'SOP': one network, their per-example rows read and written by index (SOP's also differentiated);
   * 'Co-teaching (loop)', 'Co-teaching (vmap)': the pair in one step, its forward pass mapped over the two networks
     by a Python loop traced into the program or by jax.vmap (noisy_jax.members), the small-loss exchange and both
-    updates.
+    updates;
+  * 'CE, batch 2B': one network on twice the batch, the same arithmetic as the pair's two networks in one program:
+    what doubling the work costs on this machine (cache and memory effects included), beside the pair.
 Ratio = median time / CE median time (and the median of the per-repeat ratios). The goal for a two-network method is
-<= 2.0: no cost beyond the second network's own work.
+<= 2.0: no cost beyond the second network's own work. (The images/s column counts B images per step for every
+side, also for 'CE, batch 2B'.)
 
   python -m experiments.benchmarks.two_networks [--model small_cnn|preact_resnet32] [--repeats 20]
 """
@@ -27,7 +30,8 @@ def main(argv=None):
 
   coteaching = methods.coteaching_method(forget_rate=0.5, num_epochs=10)
   variants = {"CE": jax_side.make_method("ce"), "ELR": methods.elr_method(), "SOP": methods.sop_method(),
-              "Co-teaching (loop)": (coteaching, "loop"), "Co-teaching (vmap)": (coteaching, "vmap")}
+              "Co-teaching (loop)": (coteaching, "loop"), "Co-teaching (vmap)": (coteaching, "vmap"),
+              "CE, batch 2B": (jax_side.make_method("ce"), "loop", 2)}
   summary = jax_side.time_step_variants(variants, args)
   ratios = common.format_table(
       ["side", "ms per step (median)", "x CE (medians)", "x CE (paired)"],
