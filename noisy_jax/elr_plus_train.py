@@ -72,6 +72,15 @@ def init_rows(num_rows: int, num_classes: int) -> dict:
   return {TARGETS: jnp.zeros((int(num_rows), 2, int(num_classes)), jnp.float32)}
 
 
+def target_probabilities(table) -> np.ndarray:
+  """[N, C] the mean over the two networks of t^(m) / sum_c t^(m) (a row never visited: uniform), from a host
+  table: each example's running average of the peers' weight-averaged predictions (label issues' evidence)."""
+  targets = np.asarray(table.method_rows[TARGETS], np.float64)
+  sums = targets.sum(axis=-1, keepdims=True)
+  normalised = np.where(sums > 0, targets / np.where(sums > 0, sums, 1.0), 1.0 / targets.shape[-1])
+  return normalised.mean(axis=1)
+
+
 def with_averages(state):
   """`state` (a stacked pair) with each network's average initialised to a copy of its parameters."""
   return state.replace(ema_params=jax.tree.map(jnp.copy, state.params))

@@ -25,6 +25,12 @@ labels, so a memorised wrong label looks right; the earlier epochs of the histor
     example] (Tanaka et al. 2018).
   truncated Lq: is_issue = [pruned: weight 0] (Zhang & Sabuncu 2018); q and the suggestion from the recorded
     history when the run keeps one (`config.label_issues.history_length`), else q = the weight (0 or 1).
+  ELR+ and DivideMix (their own epoch programs record no history; `Method.label_evidence` gives their state):
+    ELR+: P = the mean over the two networks of their normalised targets t^(m) / sum_c t^(m), each a running
+    average of the peer's weight-averaged predictions (noisy_jax.elr_plus_train), with the config's score and rule.
+    DivideMix: q = the mean over the two networks of the GMM's clean probability w (the last division),
+    is_issue = [neither network's division labels it: max_m w_m <= p_threshold], suggested = the given label
+    (DivideMix keeps no class probabilities per example).
   any other method: the recorded history (by default every epoch that fits, `history_length`), with the flag
     rule of the config.
 Output: `find` returns a NumPy structured array (`RECORD_DTYPE`), one row per example, most suspect first;
@@ -129,6 +135,17 @@ def find(probs, given, *, score: str = "self_confidence", rule: str = "argmax") 
 
 
 @dataclasses.dataclass(frozen=True)
+class MethodEvidence:
+  """A method's own verdict on its labels (`Method.label_evidence(table)`): class probabilities `probs` [N, C]
+  (scored and flagged as any probabilities), or a `quality` [N] in [0, 1] with its `is_issue` [N] (no suggestion:
+  the given label); `what` names the state it comes from, for the CSV's evidence column."""
+  what: str
+  probs: np.ndarray | None = None
+  quality: np.ndarray | None = None
+  is_issue: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class RunIssues:
   """What a run says about its labels: `records` (RECORD_DTYPE, most suspect first) and, in the same order, one
   `evidence` string per row (which state of the method gave the verdict)."""
@@ -194,6 +211,18 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
       quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
       evidence = [f"{'pruned (weight 0)' if w == 0 else 'kept (weight 1)'}; mean p(given) {probs[i, y]:.3f} over "
                   f"{filled} recorded epochs" for i, w, y in zip(rows, weights, given)]
+  elif getattr(method, "label_evidence", None) is not None:  # the method's own state (ELR+, DivideMix)
+    own = method.label_evidence(table)
+    if own.probs is not None:
+      probs = np.asarray(own.probs, np.float64)
+      quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
+      is_issue = flag(probs, given, rule=rule)
+      evidence = [f"{own.what}: p(given) {probs[i, y]:.3f}, p(suggested) {probs[i, s]:.3f}"
+                  for i, y, s in zip(rows, given, suggested)]
+    else:
+      quality, is_issue = np.asarray(own.quality, np.float64), np.asarray(own.is_issue, bool)
+      suggested = given.copy()
+      evidence = [f"{own.what} {q:.3f}" for q in quality]
   elif probs is not None:
     quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
     is_issue = flag(probs, given, rule=rule)

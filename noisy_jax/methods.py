@@ -72,6 +72,7 @@ from noisy_jax import dividemix as dividemix_lib
 from noisy_jax import dividemix_train
 from noisy_jax import elr as elr_lib
 from noisy_jax import elr_plus_train
+from noisy_jax import label_issues
 from noisy_jax import label_table as label_table_lib
 from noisy_jax import loss_correction
 from noisy_jax import losses
@@ -127,6 +128,8 @@ class Method:
       method's own epoch program (DivideMix, ELR+), which may call make_epoch_fn's program (`warmup_epoch_fn`).
     init_state: None, or `(state) -> state`, applied to the new TrainState before training (ELR+: the weight
       averages, `TrainState.ema_params`).
+    label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
+      for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
   """
   name: str
   objective: Callable[..., jax.Array]
@@ -144,6 +147,7 @@ class Method:
   member_update: Callable | None = None
   epoch_factory: Callable | None = None
   init_state: Callable | None = None
+  label_evidence: Callable | None = None
 
   @property
   def relabels_from_history(self) -> bool:
@@ -398,11 +402,18 @@ def dividemix_method(settings: DividemixSettings) -> Method:
   def epoch_factory(mesh, warmup_epoch_fn, **options):
     return dividemix_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
+  def label_evidence(table):
+    clean = np.asarray(table.method_rows[dividemix_train.CLEAN_PROB], np.float64)
+    return label_issues.MethodEvidence(
+        what=f"DivideMix clean probability (mean of the two divisions; flagged where neither exceeds "
+             f"p_threshold {settings.p_threshold})",
+        quality=clean.mean(axis=1), is_issue=clean.max(axis=1) <= settings.p_threshold)
+
   return Method(name="dividemix", objective=objective, extended=True,
                 init_rows=lambda key, rows, classes: dividemix_train.init_rows(rows, window),
                 row_update=lambda rows, rows_out, grads: rows_out, num_networks=2,
                 member_update=member_update, update_due=lambda epoch: epoch >= int(settings.warm_up),
-                epoch_factory=epoch_factory)
+                epoch_factory=epoch_factory, label_evidence=label_evidence)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,10 +459,14 @@ def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
   def epoch_factory(mesh, warmup_epoch_fn, **options):
     return elr_plus_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
+  def label_evidence(table):
+    return label_issues.MethodEvidence(what="ELR+ targets (mean of both networks')",
+                                       probs=elr_plus_train.target_probabilities(table))
+
   return Method(name="elr_plus", objective=objective, extended=True,
                 init_rows=lambda key, rows, classes: elr_plus_train.init_rows(rows, classes),
                 row_update=lambda rows, rows_out, grads: rows_out, num_networks=2, epoch_factory=epoch_factory,
-                init_state=elr_plus_train.with_averages)
+                init_state=elr_plus_train.with_averages, label_evidence=label_evidence)
 
 
 def uniform_prior(num_classes: int) -> jax.Array:

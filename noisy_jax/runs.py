@@ -107,7 +107,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
                             num_epochs=int(config.num_epochs))
   # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (noisy_jax.label_issues).
   issue_score, issue_rule = label_issues.settings(config)
-  # (Not for a method with its own epoch program, DivideMix: its steps record nothing.)
+  # (Not for a method with its own epoch program, DivideMix and ELR+: its steps record nothing; their own state is
+  # the evidence, Method.label_evidence.)
   extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
                                               num_classes=dataset.num_classes) if workdir else 0
   if method.epoch_factory is not None:

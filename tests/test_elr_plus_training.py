@@ -145,6 +145,8 @@ def test_elr_plus_export_predicts_as_the_run(tmp_path):
   dataset = train.load_dataset(config)
   accuracy = float(np.mean(np.argmax(loaded.predict(dataset.x_test), -1) == dataset.y_test))
   assert accuracy == pytest.approx(summary["last_test_accuracy"], abs=1e-6)
+  assert summary["label_issues"]["file"] == "label_issues.csv"  # from the targets (their evidence column says so)
+  assert "ELR+ targets" in (tmp_path / "label_issues.csv").read_text().splitlines()[1]
 
 
 def test_bad_elr_plus_configs_are_refused_by_name():
@@ -174,3 +176,36 @@ def test_elr_plus_reweights_labels_by_the_originals_rule():
   assert captured(100).reweight_labels is True
   assert captured(10).reweight_labels is False
   assert captured(10, reweight_labels=True).reweight_labels is True
+
+
+def test_label_issues_from_the_methods_own_state():
+  """ELR+ and DivideMix record no prediction history: label_issues.csv comes from their state. ELR+: the mean over
+  the two networks of the normalised targets (an unvisited row: uniform). DivideMix: the mean clean probability,
+  flagged where neither division exceeds p_threshold, the given label suggested."""
+  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  from noisy_jax import label_issues  # pylint: disable=import-outside-toplevel
+  given = np.array([0, 1, 2, 1])
+  targets = np.zeros((4, 2, 3), np.float32)
+  targets[0] = [[0.2, 0.1, 0.0], [0.3, 0.0, 0.0]]  # both networks agree with the given 0
+  targets[1] = [[0.0, 0.0, 0.3], [0.1, 0.0, 0.2]]  # both say 2, not the given 1
+  targets[2, 0] = [0.0, 0.0, 0.5]  # network 2 never visited row 2: uniform
+  table = label_table_lib.with_method_rows(label_table_lib.create(given, 3), {elr_plus_train.TARGETS: targets})
+  table = jax.device_get(table)
+  elr_plus = methods.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=3)
+  issues = label_issues.from_run(elr_plus, table)
+  by_index = {int(r["index"]): r for r in issues.records}
+  probs = np.array([[(2 / 3 + 1) / 2, (1 / 3) / 2, 0.0], [1 / 6, 0.0, (1 + 2 / 3) / 2], [1 / 6, 1 / 6, 2 / 3],
+                    [1 / 3, 1 / 3, 1 / 3]])
+  for i in range(4):
+    assert by_index[i]["label_quality"] == pytest.approx(probs[i, given[i]], rel=1e-6)
+  assert [bool(by_index[i]["is_issue"]) for i in range(4)] == [False, True, False, False]
+  assert by_index[1]["suggested_label"] == 2 and "ELR+ targets" in issues.evidence[0]
+  clean = np.array([[0.9, 0.8], [0.2, 0.4], [0.6, 0.1], [0.3, 0.5]], np.float32)
+  table = label_table_lib.with_method_rows(label_table_lib.create(given, 3), dividemix_train.init_rows(4, 1))
+  table = jax.device_get(table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean}))
+  dividemix = methods.make(ml_collections.ConfigDict({"name": "dividemix", "p_threshold": 0.5}), num_classes=3)
+  issues = label_issues.from_run(dividemix, table)
+  assert list(issues.records["index"]) == [1, 2, 3, 0]  # mean w: 0.3, 0.35, 0.4, 0.85
+  np.testing.assert_allclose(issues.records["label_quality"], [0.3, 0.35, 0.4, 0.85], rtol=1e-6)
+  assert list(issues.records["is_issue"]) == [True, False, True, False]  # max w <= 0.5: rows 1 and 3
+  assert list(issues.records["suggested_label"]) == list(given[[1, 2, 3, 0]])
