@@ -26,6 +26,7 @@ from experiments.configs import el_paper
 from experiments.configs import elr_paper
 from experiments.configs import gce_paper
 from experiments.configs import jo_paper
+from experiments.configs import loss_correction_paper
 from experiments.configs import peers_paper
 from experiments.configs import sop_paper
 from experiments.configs import webvision_paper
@@ -297,7 +298,8 @@ def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
   modules = {"gce_paper": gce_paper, "jo_paper": jo_paper, "el_paper": el_paper, "peers_paper": peers_paper,
              "coteaching_paper": coteaching_paper, "elr_paper": elr_paper, "sop_paper": sop_paper,
-             "dividemix_paper": dividemix_paper, "elr_plus_paper": elr_plus_paper}
+             "dividemix_paper": dividemix_paper, "elr_plus_paper": elr_plus_paper,
+             "loss_correction_paper": loss_correction_paper}
   found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+)", doc)
   assert len(found) >= 20
   for module, arg in found:
