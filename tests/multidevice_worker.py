@@ -131,12 +131,14 @@ def main(num_devices: int, epochs: int):
       "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c))}
   out["dividemix"] = _dividemix(num_devices)
   out["elr_plus"] = _elr_plus(num_devices)
+  out["dividemix_sharded"] = _dividemix(num_devices, sharded=True)
+  out["elr_plus_sharded"] = _elr_plus(num_devices, sharded=True)
   print("RESULT " + json.dumps(out))
 
 
-def _pair_runs(num_devices: int, method: dict) -> tuple:
-  """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices: (histories, arrays of the
-  1-device run, arrays of the N-device run, their common differences)."""
+def _pair_runs(num_devices: int, method: dict, *, sharded: bool = False) -> tuple:
+  """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices (with `sharded`, the N-device
+  run's label table row-sharded): (arrays of the 1-device run, arrays of the N-device run, their differences)."""
   from noisy_jax import runs  # pylint: disable=import-outside-toplevel
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
   from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
@@ -148,6 +150,7 @@ def _pair_runs(num_devices: int, method: dict) -> tuple:
     config.optimizer.lr_boundaries = (2,)
     config.checkpoint_every, config.num_devices = 0, devices
     config.method = ml_collections.ConfigDict(method)
+    config.label_table_sharding = "sharded" if sharded and devices > 1 else "replicated"
     results.append(runs.run_single(config, keep_arrays=True))
   one, many = (r["arrays"] for r in results)
   diffs = {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
@@ -158,18 +161,19 @@ def _pair_runs(num_devices: int, method: dict) -> tuple:
   return one, many, diffs
 
 
-def _dividemix(num_devices: int) -> dict:
+def _dividemix(num_devices: int, sharded: bool = False) -> dict:
   """DivideMix's whole run (warm-up epoch, division, two DivideMix epochs) on 1 and on N devices: the MixMatch
   permutation, Lx, Lu and the penalty are over the global batch, the GMM over the gathered losses."""
-  one, _, diffs = _pair_runs(num_devices, {"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
+  one, _, diffs = _pair_runs(num_devices, {"name": "dividemix", "warm_up": 1, "lambda_u": 25.0}, sharded=sharded)
   clean = np.asarray(one["label_table"].method_rows["dividemix_clean_prob"])
   return {**diffs, "labelled_fraction": float(np.mean(clean > 0.5))}
 
 
-def _elr_plus(num_devices: int) -> dict:
+def _elr_plus(num_devices: int, sharded: bool = False) -> dict:
   """ELR+'s whole run (a warm-up epoch, two ELR+ epochs) on 1 and on N devices: the mixup permutation and the batch
   mean are over the global batch, the peer's average and the targets as one device computes them."""
-  one, many, diffs = _pair_runs(num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20})
+  one, many, diffs = _pair_runs(num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20},
+                                sharded=sharded)
   return {**diffs, "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
           "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"])))}
 

@@ -42,15 +42,17 @@ def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevi
   assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
 
 
-def test_dividemix_one_device_equals_four_devices(multidevice_result):
-  diffs = multidevice_result["dividemix"]
+@pytest.mark.parametrize("variant", ["dividemix", "dividemix_sharded"])
+def test_dividemix_one_device_equals_four_devices(multidevice_result, variant):
+  diffs = multidevice_result[variant]  # _sharded: the 4-device run's table (division, loss history) row-sharded
   assert 0.05 < diffs["labelled_fraction"] < 0.95, diffs  # the GMM divided the examples
   for key in ("params", "batch_stats", "table", "loss"):
     assert diffs[key] <= 1e-5, (key, diffs)
 
 
-def test_elr_plus_one_device_equals_four_devices(multidevice_result):
-  diffs = multidevice_result["elr_plus"]
+@pytest.mark.parametrize("variant", ["elr_plus", "elr_plus_sharded"])
+def test_elr_plus_one_device_equals_four_devices(multidevice_result, variant):
+  diffs = multidevice_result[variant]  # _sharded: the 4-device run's table (both target tables) row-sharded
   assert diffs["targets_moved"] > 0.1, diffs  # the targets were written
   for key in ("params", "batch_stats", "ema_params", "table", "loss"):
     assert diffs[key] <= 1e-5, (key, diffs)
