@@ -59,6 +59,23 @@ def get_shared() -> ml_collections.ConfigDict:
   return config
 
 
+def paper_data(config: ml_collections.ConfigDict, dataset: str, *, noise_type: str, rate: float,
+               noise_dataset: str = "", validation_size: int = 0, normalization: str = "per_channel",
+               crop_padding: int = 4, flip: bool = True) -> ml_collections.ConfigDict:
+  """`config` with a paper config's data: the TFDS `dataset` (its data_dir a placeholder for
+  --config.dataset_kwargs.data_dir), `validation_size` examples held out of the training split, noise of
+  `noise_type` at `rate` injected exactly (`noise_dataset`: the class map of 'asymmetric'), `normalization`, and
+  random crops after `crop_padding` pixels of padding plus horizontal flips (the CIFAR papers' augmentation)."""
+  config.dataset = dataset
+  config.dataset_kwargs = ml_collections.ConfigDict({
+      "validation_size": validation_size, "data_dir": ml_collections.config_dict.placeholder(str)})
+  config.noise = ml_collections.ConfigDict({"type": noise_type, "rate": rate, "exact": True,
+                                            "dataset": noise_dataset})
+  config.normalization = normalization
+  config.augment = ml_collections.ConfigDict({"crop_padding": crop_padding, "flip": flip})
+  return config
+
+
 def comparison(title: str = "", *, plots: bool = False) -> ml_collections.ConfigDict:
   """The frame of a comparison config: `title` (empty: made from the shared settings), `shared` settings, `plots`.
 

@@ -105,12 +105,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   noise_type, rate = SETTINGS[setting]
   plus = method == "coteaching_plus"
   config = base.get_shared()
-  config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": 0, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({"type": noise_type, "rate": rate, "exact": True, "dataset": ""})
-  config.normalization = "none"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": False})
+  base.paper_data(config, dataset, noise_type=noise_type, rate=rate, normalization="none", crop_padding=0,
+                  flip=False)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {"dropout_rate": DROPOUT_RATE}})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({

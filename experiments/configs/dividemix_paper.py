@@ -152,13 +152,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   row = dividemix_lib.setting(dataset, noise, rate)
   asymmetric = noise == "asymmetric"
   config = base.get_shared()
-  config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": 0, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({
-      "type": noise, "rate": rate, "exact": True, "dataset": dataset if asymmetric else ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
+  base.paper_data(config, dataset, noise_type=noise, rate=rate, noise_dataset=dataset if asymmetric else "")
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({

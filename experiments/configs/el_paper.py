@@ -65,12 +65,7 @@ def parse(arg: str | None) -> tuple[str, str]:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, method = parse(arg)
   config = base.get_shared()
-  config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": 0, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({"type": "none", "rate": 0.0, "exact": True, "dataset": ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
+  base.paper_data(config, dataset, noise_type="none", rate=0.0)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
   config.batch_size = BATCH_SIZE
   if method == "el":

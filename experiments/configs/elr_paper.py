@@ -120,14 +120,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     num_epochs, boundaries = PAPER_SCHEDULE_C10
     schedule = ("piecewise", boundaries)
   config = base.get_shared()
-  config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({
-      "type": noise, "rate": noise_rate(dataset, noise), "exact": True,
-      "dataset": dataset if noise == "asymmetric" else ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
+  base.paper_data(config, dataset, noise_type=noise, rate=noise_rate(dataset, noise),
+                  noise_dataset=dataset if noise == "asymmetric" else "", validation_size=VALIDATION_SIZE)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "elr", "lam": lam, "beta": beta})

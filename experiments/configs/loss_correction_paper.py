@@ -162,13 +162,9 @@ def parse(arg: str | None) -> tuple[str, str, str, str, bool]:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, correction, transition, noise, shared_filter = parse(arg)
   config = base.get_shared()
-  config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({
-      "type": noise, "rate": NOISE_RATE, "exact": True, "dataset": dataset if noise == "asymmetric" else ""})
-  config.normalization = "mean_image"
-  config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
+  base.paper_data(config, dataset, noise_type=noise, rate=NOISE_RATE,
+                  noise_dataset=dataset if noise == "asymmetric" else "", validation_size=VALIDATION_SIZE,
+                  normalization="mean_image", crop_padding=CROP_PADDING)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS[dataset])})
   config.batch_size = BATCH_SIZE
   percentile = PERCENTILE[dataset]

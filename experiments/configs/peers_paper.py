@@ -124,12 +124,7 @@ def get_apl_single(name: str) -> ml_collections.ConfigDict:
   loss, kwargs = APL_LOSSES[name]
   config = base.get_shared()
   config.seeds = APL_SEEDS
-  config.dataset = "cifar10"
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": 0, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({"type": "symmetric", "rate": NOISE_RATE, "exact": True, "dataset": ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
+  base.paper_data(config, "cifar10", noise_type="symmetric", rate=NOISE_RATE)
   config.model = ml_collections.ConfigDict({"name": APL_MODEL, "kwargs": {}})
   config.batch_size = APL_BATCH_SIZE
   config.num_epochs = APL_EPOCHS

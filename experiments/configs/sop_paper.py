@@ -105,14 +105,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if paper_lr_u:
     lr_u = PAPER_ASYMMETRIC_LR_U
   config = base.get_shared()
-  config.dataset = DATASET
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": 0, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({
-      "type": noise, "rate": NOISE_RATES[noise], "exact": True,
-      "dataset": DATASET if noise == "asymmetric" else ""})
-  config.normalization = "per_channel"
-  config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
+  base.paper_data(config, DATASET, noise_type=noise, rate=NOISE_RATES[noise],
+                  noise_dataset=DATASET if noise == "asymmetric" else "")
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "sop", "lr_u": lr_u, "lr_v": lr_v, "init_std": INIT_STD})
