@@ -211,7 +211,7 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
       quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
       evidence = [f"{'pruned (weight 0)' if w == 0 else 'kept (weight 1)'}; mean p(given) {probs[i, y]:.3f} over "
                   f"{filled} recorded epochs" for i, w, y in zip(rows, weights, given)]
-  elif getattr(method, "label_evidence", None) is not None:  # the method's own state (ELR+, DivideMix)
+  elif method.label_evidence is not None:  # the method's own state (ELR+, DivideMix)
     own = method.label_evidence(table)
     if own.probs is not None:
       probs = np.asarray(own.probs, np.float64)

@@ -431,6 +431,12 @@ class ElrPlusSettings:
   warm_up: int = 0
   reweight_labels: bool | None = None
 
+  def resolved(self, num_classes: int) -> "ElrPlusSettings":
+    """These settings with reweight_labels decided: as given, or (None) the original's rule, C == 100."""
+    if self.reweight_labels is not None:
+      return self
+    return dataclasses.replace(self, reweight_labels=int(num_classes) == 100)
+
 
 def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
   """ELR+ (see the module docstring and noisy_jax.elr_plus_train). The objective is the warm-up's: the sum over the
@@ -443,8 +449,7 @@ def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
     value = getattr(settings, name)
     if isinstance(value, bool) or int(value) != value or value < 0:
       raise ValueError(f"{name}={value!r} must be an integer >= 0.")
-  if settings.reweight_labels is None:
-    settings = dataclasses.replace(settings, reweight_labels=int(num_classes) == 100)
+  settings = settings.resolved(num_classes)
 
   def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
     del weights, epoch

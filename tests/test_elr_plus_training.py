@@ -168,14 +168,10 @@ def test_bad_elr_plus_configs_are_refused_by_name():
 
 def test_elr_plus_reweights_labels_by_the_originals_rule():
   """reweight_labels unset: on iff C = 100 (the original's `num_classes == 100`); set: as given."""
-  def captured(num_classes, **fields):
-    method = methods.make(ml_collections.ConfigDict({"name": "elr_plus", **fields}), num_classes=num_classes)
-    factory = method.epoch_factory.__closure__
-    return [c.cell_contents for c in factory if isinstance(c.cell_contents, methods.ElrPlusSettings)][0]
-
-  assert captured(100).reweight_labels is True
-  assert captured(10).reweight_labels is False
-  assert captured(10, reweight_labels=True).reweight_labels is True
+  assert methods.ElrPlusSettings().resolved(100).reweight_labels is True
+  assert methods.ElrPlusSettings().resolved(10).reweight_labels is False
+  assert methods.ElrPlusSettings(reweight_labels=True).resolved(10).reweight_labels is True
+  assert methods.ElrPlusSettings(reweight_labels=False).resolved(100).reweight_labels is False
 
 
 def test_label_issues_from_the_methods_own_state():
