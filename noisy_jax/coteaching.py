@@ -63,6 +63,7 @@ import optax
 
 from noisy_jax import _checks
 from noisy_jax import losses as losses_lib
+from noisy_jax import precision
 
 RAMPS = ("paper", "original")
 # Relative guard of num_remember: float32 rounding of (1 - R) N (~2e-7 relative) must not floor an exact integer
@@ -184,7 +185,7 @@ def adam_schedule(base_lr: float, num_epochs: int, decay_start: int, *, steps_pe
   _checks.check_range("beta2", beta2, 0.0, 1.0, high_open=True)
   _checks.check_range("eps", eps, 0.0, np.inf)
   lr_plan, beta1_plan = adam_plan(base_lr, num_epochs, decay_start, beta1=beta1, beta1_after=beta1_after)
-  lr_plan, beta1_plan = lr_plan.astype(np.float32), beta1_plan.astype(np.float32)
+  lr_plan, beta1_plan = lr_plan.astype(precision.float_dtype()), beta1_plan.astype(precision.float_dtype())
 
   def epoch_of(count):
     return jnp.minimum(epoch_offset + jnp.asarray(count) // steps_per_epoch, num_epochs - 1)

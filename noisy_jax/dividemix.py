@@ -61,6 +61,7 @@ import numpy as np
 
 from noisy_jax import _checks
 from noisy_jax import losses
+from noisy_jax import precision
 
 # sklearn GaussianMixture settings of the original code (Train_cifar.py, eval_train).
 GMM_MAX_ITER = 10
@@ -375,7 +376,7 @@ def mix_coefficients(key, n: int, *, alpha: float = MIXUP_ALPHA) -> tuple[jax.Ar
   """
   _checks.check_range("alpha", alpha, 0.0, np.inf, low_open=True)
   key_beta, key_perm = jax.random.split(key)
-  lam = jax.random.beta(key_beta, alpha, alpha, dtype=jnp.float32)
+  lam = jax.random.beta(key_beta, alpha, alpha, dtype=precision.float_dtype())
   lam = jnp.maximum(lam, 1.0 - lam)
   return lam, jax.random.permutation(key_perm, n)
 
@@ -481,8 +482,9 @@ def linear_rampup(current, warm_up, rampup_length: float = RAMPUP_LENGTH, *, lam
   """
   _checks.check_range("rampup_length", rampup_length, 0.0, np.inf, low_open=True)
   _checks.check_range("lambda_u", lambda_u, 0.0, np.inf)
-  ramp = jnp.clip((jnp.asarray(current, jnp.float32) - warm_up) / rampup_length, 0.0, 1.0)
-  return jnp.asarray(lambda_u, jnp.float32) * ramp
+  dtype = precision.float_dtype()
+  ramp = jnp.clip((jnp.asarray(current, dtype) - warm_up) / rampup_length, 0.0, 1.0)
+  return jnp.asarray(lambda_u, dtype) * ramp
 
 
 def uniform_prior_penalty(logits_mixed, *, axis_name=None, where=None) -> jax.Array:
@@ -502,7 +504,7 @@ def uniform_prior_penalty(logits_mixed, *, axis_name=None, where=None) -> jax.Ar
     Scalar, in the logits' dtype.
   """
   num_classes = jnp.shape(logits_mixed)[-1]
-  prior = jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
+  prior = jnp.full((num_classes,), 1.0 / num_classes, precision.float_dtype())
   return losses.prior_penalty(logits_mixed, prior, axis_name=axis_name, where=where)
 
 

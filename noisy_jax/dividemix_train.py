@@ -47,6 +47,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import members as members_lib
 from noisy_jax import optim
 from noisy_jax import pair_epochs
+from noisy_jax import precision
 from noisy_jax import table_sharding
 from noisy_jax.data import normalization
 
@@ -57,8 +58,8 @@ AUGMENT_STREAM = 0x646d6978  # the fold of the epoch key that DivideMix's views 
 
 def init_rows(num_rows: int, window: int) -> dict:
   """The method rows before the first division: w = 1 (unused until then), an empty loss history."""
-  return {CLEAN_PROB: jnp.ones((num_rows, 2), jnp.float32),
-          LOSS_HISTORY: jnp.zeros((num_rows, 2, int(window)), jnp.float32)}
+  dtype = precision.float_dtype()
+  return {CLEAN_PROB: jnp.ones((num_rows, 2), dtype), LOSS_HISTORY: jnp.zeros((num_rows, 2, int(window)), dtype)}
 
 
 def per_example_cross_entropy(probs, noisy_labels) -> jax.Array:
@@ -117,7 +118,7 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
 
   def network_step(state, table, totals, images, rows_l, rows_u, key, step, epoch, num_iter, has_unlabelled,
                    *, m: int, shard_table: bool):
-    d = lax.axis_index(axis)
+    d, dtype = lax.axis_index(axis), precision.float_dtype()
     my_l = lax.dynamic_slice_in_dim(rows_l, d * local, local)
     my_u = lax.dynamic_slice_in_dim(rows_u, d * local, local)
     if shard_table:
@@ -139,11 +140,11 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     def train_forward(params, batch_stats, x):
       logits, updates = own.apply_fn({"params": params, "batch_stats": batch_stats}, x, train=True,
                                      mutable=["batch_stats"])
-      return logits.astype(jnp.float32), updates["batch_stats"]
+      return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
     def eval_forward(x):
-      return other.apply_fn({"params": other.params, "batch_stats": other.batch_stats}, x,
-                            train=False).astype(jnp.float32)
+      logits = other.apply_fn({"params": other.params, "batch_stats": other.batch_stats}, x, train=False)
+      return logits.astype(precision.at_least(logits.dtype))
 
     stats = own.batch_stats
     z_u11, stats = train_forward(own.params, stats, u1)
@@ -164,7 +165,7 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
               for a in (mixed, mixed_targets) for k in range(4)]
     inputs = jnp.concatenate(blocks[:4])
     targets = jnp.concatenate(blocks[4:])
-    current = (epoch - 1).astype(jnp.float32) + step.astype(jnp.float32) / num_iter  # the original's 0-based
+    current = (epoch - 1).astype(dtype) + step.astype(dtype) / num_iter  # the original's 0-based
     lamb = dm.linear_rampup(current, settings.warm_up, lambda_u=settings.lambda_u) * has_unlabelled
 
     def loss_fn(params):
@@ -185,8 +186,8 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     own = own.apply_gradients(grads=grads, batch_stats=new_stats)
     state = jax.tree.map(lambda s, o: s.at[m].set(o), state, own)
     # Reported: the loss, and how often view 1 of a labelled row is predicted as its given label (before the update).
-    correct = lax.psum(jnp.sum(jnp.argmax(z_x1, -1) == jnp.argmax(soft, -1)).astype(jnp.float32), axis)
-    count = jnp.asarray(float(half), jnp.float32)
+    correct = lax.psum(jnp.sum(jnp.argmax(z_x1, -1) == jnp.argmax(soft, -1)).astype(dtype), axis)
+    count = jnp.asarray(float(half), dtype)
     return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
   program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=8,

@@ -48,6 +48,7 @@ import numpy as np
 
 from noisy_jax import _checks
 from noisy_jax import losses
+from noisy_jax import precision
 
 # The original code's clamp of the softmax in ELR's update and regulariser and in ELR+'s regulariser.
 PROB_CLAMP = (1e-4, 1.0 - 1e-4)
@@ -70,11 +71,12 @@ def _rows_like(name: str, rows, logits: jax.Array) -> jax.Array:
 # The targets table.
 
 
-def init_targets(num_examples: int, num_classes: int, dtype=jnp.float32) -> jax.Array:
-  """The initial targets table t = 0, [N, C] (the original's `torch.zeros(num_examp, num_classes)`)."""
+def init_targets(num_examples: int, num_classes: int, dtype=None) -> jax.Array:
+  """The initial targets table t = 0, [N, C] (the original's `torch.zeros(num_examp, num_classes)`), in `dtype`
+  (default precision.float_dtype())."""
   if int(num_examples) < 1 or int(num_classes) < 2:
     raise ValueError(f"need num_examples >= 1 and num_classes >= 2, got {num_examples!r} and {num_classes!r}.")
-  return jnp.zeros((int(num_examples), int(num_classes)), dtype)
+  return jnp.zeros((int(num_examples), int(num_classes)), dtype or precision.float_dtype())
 
 
 def updated_rows(target_rows, probs, *, beta: float, clamp=PROB_CLAMP) -> jax.Array:
@@ -213,8 +215,8 @@ def sigmoid_ramp(step, length) -> jax.Array:
     float32 scalar.
   """
   _checks.check_range("length", length, 0.0, np.inf)
-  step = jnp.asarray(step, jnp.float32)
-  length = jnp.asarray(length, jnp.float32)
+  step = jnp.asarray(step, precision.float_dtype())
+  length = jnp.asarray(length, precision.float_dtype())
   safe_length = jnp.where(length > 0, length, 1.0)
   phase = 1.0 - jnp.clip(step, 0.0, safe_length) / safe_length
   return jnp.where(length > 0, jnp.exp(-5.0 * phase * phase), 1.0)
@@ -242,8 +244,8 @@ def ema_decay(step, *, ema_update: bool, ema_alpha: float, ramp_length) -> jax.A
     float32 scalar decay in [0, ema_alpha].
   """
   _checks.check_range("ema_alpha", ema_alpha, 0.0, 1.0)
-  step = jnp.asarray(step, jnp.float32)
-  alpha = jnp.asarray(ema_alpha, jnp.float32)
+  step = jnp.asarray(step, precision.float_dtype())
+  alpha = jnp.asarray(ema_alpha, precision.float_dtype())
   if ema_update:
     return alpha * sigmoid_ramp(step + 1.0, ramp_length)
   return jnp.minimum(1.0 - 1.0 / (step + 1.0), alpha)
@@ -289,10 +291,10 @@ def mixup(x, y, key, alpha) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]
     raise ValueError(f"x {x.shape} and y {y.shape} need the same leading batch dimension.")
   batch = x.shape[0]
   key_lam, key_perm = jax.random.split(key)
-  alpha = jnp.asarray(alpha, jnp.float32)
+  alpha = jnp.asarray(alpha, precision.float_dtype())
   on = alpha > 0
   safe_alpha = jnp.where(on, alpha, 1.0)
-  draw = jax.random.beta(key_lam, safe_alpha, safe_alpha, dtype=jnp.float32)
+  draw = jax.random.beta(key_lam, safe_alpha, safe_alpha, dtype=precision.float_dtype())
   lam = jnp.where(on, jnp.maximum(draw, 1.0 - draw), 1.0)
   perm = jnp.where(on, jax.random.permutation(key_perm, batch), jnp.arange(batch)).astype(jnp.int32)
   return _mix(x, perm, lam), _mix(y, perm, lam), perm, lam
@@ -301,7 +303,7 @@ def mixup(x, y, key, alpha) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 def mix_targets(target_rows, perm, lam) -> jax.Array:
   """ELR+'s mixed targets q_i = lam_mix t_i + (1 - lam_mix) t_pi(i) (elr_plus_loss.update_hist), [B, C]."""
   target_rows = jnp.asarray(target_rows)
-  return _mix(target_rows, jnp.asarray(perm), jnp.asarray(lam, jnp.float32))
+  return _mix(target_rows, jnp.asarray(perm), jnp.asarray(lam, precision.float_dtype()))
 
 
 def reweighted_labels(labels_mix, targets_mix) -> jax.Array:

@@ -60,6 +60,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import members as members_lib
 from noisy_jax import optim
 from noisy_jax import pair_epochs
+from noisy_jax import precision
 from noisy_jax import table_sharding
 from noisy_jax.data import normalization
 
@@ -69,7 +70,7 @@ AUGMENT_STREAM = 0x656c7270  # the fold of the epoch key that ELR+'s augmentatio
 
 def init_rows(num_rows: int, num_classes: int) -> dict:
   """Both networks' targets before training: zeros [N, 2, C] (the original's `torch.zeros(num_examp, C)` each)."""
-  return {TARGETS: jnp.zeros((int(num_rows), 2, int(num_classes)), jnp.float32)}
+  return {TARGETS: jnp.zeros((int(num_rows), 2, int(num_classes)), precision.float_dtype())}
 
 
 def target_probabilities(table) -> np.ndarray:
@@ -139,7 +140,7 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     def train_forward(params, batch_stats, inputs):
       logits, updates = own.apply_fn({"params": params, "batch_stats": batch_stats}, inputs, train=True,
                                      mutable=["batch_stats"])
-      return logits.astype(jnp.float32), updates["batch_stats"]
+      return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
     z_ema, _ = train_forward(other.ema_params, other.batch_stats, x)  # its statistics' update is discarded
     z_ema = lax.stop_gradient(z_ema)
@@ -172,8 +173,8 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     else:
       table = label_table_lib.write_rows(table, rows, {TARGETS: gather(written)})
     # Reported: the loss, and how often the peer's average predicts the given label (the original's metrics_ema).
-    correct = lax.psum(jnp.sum(jnp.argmax(z_ema, -1) == jnp.argmax(labels, -1)).astype(jnp.float32), axis)
-    count = jnp.asarray(float(batch_size), jnp.float32)
+    correct = lax.psum(jnp.sum(jnp.argmax(z_ema, -1) == jnp.argmax(labels, -1)).astype(precision.float_dtype()), axis)
+    count = jnp.asarray(float(batch_size), precision.float_dtype())
     return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
   program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=5,

@@ -5,7 +5,7 @@ Every training example i owns row i of the table (its index in the training spli
 functions below, at epoch boundaries (relabelling, pruning) or inside the step (recording predictions).
 
   noisy_labels  [N] int32      the labels as given (possibly wrong); never changed
-  soft_labels   [N, C] float32 current targets; starts as one_hot(noisy_labels)
+  soft_labels   [N, C] float32 current targets; starts as one_hot(noisy_labels) (float64 with x64 on: precision)
   weights       [N] float32    per-example weights; starts at 1 (truncated Lq sets them to {0, 1})
   history       [H, N, C]      ring buffer of recorded softmax outputs (H may be 0)
   history_filled [H] bool      which ring slots have been written at least once
@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax import _checks
+from noisy_jax import precision
 
 RELABEL_MODES = ("soft", "hard")
 
@@ -77,12 +78,12 @@ def create(noisy_labels, num_classes: int, *, history_length: int = 0) -> LabelT
   if int(history_length) < 0:
     raise ValueError(f"history_length={history_length!r} must be >= 0.")
   labels = _checks.check_labels("noisy_labels", noisy_labels, num_classes)
-  n = labels.shape[0]
+  n, dtype = labels.shape[0], precision.float_dtype()
   return LabelTable(
       noisy_labels=jnp.asarray(labels, jnp.int32),
-      soft_labels=jax.nn.one_hot(labels, num_classes, dtype=jnp.float32),
-      weights=jnp.ones((n,), jnp.float32),
-      history=jnp.zeros((history_length, n, num_classes), jnp.float32),
+      soft_labels=jax.nn.one_hot(labels, num_classes, dtype=dtype),
+      weights=jnp.ones((n,), dtype),
+      history=jnp.zeros((history_length, n, num_classes), dtype),
       history_filled=jnp.zeros((history_length,), bool),
   )
 

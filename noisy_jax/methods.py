@@ -77,6 +77,7 @@ from noisy_jax import label_table as label_table_lib
 from noisy_jax import loss_correction
 from noisy_jax import losses
 from noisy_jax import noise as noise_lib
+from noisy_jax import precision
 from noisy_jax import sop as sop_lib
 
 METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction", "elr", "sop",
@@ -177,7 +178,7 @@ def loss_method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) 
 def prune_weights(table: label_table_lib.LabelTable, train_probs: jax.Array, *, k: float):
   """Truncated Lq's pruning step: w_i = [p_y(x_i) > k], p_y = sum_c y_ic p_ic with y the table's labels."""
   p_target = jnp.sum(table.soft_labels * train_probs, axis=-1)
-  return label_table_lib.set_all_weights(table, (p_target > k).astype(jnp.float32))
+  return label_table_lib.set_all_weights(table, (p_target > k).astype(table.weights.dtype))
 
 
 def truncated_lq_method(*, q: float = 0.7, k: float = 0.5, prune_start: int = 40, prune_every: int = 10,
@@ -221,7 +222,7 @@ def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, h
     raise ValueError(f"history_length={history_length!r} must be >= 1 for Joint Optimization.")
   if begin < 1:
     raise ValueError(f"begin={begin!r} must be >= 1 (the first epoch after which labels are updated).")
-  prior = jnp.asarray(prior, jnp.float32)
+  prior = jnp.asarray(prior, precision.float_dtype())
 
   def objective(logits, soft_labels, weights, valid, axis_name=None):
     del weights  # Joint Optimization has no per-example weights.
@@ -253,11 +254,11 @@ def loss_correction_method(*, correction: str, transition) -> Method:
   """Forward or backward corrected cross entropy with the [C, C] transition matrix `transition`."""
   _checks.check_choice("loss correction", correction, loss_correction.CORRECTIONS)
   if correction == "forward":
-    matrix = jnp.asarray(noise_lib.check_transition(transition), jnp.float32)
+    matrix = jnp.asarray(noise_lib.check_transition(transition), precision.float_dtype())
     per_example = lambda logits, labels: loss_correction.forward_corrected_cross_entropy(
         logits, labels, transition=matrix)
   else:
-    inverse = jnp.asarray(loss_correction.inverse(transition), jnp.float32)
+    inverse = jnp.asarray(loss_correction.inverse(transition), precision.float_dtype())
     per_example = lambda logits, labels: loss_correction.backward_corrected_cross_entropy(
         logits, labels, inverse_transition=inverse)
 
@@ -389,8 +390,8 @@ def dividemix_method(settings: DividemixSettings) -> Method:
     del weights, epoch
     loss = 0.0
     for m in range(2):
-      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, jnp.float32),
-                                        valid, axis_name)
+      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels),
+                                        jnp.ones_like(valid, logits.dtype), valid, axis_name)
       if settings.warmup_penalty:
         loss = loss + dividemix_lib.negative_entropy(logits[m], axis_name=axis_name, where=valid)
     return loss, rows
@@ -455,8 +456,8 @@ def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
     del weights, epoch
     loss, targets = 0.0, rows[elr_plus_train.TARGETS]
     for m in range(2):
-      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, jnp.float32),
-                                        valid, axis_name)
+      loss = loss + weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels),
+                                        jnp.ones_like(valid, logits.dtype), valid, axis_name)
       targets = targets.at[:, m].set(elr_lib.updated_rows(targets[:, m], jax.nn.softmax(logits[m]),
                                                           beta=settings.beta, clamp=None))
     return loss, {elr_plus_train.TARGETS: targets}
@@ -475,7 +476,7 @@ def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> Method:
 
 
 def uniform_prior(num_classes: int) -> jax.Array:
-  return jnp.full((num_classes,), 1.0 / num_classes, jnp.float32)
+  return jnp.full((num_classes,), 1.0 / num_classes, precision.float_dtype())
 
 
 _METHOD_FIELDS = {

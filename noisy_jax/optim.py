@@ -38,6 +38,7 @@ import numpy as np
 import optax
 
 from noisy_jax import _checks
+from noisy_jax import precision
 
 LR_SCHEDULES = ("piecewise", "cosine")
 OPTIMIZERS = ("sgd", "coteaching_adam")
@@ -79,7 +80,7 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
     # (1 + cos(pi e / T)) / 2 written as sin^2(pi (T - e) / 2T): the same value for every e, without float32's
     # cancellation near e = T (the last epoch's lr, ~2e-4 of the base lr at T = 120, keeps ~1e-7 relative precision).
     epoch = jnp.asarray(count) // steps_per_epoch
-    remaining = (period - epoch).astype(jnp.float32)
+    remaining = (period - epoch).astype(precision.float_dtype())
     return lr_min + (learning_rate - lr_min) * jnp.square(jnp.sin((0.5 * math.pi / period) * remaining))
 
   return schedule

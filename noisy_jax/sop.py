@@ -53,6 +53,7 @@ import numpy as np
 
 from noisy_jax import _checks
 from noisy_jax import losses
+from noisy_jax import precision
 
 # The original's eps: clamp floors, F.normalize's eps and the balance term's clamp.
 EPS = 1e-4
@@ -62,7 +63,7 @@ INIT_STD = 1e-8
 
 def init_params(key, num_examples: int, num_classes: int, std: float = INIT_STD, *,
                 mean: float = 0.0) -> tuple[jax.Array, jax.Array]:
-  """u [N] and v [N, C], float32, every entry ~ N(mean, std^2) (the original: mean 0, std 1e-8), independent keys.
+  """u [N] and v [N, C], float32 (precision.float_dtype()), every entry ~ N(mean, std^2) (the original: mean 0, std 1e-8), independent keys.
 
   The original's u is [N, 1]; here it is [N] (u_i multiplies the whole label vector either way).
   """
@@ -70,9 +71,10 @@ def init_params(key, num_examples: int, num_classes: int, std: float = INIT_STD,
     raise ValueError(f"need num_examples >= 1 and num_classes >= 2, got {num_examples!r} and {num_classes!r}.")
   _checks.check_range("std", std, 0.0, np.inf)
   key_u, key_v = jax.random.split(key)
-  u = mean + std * jax.random.normal(key_u, (int(num_examples),), jnp.float32)
-  v = mean + std * jax.random.normal(key_v, (int(num_examples), int(num_classes)), jnp.float32)
-  return u.astype(jnp.float32), v.astype(jnp.float32)
+  dtype = precision.float_dtype()
+  u = mean + std * jax.random.normal(key_u, (int(num_examples),), dtype)
+  v = mean + std * jax.random.normal(key_v, (int(num_examples), int(num_classes)), dtype)
+  return u.astype(dtype), v.astype(dtype)
 
 
 def _prepare(logits, labels, u_rows, v_rows):

@@ -54,6 +54,7 @@ import numpy as np
 from noisy_jax import _checks
 from noisy_jax import distributed
 from noisy_jax import label_table as label_table_lib
+from noisy_jax import precision
 
 SHARDING_MODES = ("auto", "replicated", "sharded")
 DEFAULT_BUDGET_MIB = 256
@@ -210,10 +211,11 @@ def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
   n, rows = labels.shape[0], padded_rows(labels.shape[0], mesh.devices.size)
   out = shardings(mesh, axis, sharded=True)
   given = np.concatenate([labels, np.full((rows - n,), PAD_LABEL, np.int32)])
+  dtype = precision.float_dtype()
 
   def one_hot_rows(index):  # index: (row slice, class slice)
     block = given[index[0]]
-    hot = np.zeros((block.shape[0], c), np.float32)
+    hot = np.zeros((block.shape[0], c), dtype)
     real = block >= 0
     hot[np.nonzero(real)[0], block[real]] = 1.0
     return hot[:, index[1]]
@@ -222,9 +224,9 @@ def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
       noisy_labels=jax.make_array_from_callback((rows,), out.noisy_labels, lambda index: given[index]),
       soft_labels=jax.make_array_from_callback((rows, c), out.soft_labels, one_hot_rows),
       weights=jax.make_array_from_callback((rows,), out.weights,
-                                           lambda index: (given[index] >= 0).astype(np.float32)),
+                                           lambda index: (given[index] >= 0).astype(dtype)),
       history=jax.make_array_from_callback((h, rows, c), out.history,
-                                           lambda index: np.zeros(out.history.shard_shape((h, rows, c)), np.float32)),
+                                           lambda index: np.zeros(out.history.shard_shape((h, rows, c)), dtype)),
       history_filled=jax.make_array_from_callback((h,), out.history_filled, lambda index: np.zeros((h,), bool)[index]))
 
 

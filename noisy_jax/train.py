@@ -52,6 +52,7 @@ from noisy_jax import members as members_lib
 from noisy_jax import methods as methods_lib
 from noisy_jax import metrics as metrics_lib
 from noisy_jax import optim
+from noisy_jax import precision
 from noisy_jax.inputs import DATASET_NOISE, PSEUDO_LABEL_NOISE, load_dataset, noisy_training_labels  # pylint: disable=g-importing-member,unused-import  (callers use train.NAME)
 from noisy_jax import streaming
 from noisy_jax import table_sharding
@@ -100,14 +101,15 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
 
 def create_train_state(model, key: jax.Array, input_shape, tx, *, num_networks: int = 1) -> TrainState:
   """The initial TrainState of `model` from `key`; with num_networks = 2, the two networks of a pair, initialised
-  from jax.random.split(key) and stacked on a leading axis (noisy_jax.members)."""
+  from jax.random.split(key) and stacked on a leading axis (noisy_jax.members). Parameters and statistics are in
+  precision.float_dtype() (float64 with x64 on)."""
   if num_networks > 1:
     return members_lib.stack([create_train_state(model, k, input_shape, tx)
                               for k in jax.random.split(key, num_networks)])
   # Jitted: eager init runs the network op by op (~7 s for a ResNet-32 on a 2-core CPU). Same values as eager for
   # truncated-normal initialisers (SmallCNN, MLP: checked bit for bit), within 1 ulp for plain normal ones.
   init = jax.jit(functools.partial(model.init, train=False))
-  variables = init(key, jnp.zeros((1, *input_shape), jnp.float32))
+  variables = precision.widen(init(key, jnp.zeros((1, *input_shape), precision.float_dtype())))
   return TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
                            batch_stats=variables.get("batch_stats", flax.core.FrozenDict()))
 
@@ -147,7 +149,7 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
   def forward(params, batch_stats):
     logits, updates = state.apply_fn({"params": params, "batch_stats": batch_stats}, images, train=True,
                                      mutable=["batch_stats"])
-    return logits.astype(jnp.float32), updates["batch_stats"]
+    return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
   if pair:
     forward = members_lib.map_members(forward, member_map)
@@ -200,7 +202,7 @@ def train_step(state: TrainState, table: label_table_lib.LabelTable, images: jax
       table = label_table_lib.sharded_write_rows(table, write_rows, new_rows, axis_name=table_axis)
 
   given = jnp.argmax(soft_labels, axis=-1)
-  valid_f = valid.astype(jnp.float32)
+  valid_f = valid.astype(precision.float_dtype())
   correct = jnp.sum((jnp.argmax(logits, axis=-1) == given) * valid_f)
   count = jnp.sum(valid_f)
   if axis_name is not None:
@@ -364,7 +366,7 @@ def make_epoch_fn(method: methods_lib.Method, mesh: Mesh, *, batch_size: int, nu
     indices, valid = batches_fn(key)
     if totals is None:
       totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
-    totals = jax.device_put({k: jnp.asarray(v, jnp.float32) for k, v in totals.items()}, replicated)
+    totals = jax.device_put({k: jnp.asarray(v, precision.float_dtype()) for k, v in totals.items()}, replicated)
     if source is None:
       for step in range(start, num_steps):
         state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
@@ -409,7 +411,7 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
     padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
     padded = padded.reshape(chunks, batch_size, *images.shape[1:])
     logits = lax.map(lambda x: apply(variables, normalize(x), train=False), padded)
-    return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(jnp.float32))[:n]
+    return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(precision.at_least(logits.dtype)))[:n]
 
   return predict
 

@@ -42,21 +42,25 @@ _CHUNK = 4096
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Normalization:
-  """x = (codes / pixel_max - mean) / std in float32 (mean, std broadcast over the example's trailing axes)."""
+  """x = (codes / pixel_max - mean) / std in float32 (mean, std broadcast over the example's trailing axes); on the
+  device in float64 when JAX's x64 mode is on (noisy_jax.precision)."""
   mode: str
   pixel_max: float
   mean: np.ndarray  # float32 [C] (per_channel, imagenet), [H, W, C] (mean_image) or [] (none: 0)
   std: np.ndarray   # float32, same broadcasting; 1 where the mode has no scale
 
   def __call__(self, codes):
-    """codes [..., example shape] (any dtype) -> float32 normalised inputs, with jax.numpy (inside jit)."""
+    """codes [..., example shape] (any dtype) -> float32 normalised inputs (precision.float_dtype(): float64 with
+    x64 on), with jax.numpy (inside jit)."""
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-    x = codes.astype(jnp.float32)
+    from noisy_jax import precision  # pylint: disable=g-import-not-at-top  (jax only where the caller uses it)
+    dtype = precision.float_dtype()
+    x = codes.astype(dtype)
     if self.pixel_max != 1.0:
-      x = x / jnp.float32(self.pixel_max)
+      x = x / jnp.asarray(self.pixel_max, dtype)
     if self.mode == "none":
       return x
-    return (x - jnp.asarray(self.mean)) / jnp.asarray(self.std)
+    return (x - jnp.asarray(self.mean, dtype)) / jnp.asarray(self.std, dtype)
 
   def numpy(self, codes) -> np.ndarray:
     """The same computation in NumPy float32 (host side: tests, the PCA of pseudo-label noise)."""

@@ -3,7 +3,8 @@
 Every model is called as `model.apply(variables, x, train=bool, mutable=["batch_stats"])` (mutable only in train
 mode) on inputs [B, H, W, C] (the MLP also takes [B, D]) and returns float32 logits [B, num_classes]. Every model
 has `bn_axis_name` (the device axis over which BatchNorm averages batch statistics in a per-device train step)
-and `dtype` (the compute dtype; parameters stay float32).
+and `dtype` (the compute dtype; parameters stay float32). With JAX's x64 mode on, `get` builds models that compute
+in float64 and return float64 logits (noisy_jax.precision; the run widens the parameters).
 
 The name 'auto' picks a model from the input shape (`resolve`): configs for data of unknown size (own_data.py).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import flax.linen as nn
 
 from noisy_jax import _checks
+from noisy_jax import precision
 from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
 from noisy_jax.models.imagenet_resnet import ImageNetResNet, ResNet50
@@ -61,7 +63,8 @@ def resolve(name: str, input_shape) -> str:
 
 
 def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
-  """Builds the model registered as `name` in MODELS with `num_classes` outputs; kwargs set its other fields.
+  """Builds the model registered as `name` in MODELS with `num_classes` outputs; kwargs set its other fields
+  (`dtype` defaults to precision.float_dtype(): float32, or float64 with x64 on).
 
   Raises:
     ValueError: for an unknown name (listing the known ones) or num_classes < 1.
@@ -71,6 +74,7 @@ def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   _checks.check_choice("model", name, MODELS)
   if int(num_classes) != num_classes or num_classes < 1:
     raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
+  kwargs.setdefault("dtype", precision.float_dtype())
   return MODELS[name](num_classes=int(num_classes), **kwargs)
 
 

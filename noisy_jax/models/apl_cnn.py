@@ -35,6 +35,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 from noisy_jax.models.small_cnn import max_pool_2x2
 
@@ -71,6 +72,7 @@ class APLCNN(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     if x.ndim != 4:
       raise ValueError(f"{type(self).__name__} needs images [B, H, W, C], got shape {x.shape}.")
     if not self.widths or min(self.widths) < 1 or self.convs_per_stage < 1 or self.dense_size < 1:
@@ -88,12 +90,12 @@ class APLCNN(nn.Module):
         x = nn.relu(norm(f"block{stage}_bn{layer}")(x))
       x = max_pool_2x2(x)
     x = x.reshape((x.shape[0], -1))
-    x = nn.Dense(self.dense_size, dtype=self.dtype, kernel_init=XAVIER_UNIFORM,
+    x = nn.Dense(self.dense_size, dtype=self.dtype, param_dtype=wide, kernel_init=XAVIER_UNIFORM,
                  bias_init=torch_default_bias_init(x.shape[-1]), name="fc1")(x)
     x = nn.relu(norm("fc1_bn")(x))
-    x = nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=XAVIER_UNIFORM,
+    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=XAVIER_UNIFORM,
                  bias_init=torch_default_bias_init(x.shape[-1]), name="fc2")(x)
-    return x.astype(jnp.float32)
+    return x.astype(wide)
 
 
 class APLCNNMnist(APLCNN):

@@ -32,6 +32,8 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
+from noisy_jax import precision
+
 
 def _batch_moments(x, axis_name):
   """Per-channel (mean, E[x^2]) over every axis but the last, averaged over `axis_name` when set."""
@@ -93,11 +95,12 @@ class BatchNorm(nn.Module):
   @nn.compact
   def __call__(self, x):
     features = x.shape[-1]
-    scale = self.param("scale", nn.initializers.ones, (features,), jnp.float32)
-    bias = self.param("bias", nn.initializers.zeros, (features,), jnp.float32)
-    running_mean = self.variable("batch_stats", "mean", lambda: jnp.zeros((features,), jnp.float32))
-    running_var = self.variable("batch_stats", "var", lambda: jnp.ones((features,), jnp.float32))
-    x32 = x.astype(jnp.float32)
+    wide = precision.at_least(self.dtype)  # parameters and statistics: float32, float64 for a float64 dtype
+    scale = self.param("scale", nn.initializers.ones, (features,), wide)
+    bias = self.param("bias", nn.initializers.zeros, (features,), wide)
+    running_mean = self.variable("batch_stats", "mean", lambda: jnp.zeros((features,), wide))
+    running_var = self.variable("batch_stats", "var", lambda: jnp.ones((features,), wide))
+    x32 = x.astype(precision.at_least(x.dtype))
     if self.use_running_average:
       rstd = lax.rsqrt(running_var.value + self.epsilon)
       y = (x32 - running_mean.value) * (rstd * scale) + bias
@@ -118,6 +121,8 @@ def make_batch_norm(kind: str, *, train: bool, axis_name: str | None, dtype: Any
   and the same variable names, so a model can switch kinds without changing its checkpoints."""
   if kind not in BATCH_NORM_KINDS:
     raise ValueError(f"Unknown batch_norm {kind!r}; allowed: {', '.join(map(repr, BATCH_NORM_KINDS))}.")
-  module = BatchNorm if kind == "fused" else nn.BatchNorm
-  return module(use_running_average=not train, momentum=momentum, epsilon=epsilon, axis_name=axis_name, dtype=dtype,
+  common = dict(use_running_average=not train, momentum=momentum, epsilon=epsilon, axis_name=axis_name, dtype=dtype,
                 name=name)
+  if kind == "fused":  # its parameters follow dtype (float32, float64 for float64)
+    return BatchNorm(**common)
+  return nn.BatchNorm(**common, param_dtype=precision.at_least(dtype))

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.apl_cnn import torch_default_bias_init
 from noisy_jax.models.batch_norm import make_batch_norm
 from noisy_jax.models.small_cnn import max_pool_2x2
@@ -69,6 +70,7 @@ class CoteachingCNN(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     if x.ndim != 4:
       raise ValueError(f"{type(self).__name__} needs images [B, H, W, C], got shape {x.shape}.")
     if len(self.widths) != 9 or min(self.widths) < 1:
@@ -82,7 +84,7 @@ class CoteachingCNN(nn.Module):
     for layer, width in enumerate(self.widths, start=1):
       fan_in = 9 * x.shape[-1]
       padding = ((1, 1), (1, 1)) if layer <= 6 else ((0, 0), (0, 0))
-      x = nn.Conv(width, (3, 3), padding=padding, use_bias=True, dtype=self.dtype,
+      x = nn.Conv(width, (3, 3), padding=padding, use_bias=True, dtype=self.dtype, param_dtype=wide,
                   kernel_init=TORCH_DEFAULT_KERNEL_INIT, bias_init=torch_default_bias_init(fan_in),
                   name=f"conv{layer}")(x)
       x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype,
@@ -93,7 +95,7 @@ class CoteachingCNN(nn.Module):
         if self.dropout_rate:
           x = nn.Dropout(self.dropout_rate, broadcast_dims=(1, 2), deterministic=not train)(x)
     x = jnp.mean(x, axis=(1, 2))
-    x = nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=TORCH_DEFAULT_KERNEL_INIT,
+    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=TORCH_DEFAULT_KERNEL_INIT,
                  bias_init=torch_default_bias_init(x.shape[-1]), name="fc")(x)
-    return x.astype(jnp.float32)
+    return x.astype(wide)
 

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.apl_cnn import torch_default_bias_init
 from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
 
@@ -99,6 +100,7 @@ class ImageNetResNet(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 7, strides=2, dtype=self.dtype, kernel_init=HE_NORMAL_FAN_OUT, name="stem_conv")(x)
@@ -112,8 +114,9 @@ class ImageNetResNet(nn.Module):
                        name=f"stage{stage + 1}_block{block + 1}")(x, train=train)
     x = jnp.mean(x, axis=(1, 2))
     fan_in = x.shape[-1]
-    return nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=TORCH_LINEAR_KERNEL,
-                    bias_init=torch_default_bias_init(fan_in), name="head")(x).astype(jnp.float32)
+    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=TORCH_LINEAR_KERNEL,
+                 bias_init=torch_default_bias_init(fan_in), name="head")(x)
+    return x.astype(wide)
 
 
 class ResNet50(ImageNetResNet):

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 
 
@@ -30,12 +31,13 @@ class MLP(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     x = x.reshape((x.shape[0], -1)).astype(self.dtype)
     for width in self.hidden_sizes:
-      x = nn.Dense(width, use_bias=not self.use_batch_norm, dtype=self.dtype)(x)
+      x = nn.Dense(width, use_bias=not self.use_batch_norm, dtype=self.dtype, param_dtype=wide)(x)
       if self.use_batch_norm:
         x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype)(x)
       x = nn.relu(x)
       if self.dropout_rate:
         x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-    return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
+    return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide)(x).astype(wide)

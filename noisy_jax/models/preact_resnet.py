@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
 
 
@@ -81,6 +82,7 @@ class PreActResNet(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 3, dtype=self.dtype, name="stem_conv")(x)
@@ -93,7 +95,7 @@ class PreActResNet(nn.Module):
     x = nn.relu(batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm,
                            name="final_bn")(x))
     x = jnp.mean(x, axis=(1, 2))
-    return nn.Dense(self.num_classes, dtype=self.dtype, name="head")(x).astype(jnp.float32)
+    return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, name="head")(x).astype(wide)
 
 
 class PreActResNet32(PreActResNet):

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from noisy_jax import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 
 # He et al. (ICCV 2015) normal init: N(0, 2 / fan_in), not truncated. Same distribution as Chainer's
@@ -43,13 +44,15 @@ def conv(features: int, kernel_size: int, *, strides: int = 1, dtype: Any = jnp.
   [B, H, W, C_in] -> [B, ceil(H / strides), ceil(W / strides), features] for odd kernel sizes: the padding is
   kernel_size // 2 on *every* side (PyTorch `padding=k // 2`), not XLA's 'SAME' (which, for stride 2 on an even
   input, pads only the bottom/right and so samples different pixels). Kernel [k, k, C_in, features], init
-  `kernel_init` (default He-normal fan-in, `HE_NORMAL`), float32 parameters, `dtype` compute. Every convolution of
+  `kernel_init` (default He-normal fan-in, `HE_NORMAL`), float32 parameters (float64 for a float64 `dtype`), `dtype`
+  compute. Every convolution of
   ResNet, PreActResNet and the ImageNet ResNet-50 is built here, so this is the one place to swap the convolution
   implementation.
   """
   pad = kernel_size // 2
   return nn.Conv(features, (kernel_size, kernel_size), strides=(strides, strides), padding=((pad, pad), (pad, pad)),
-                 use_bias=False, dtype=dtype, kernel_init=kernel_init, name=name)
+                 use_bias=False, dtype=dtype, param_dtype=precision.at_least(dtype), kernel_init=kernel_init,
+                 name=name)
 
 
 def batch_norm(*, train: bool, axis_name: str | None, dtype: Any, kind: str = "fused",
@@ -130,6 +133,7 @@ class ResNet(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 3, dtype=self.dtype, name="stem_conv")(x)
@@ -141,7 +145,7 @@ class ResNet(nn.Module):
         x = BasicBlock(width, strides, bn_axis_name=self.bn_axis_name, dtype=self.dtype, batch_norm=self.batch_norm,
                        name=f"stage{stage + 1}_block{block + 1}")(x, train=train)
     x = jnp.mean(x, axis=(1, 2))
-    return nn.Dense(self.num_classes, dtype=self.dtype, name="head")(x).astype(jnp.float32)
+    return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, name="head")(x).astype(wide)
 
 
 class ResNet18(ResNet):

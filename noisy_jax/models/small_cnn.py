@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from noisy_jax import _checks
+from noisy_jax import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 
 HEADS = ("flatten", "avg")
@@ -52,6 +53,7 @@ class SmallCNN(nn.Module):
 
   @nn.compact
   def __call__(self, x, *, train: bool):
+    wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     if x.ndim != 4:
       raise ValueError(f"SmallCNN needs images [B, H, W, C], got shape {x.shape}; feature vectors [B, D] "
                        "need the 'mlp' model.")
@@ -62,11 +64,11 @@ class SmallCNN(nn.Module):
     for stage, width in enumerate(self.widths):
       if stage and min(x.shape[1:3]) > 2:
         x = max_pool_2x2(x)
-      x = nn.Conv(width, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype,
+      x = nn.Conv(width, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype, param_dtype=wide,
                   kernel_init=nn.initializers.he_normal())(x)
       x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype)(x)
       x = nn.relu(x)
     x = x.reshape((x.shape[0], -1)) if self.head == "flatten" else jnp.mean(x, axis=(1, 2))
     if self.dense_size:
-      x = nn.relu(nn.Dense(self.dense_size, dtype=self.dtype)(x))
-    return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
+      x = nn.relu(nn.Dense(self.dense_size, dtype=self.dtype, param_dtype=wide)(x))
+    return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide)(x).astype(wide)
