@@ -7,7 +7,7 @@ accuracy. So every stored number (the golden values of `experiments/golden.py`, 
 comparison says which fields differ (`differences`).
 
   describe() -> {"python": "3.11.7", "packages": {"jax": "0.10.2", ...}, "backend": "cpu", "device_count": 1,
-                 "device_kind": "cpu", "xla_flags": "", "cpu": "AMD EPYC 7B13", "machine": "x86_64"}
+                 "device_kind": "cpu", "xla_flags": "", "cpu": "AMD EPYC 7B13", "isa": "AVX2", "machine": "x86_64"}
 """
 
 from __future__ import annotations
@@ -50,6 +50,28 @@ def cpu_model() -> str:
   return platform.processor() or "unknown"
 
 
+# /proc/cpuinfo flags -> the vector ISA XLA's CPU backend compiles for (the widest first). XLA_FLAGS'
+# --xla_cpu_max_isa can lower it for one process; that is in describe()'s xla_flags.
+_ISA_FLAGS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4_2", "SSE4.2"))
+
+
+def vector_isa(cpuinfo: str = "/proc/cpuinfo") -> str:
+  """The widest x86 vector ISA this CPU offers: 'AVX-512', 'AVX2', 'AVX' or 'SSE4.2' (read from the `cpuinfo` file's
+  flags); on another architecture its name (`platform.machine()`, e.g. 'aarch64'); 'unknown' where neither is known.
+
+  Float results of XLA's CPU kernels depend on it: an AVX-512 and an AVX2 matrix product round differently.
+  """
+  try:
+    with open(cpuinfo) as f:
+      flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+  except OSError:
+    flags = []
+  for flag, name in _ISA_FLAGS:
+    if flag in flags:
+      return name
+  return platform.machine() or "unknown"
+
+
 def describe() -> dict:
   """The environment of this process (imports jax: call it where JAX may start its backend)."""
   import jax  # pylint: disable=g-import-not-at-top  (only the caller decides when the backend starts)
@@ -62,6 +84,7 @@ def describe() -> dict:
       "device_kind": devices[0].device_kind,
       "xla_flags": os.environ.get("XLA_FLAGS", ""),
       "cpu": cpu_model(),
+      "isa": vector_isa(),
       "machine": platform.machine(),
   }
 
@@ -90,7 +113,8 @@ def summary_line(env: dict) -> str:
   versions = ", ".join(f"{name} {packages.get(name, '?')}" for name in names)
   devices = f"{env['device_count']} {env['backend']} device{'s' if env['device_count'] != 1 else ''}"
   flags = f"XLA_FLAGS={env['xla_flags']!r}" if env.get("xla_flags") else "no XLA_FLAGS"
-  return f"{versions}; {devices} ({env['cpu']}), {flags}, Python {env['python']}"
+  cpu = env["cpu"] + (f", {env['isa']}" if env.get("isa") else "")
+  return f"{versions}; {devices} ({cpu}), {flags}, Python {env['python']}"
 
 
 def load_average() -> tuple[float, float, float] | None:
