@@ -137,7 +137,7 @@ def run(config, workdir: str | None = None) -> dict:
   """
   if "runs" not in config:
     progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
-    summary = run_single(config, workdir, log_fn=progress)
+    summary = run_single(config, workdir, log_fn=progress, resume_fn=progress.restored)
     print(format_table({summary["method"]: aggregate([flat_metrics(summary)])}, 1))
     return summary
 
@@ -158,7 +158,7 @@ def run(config, workdir: str | None = None) -> dict:
       run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
       progress.prefix = f"{name} seed {seed}"
       summary = run_single(merged_run_config(config, name, seed), run_dir, dataset=dataset, mesh=mesh,
-                           log_fn=progress)
+                           log_fn=progress, resume_fn=progress.restored)
       first_seed_histories.setdefault(name, summary["history"])
       per_seed.append(flat_metrics(summary))
       logging.info("%s seed %d: %s, %.1fs", name, seed, ", ".join(

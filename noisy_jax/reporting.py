@@ -36,9 +36,11 @@ def format_duration(seconds: float) -> str:
 class Progress:
   """A log_fn that logs one line per epoch: epoch i/n, step rate, metrics, elapsed time and ETA.
 
-  The ETA is (wall time so far / epochs done) x epochs left, over every epoch this object has seen: it counts
-  compilation and data loading at the rate they occurred, which is right for a comparison where each run compiles
-  anew. `total_epochs` is the number of epochs of everything this object will see (all stages, runs and seeds).
+  The ETA is (wall time so far / epochs trained here) x epochs left, over every epoch this object has timed: it
+  counts compilation and data loading at the rate they occurred, which is right for a comparison where each run
+  compiles anew. `total_epochs` is the number of epochs of everything this object will see (all stages, runs and
+  seeds). Epochs a resumed run restored from its checkpoint (`restored`) count as done, not as timed: a run resumed
+  after epoch 40 of 70 shows [41/70] and the ETA of 29 epochs at the rate of the ones it trains.
   """
 
   def __init__(self, total_epochs: int, *, prefix: str = "", emit: Callable[[str], None] = logging.info):
@@ -46,15 +48,20 @@ class Progress:
       raise ValueError(f"total_epochs={total_epochs} must be >= 1.")
     self.total_epochs = int(total_epochs)
     self.prefix = prefix
-    self.done = 0
+    self.done = 0     # epochs accounted for: trained here and restored
+    self.trained = 0  # epochs trained (and timed) by this object
     self._emit = emit
     self._start = time.perf_counter()
 
   def eta_seconds(self) -> float:
-    if self.done == 0:
+    if self.trained == 0:
       return float("nan")
     elapsed = time.perf_counter() - self._start
-    return elapsed / self.done * max(self.total_epochs - self.done, 0)
+    return elapsed / self.trained * max(self.total_epochs - self.done, 0)
+
+  def restored(self, records: Sequence[dict]) -> None:
+    """Counts the epochs of `records` (restored from a checkpoint, not trained here) as done; logs nothing."""
+    self.done += len(records)
 
   def line(self, record: dict) -> str:
     """The progress line for `record` (does not count it as done)."""
@@ -71,8 +78,13 @@ class Progress:
     parts.append(f"elapsed {format_duration(elapsed)}  ETA {format_duration(self.eta_seconds())}")
     return "  ".join(parts)
 
+  def tick(self, count: int = 1) -> None:
+    """Counts `count` epochs trained here as done, without a line (a caller that logs its own)."""
+    self.done += count
+    self.trained += count
+
   def __call__(self, record: dict) -> None:
-    self.done += 1
+    self.tick()
     self._emit(self.line(record))
 
 

@@ -76,7 +76,7 @@ def clean_labels_known(config) -> bool:
 
 
 def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
-               log_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
+               log_fn: Callable | None = None, resume_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
   """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
 
   The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
@@ -87,6 +87,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
   `workdir/model/final` and `workdir/model/best_val` (noisy_jax.export; read back with export.load_model).
 
+  log_fn: called with each epoch's record as it is trained. resume_fn: called with the records of the epochs a
+  resumed stage restored from its checkpoint (they do not reach log_fn), e.g. reporting.Progress.restored.
   keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
   (variables of the stage-1 network), "label_table" (the stage-1 LabelTable), for two-stage methods "stage2", and
   for methods with weight averages (ELR+) "stage1_ema_params".
@@ -159,6 +161,8 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       for record in records:
         write_jsonl(record)
       scalar_writer.step += len(records)
+    if resume_fn is not None:
+      resume_fn(records)
 
   try:
     stage1_state, table, history, stage1_best = fit(

@@ -479,8 +479,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
       chunk_start = time.perf_counter()
 
       def log(epoch, records, first=first, group=group):
-        for record in records:
-          progress.done += 1
+        progress.tick(len(records))
         scored = "test_accuracy" if "test_accuracy" in records[0] else "val_accuracy"
         mean_score = np.mean([r.get(scored, np.nan) for r in records])
         logging.info("members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s", first + 1,

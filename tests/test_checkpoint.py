@@ -20,6 +20,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from noisy_jax import checkpoint as checkpoint_lib
+from noisy_jax import reporting
 from noisy_jax import train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -240,6 +241,20 @@ def test_resuming_a_finished_run_trains_nothing(finished_run, tmp_path):
   assert os.path.exists(os.path.join(copy, "curves.png"))
   manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(copy, "stage1"), keep=100)
   assert manager.all_steps() == [4, 5]
+
+
+def test_progress_of_a_resumed_run_counts_the_restored_epochs(finished_run, tmp_path):
+  """Resumed after epoch 4 of 5: the one epoch trained is [5/5] with nothing left, not [1/5] with 4 to go."""
+  workdir, summary = finished_run
+  copy = str(tmp_path / "copy")
+  shutil.copytree(workdir, copy)
+  shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(copy, "stage1"), "5"))  # the newest checkpoint: epoch 4
+  lines = []
+  progress = reporting.Progress(5, emit=lines.append)
+  again = train.run_single(_tiny(), copy, log_fn=progress, resume_fn=progress.restored)
+  assert again["history"] == summary["history"]
+  assert len(lines) == 1 and "epoch   5  [5/5]" in lines[0] and lines[0].endswith("ETA 0:00:00"), lines
+  assert (progress.done, progress.trained) == (5, 1)
 
 
 def test_resume_with_another_seed_or_training_config_is_refused(finished_run):

@@ -39,6 +39,21 @@ def test_progress_counts_epochs_and_estimates_time_left(monkeypatch):
     reporting.Progress(0)
 
 
+def test_progress_after_a_resume_counts_restored_epochs_but_times_only_trained_ones(monkeypatch):
+  clock = iter([0.0, 10.0, 10.0])  # start, then (line, eta) of the first epoch trained
+  monkeypatch.setattr(reporting.time, "perf_counter", lambda: next(clock))
+  lines = []
+  progress = reporting.Progress(70, emit=lines.append)
+  progress.restored([_record(e) for e in range(1, 41)])  # resumed after epoch 40: nothing logged
+  assert lines == [] and (progress.done, progress.trained) == (40, 0)
+  assert np.isnan(progress.eta_seconds())
+  progress(_record(41))
+  # [41/70]; 10 s for the one epoch trained here, 29 left -> 290 s.
+  assert "epoch  41  [41/70]" in lines[0] and lines[0].endswith("elapsed 0:00:10  ETA 0:04:50"), lines[0]
+  progress.tick(3)  # epochs a caller logs itself (sweep) count as trained
+  assert (progress.done, progress.trained) == (44, 4)
+
+
 def test_scalars_keep_numbers_only():
   assert reporting.scalars({"stage": "stage1", "epoch": 3, "a": 1, "b": 0.5, "flag": True}) == {"a": 1.0, "b": 0.5}
 
