@@ -6,6 +6,9 @@ environment fields that differ. After an intended change: `python -m experiments
 diff of tests/golden_values.json and re-measure the README tables it touches (experiments/regenerate_readme.py).
 """
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -16,6 +19,8 @@ from noisy_jax import environment
 from noisy_jax import losses
 
 STORED = golden.load()
+# The selection-based runs: a rounding difference flips a float32 small-loss sort, pruning threshold or GMM split.
+SELECTION_RUNS = ("coteaching", "coteaching_plus", "truncated_lq", "dividemix")
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +59,17 @@ def test_golden_file_names_its_environment_and_regeneration():
   assert {"jax", "jaxlib", "flax", "optax", "numpy"} <= set(STORED["environment"]["packages"])
 
 
-def test_golden_exact_comparison_sees_one_ulp_in_a_loss_constant():
-  """RCE's log 0 (A = -4) moved by one float32 ulp changes the stored numbers of the loss (exact mode)."""
+def test_golden_comparison_sees_one_ulp_in_a_loss_constant_in_any_environment():
+  """RCE's log 0 (A = -4) moved by one float32 ulp changes the stored numbers of the loss: exactly (the same
+  environment) and beyond the tolerances of another environment (the golden values are float64, so the drift
+  between CPUs is far below the ~6e-8 relative change of the loss)."""
   one_ulp = float(np.nextafter(np.float32(losses.DEFAULT_LOG_ZERO), np.float32(0.0)))
   before = golden.loss_cases({"rce": ("reverse_cross_entropy", {"log_zero": losses.DEFAULT_LOG_ZERO})})
   after = golden.loss_cases({"rce": ("reverse_cross_entropy", {"log_zero": one_ulp})})
   problems = golden.compare_case("losses/rce", before["losses/rce"], after["losses/rce"], exact=True)
   assert any("sha256" in p for p in problems), problems
+  tolerant = golden.compare_case("losses/rce", before["losses/rce"], after["losses/rce"], exact=False)
+  assert any("value_sum" in p for p in tolerant), tolerant
   assert before["losses/joint_optimization_loss"] == after["losses/joint_optimization_loss"]
 
 
@@ -68,13 +77,14 @@ def test_golden_tolerant_comparison_skips_checksums_and_bounds_floats():
   stored = {"train_loss": [1.0, 0.5], "params_sha256": "aaaa", "params_count": 10, "test_accuracy": [0.5]}
   rel, _ = golden.TOLERANCES["run"]
   near = {"train_loss": [1.0, 0.5 * (1 + rel / 2)], "params_sha256": "bbbb", "params_count": 10,
-          "test_accuracy": [0.51]}
+          "test_accuracy": [0.5]}
   assert golden.compare_case("runs/x", stored, near, exact=False) == []
   assert golden.compare_case("runs/x", stored, near, exact=True)  # exact: every difference counts
   far = dict(near, train_loss=[1.0, 0.5 * (1 + 3 * rel)])
   assert [p.split(":")[0] for p in golden.compare_case("runs/x", stored, far, exact=False)] == ["runs/x train_loss"]
   assert golden.compare_case("runs/x", stored, dict(near, params_count=11), exact=False)  # integers stay exact
-  assert golden.compare_case("runs/x", stored, dict(near, test_accuracy=[0.6]), exact=False)
+  # One test example of 359 more or less is a selection that moved: never within tolerance.
+  assert golden.compare_case("runs/x", stored, dict(near, test_accuracy=[0.5 + 1 / 359]), exact=False)
 
 
 def test_golden_drift_reports_the_largest_difference_per_kind():
@@ -86,3 +96,26 @@ def test_golden_drift_reports_the_largest_difference_per_kind():
   assert worst["run"]["rel"] == pytest.approx(1e-3) and worst["run"]["abs"] == pytest.approx(2e-3)
   assert worst["run"]["where"] == "runs/x train_loss"
   assert worst["loss"] == {"abs": 0.0, "rel": 0.0, "where": ""}
+
+
+def test_golden_holds_on_another_vector_isa(tmp_path):
+  """The losses and the selection-based runs compiled for another code path of the CPU (SSE4.2: no AVX, no FMA; on
+  Intel and AMD alike) match the stored values within TOLERANCES, although the ISA does move them.
+
+  This is the situation of a golden file written on an AVX-512 Intel Xeon and checked on an AVX2 AMD EPYC, which
+  failed Co-teaching+ by 14% in float32; XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 puts it on one machine.
+  """
+  dump = tmp_path / "sse4_2.json"
+  env = {**os.environ, "XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2", "JAX_PLATFORMS": "cpu"}
+  done = subprocess.run([sys.executable, "-m", "experiments.golden", "--groups", "losses,runs",
+                         "--runs", ",".join(SELECTION_RUNS), "--dump", str(dump)],
+                        cwd=golden.REPO, env=env, capture_output=True, text=True, timeout=900)
+  assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+  assert "differs from the stored one" in done.stdout and "xla_flags" in done.stdout, done.stdout[-2000:]
+  cases = golden.load(str(dump))["cases"]
+  moved = golden.drift(STORED["cases"], cases)
+  assert moved["run"]["rel"] > 0, "SSE4.2 gave the stored numbers bit for bit: this test shows nothing"
+  for case in cases:  # and every accuracy is the same: no selection moved
+    for key in cases[case]:
+      if "accuracy" in key:
+        assert cases[case][key] == STORED["cases"][case][key], (case, key)
