@@ -13,7 +13,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_worker(script: str, num_devices: int, *args: str, timeout: float = 300) -> dict:
+# A hang (a deadlocked collective) is what the timeout is for; XLA itself aborts one after ~40 s. The bound is wide
+# because a worker that trains every method on 1 and 4 devices took ~300 s when another pytest-xdist worker and
+# other jobs shared the 2 cores (it timed out at the former 300 s, 2026-11-25).
+WORKER_TIMEOUT_S = 900
+
+
+def run_worker(script: str, num_devices: int, *args: str, timeout: float = WORKER_TIMEOUT_S) -> dict:
   """Runs tests/`script` with `num_devices` simulated devices and `args`; returns its RESULT json."""
   env = dict(os.environ)
   env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_devices}"

@@ -23,7 +23,7 @@ from noisy_jax import distributed
 from noisy_jax import train
 
 TOLERANCE = 1e-6
-TIMEOUT_S = 300
+TIMEOUT_S = 900  # bounds a hang; a busy 2-core machine shared with another pytest-xdist worker needs the margin
 METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq",
            "joint_optimization_streamed", "joint_optimization_sharded", "truncated_lq_sharded")
 WORKER = os.path.join(os.path.dirname(__file__), "multihost_worker.py")
