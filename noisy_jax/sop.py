@@ -63,7 +63,8 @@ INIT_STD = 1e-8
 
 def init_params(key, num_examples: int, num_classes: int, std: float = INIT_STD, *,
                 mean: float = 0.0) -> tuple[jax.Array, jax.Array]:
-  """u [N] and v [N, C], float32 (precision.float_dtype()), every entry ~ N(mean, std^2) (the original: mean 0, std 1e-8), independent keys.
+  """u [N] and v [N, C] in precision.float_dtype() (float32; float64 with x64), every entry ~ N(mean, std^2) (the
+  original: mean 0, std 1e-8), independent keys.
 
   The original's u is [N, 1]; here it is [N] (u_i multiplies the whole label vector either way).
   """
