@@ -5,8 +5,33 @@ convolutions is lower (TF32 on NVIDIA GPUs since Ampere, bfloat16 passes on TPUs
 suite compares with NumPy, PyTorch and closed forms at 1e-4 to 1e-6. Measured on an H100 (2026-11-24): 17 tests
 failed on those tolerances with the default precision. The tests are about the formulas, so they pin 'highest';
 training keeps XLA's default for speed. On the CPU this changes nothing (it computes float32 in full anyway).
+
+One compilation cache for the whole run. Many tests train the same tiny configurations (in this process, in the
+other pytest-xdist worker and in the worker processes that the kill/resume and multi-device tests start), and XLA
+compiles each program once per process unless JAX's persistent cache is on. The suite turns it on in a new empty
+folder, shared through the environment with every process it starts and removed when the run ends, with no minimum
+compile time or size, so every program is compiled once per run. The cache's key holds the program, the XLA flags
+(`xla_cpu_max_isa`, fast math, the device count), the backend and the JAX version, so a run under other flags
+compiles its own. A folder that the caller has set in JAX_COMPILATION_CACHE_DIR is used as it is.
 """
 
-import jax
+import atexit
+import os
+import shutil
+import tempfile
+
+_CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
+if not os.environ.get(_CACHE_DIR):  # the first process of the run (pytest, or pytest-xdist's controller)
+  os.environ[_CACHE_DIR] = tempfile.mkdtemp(prefix="noisy_jax_tests_xla_cache_")
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+  atexit.register(shutil.rmtree, os.environ[_CACHE_DIR], ignore_errors=True)
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 jax.config.update("jax_default_matmul_precision", "highest")
+jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_DIR])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 0)))
+jax.config.update("jax_persistent_cache_min_entry_size_bytes",
+                  int(os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", 0)))
