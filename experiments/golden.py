@@ -4,7 +4,7 @@ r"""Golden values: exact numbers of short runs of every method, stored with the 
   python -m experiments.golden --write    # after an intended change: store the new values (then `git diff`)
 
 `tests/test_golden.py` (`pytest -k golden`) computes the same cases and compares them with the stored file:
-- in the environment that produced the file (`noisy_jax.environment.describe()`: package versions, backend,
+- in the environment that produced the file (`noisy_jax.experiment.environment.describe()`: package versions, backend,
   device count, XLA flags, CPU model and its vector ISA) every value must be *equal*, float for float and checksum
   for checksum;
 - in another environment (the other CPU vendor's kernels, another JAX, 2 devices, fast math) floats are compared
@@ -12,7 +12,7 @@ r"""Golden values: exact numbers of short runs of every method, stored with the 
   differ. One float32 ulp in a loss constant still fails there.
 
 Why that holds: the losses and the runs are computed in float64 (`jax.enable_x64`: inputs, parameters, logits,
-label table and method state; noisy_jax.precision). Another CPU's kernels (an AVX-512 vs an AVX2 matrix product)
+label table and method state; noisy_jax.core.precision). Another CPU's kernels (an AVX-512 vs an AVX2 matrix product)
 round differently; in float32 that is ~1e-7 per product, and a small-loss selection (Co-teaching's sort, truncated
 Lq's pruning, DivideMix's GMM split) turns it into another selected set within 3 epochs: the float32 golden runs of
 Co-teaching+ written on an Intel Xeon ended 14% apart in parameter sum on an AMD EPYC. In float64 the rounding is
@@ -126,7 +126,7 @@ def noise_cases() -> dict[str, dict]:
   import ml_collections  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
-  from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
   dataset = data.load("digits")
   settings = {"symmetric": ("symmetric", 0.4, ""), "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
               "pairflip": ("pairflip", 0.45, ""), "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
@@ -171,7 +171,7 @@ def _loss_inputs(num_classes: int = 10):
 
 def loss_settings() -> dict[str, tuple]:
   """case name -> (loss name, keyword hyper-parameters): every loss at its defaults, plus the named conventions."""
-  from noisy_jax import losses  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import losses  # pylint: disable=g-import-not-at-top
   settings = {name: (name, {}) for name in losses.names()}
   settings["nce_rce_apl_log_zero"] = ("nce_rce", {"log_zero": losses.APL_LOG_ZERO})
   settings["symmetric_cross_entropy_apl_log_zero"] = ("symmetric_cross_entropy", {"log_zero": losses.APL_LOG_ZERO})
@@ -191,7 +191,7 @@ def loss_cases(settings: dict[str, tuple] | None = None, *, x64: bool = True) ->
 def _loss_cases(settings):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from noisy_jax import losses  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import losses  # pylint: disable=g-import-not-at-top
   logits, one_hot, soft = _loss_inputs()
   settings = loss_settings() if settings is None else settings
   prior = np.full((10,), 0.1, np.float64)
@@ -285,10 +285,10 @@ def run_configs() -> dict:
 
 
 def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
-  """The `runs/NAME` cases (all, or those of `names`), each run in float64 (noisy_jax.precision; x64=False: in
+  """The `runs/NAME` cases (all, or those of `names`), each run in float64 (noisy_jax.core.precision; x64=False: in
   float32, to measure what float32 would drift; never stored)."""
   import jax  # pylint: disable=g-import-not-at-top
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   out = {}
   for name, config in run_configs().items():
     if names is not None and name not in names:
@@ -412,7 +412,7 @@ def drift(stored_cases: dict[str, dict], cases: dict[str, dict]) -> dict[str, di
 
 def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tuple[bool, list[str], list[str]]:
   """(exact?, environment differences, value differences) of computed `cases` against a stored golden file."""
-  from noisy_jax import environment  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import environment  # pylint: disable=g-import-not-at-top
   env_differences = environment.differences(stored_file["environment"], current_env)
   exact = not env_differences
   problems = []
@@ -442,7 +442,7 @@ def main(argv=None) -> int:
   unknown = sorted(set(groups) - set(GROUPS))
   if unknown:
     parser.error(f"unknown group(s) {unknown}; known: {list(GROUPS)}")
-  from noisy_jax import environment  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import environment  # pylint: disable=g-import-not-at-top
   env = environment.describe()
   run_names = tuple(n for n in args.runs.split(",") if n) or None
   unknown = sorted(set(run_names or ()) - set(run_configs()))

@@ -1,4 +1,4 @@
-"""Prints, for every loss in noisy_jax.losses, whether it is symmetric and bounded (numerical check).
+"""Prints, for every loss in noisy_jax.core.losses, whether it is symmetric and bounded (numerical check).
 
   python -m experiments.loss_properties [--num_classes=10] [--num_samples=512] [--seed=0]
 """
@@ -6,7 +6,7 @@
 from absl import app
 from absl import flags
 
-from noisy_jax import loss_properties
+from noisy_jax.core import loss_properties
 
 _NUM_CLASSES = flags.DEFINE_integer("num_classes", 10, "C, the number of classes.")
 _NUM_SAMPLES = flags.DEFINE_integer("num_samples", 512, "Random logit vectors per logit scale.")

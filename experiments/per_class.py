@@ -19,7 +19,7 @@ from absl import flags
 import numpy as np
 
 from noisy_jax import data as data_lib
-from noisy_jax import export
+from noisy_jax.experiment import export
 
 
 def exported_runs(workdir: str, runs=None, which: str = "final") -> list[tuple[str, str]]:

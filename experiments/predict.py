@@ -1,4 +1,4 @@
-r"""Labels new inputs with a run's exported network: flags -> noisy_jax.export.load_model -> predictions.csv.
+r"""Labels new inputs with a run's exported network: flags -> noisy_jax.experiment.export.load_model -> predictions.csv.
 
   python -m experiments.predict --workdir=W --input=DIR            # a folder of images, read recursively
   python -m experiments.predict --workdir=W --input=data.npz --which=best_val --output=preds.csv
@@ -29,10 +29,10 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from noisy_jax import export
 from noisy_jax.data import disk
 from noisy_jax.data import image_files
 from noisy_jax.data import images
+from noisy_jax.experiment import export
 
 NPZ_KEYS = ("x", "x_test", "x_train")  # the array an .npz is read from: the first of these it holds
 OUTPUT_FILE = "predictions.csv"

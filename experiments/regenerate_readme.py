@@ -7,10 +7,10 @@ r"""Re-runs the commands behind README's tables in a clean environment and shows
   python -m experiments.regenerate_readme --root /tmp/regen --only q_sweep # another root (default workdirs/regen)
 
 Each run's command is the one written in the README next to its table, run from the repository root through
-`bash -c` with `noisy_jax.environment.clean_environ()` (no XLA_FLAGS, no JAX_*/PJRT_* variables: one CPU device,
-XLA's defaults), its `--workdir=...` (or, for the benchmarks, its output directory) replaced by `REGEN_ROOT/NAME`
-(emptied first, so no checkpoint is resumed). Tables made by one command (README's Speed table and the benchmarks
-README's Results table) share one run. The run's output goes to `REGEN_ROOT/NAME/stdout.txt` and its record
+`bash -c` with `noisy_jax.experiment.environment.clean_environ()` (no XLA_FLAGS, no JAX_*/PJRT_* variables: one CPU
+device, XLA's defaults), its `--workdir=...` (or, for the benchmarks, its output directory) replaced by
+`REGEN_ROOT/NAME` (emptied first, so no checkpoint is resumed). Tables made by one command (README's Speed table and the
+benchmarks README's Results table) share one run. The run's output goes to `REGEN_ROOT/NAME/stdout.txt` and its record
 (command, start, seconds, load average before and after, cores, the child's `environment.describe()`) to
 `REGEN_ROOT/NAME/regen_run.json`.
 
@@ -43,7 +43,7 @@ import tempfile
 import time
 
 from experiments import readme_tables
-from noisy_jax import environment
+from noisy_jax.experiment import environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_REGEN_ROOT = os.path.join("workdirs", "regen")
@@ -51,7 +51,7 @@ RUN_RECORD = "regen_run.json"
 STDOUT = "stdout.txt"
 LOAD_SAMPLE_SECONDS = 10.0
 _WORKDIR_FLAG = re.compile(r"--workdir[= ](\S+)")
-_DESCRIBE = "import json; from noisy_jax import environment; print(json.dumps(environment.describe()))"
+_DESCRIBE = "import json; from noisy_jax.experiment import environment; print(json.dumps(environment.describe()))"
 
 
 def with_workdir(command: str, workdir: str) -> str:

@@ -1,4 +1,4 @@
-r"""Runs an experiment: flags -> config -> noisy_jax.comparison.run(config, workdir).
+r"""Runs an experiment: flags -> config -> noisy_jax.experiment.comparison.run(config, workdir).
 
   python -m experiments.train --config=experiments/configs/default.py --workdir=/tmp/noisy_jax/default
   python -m experiments.train --config=experiments/configs/gce.py --config.noise.rate=0.4 --workdir=/tmp/gce
@@ -6,8 +6,8 @@ r"""Runs an experiment: flags -> config -> noisy_jax.comparison.run(config, work
 Any config field can be overridden with --config.FIELD=VALUE.
 
 Multi-host: start the same command on every host with --multihost (or NOISY_JAX_MULTIHOST=1, or a launcher's
-JAX_COORDINATOR_ADDRESS); jax.distributed is initialized first (noisy_jax.distributed.maybe_initialize: Cloud TPU,
-Slurm and Open MPI are detected, elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID).
+JAX_COORDINATOR_ADDRESS); jax.distributed is initialized first (noisy_jax.parallel.distributed.maybe_initialize: Cloud
+TPU, Slurm and Open MPI are detected, elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID).
 """
 
 from absl import app
@@ -15,11 +15,11 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-from noisy_jax import checkpoint
-from noisy_jax import comparison
-from noisy_jax import distributed
-from noisy_jax import host_memory
-from noisy_jax import sweep
+from noisy_jax.experiment import comparison
+from noisy_jax.experiment import sweep
+from noisy_jax.parallel import distributed
+from noisy_jax.parallel import host_memory
+from noisy_jax.train import checkpoint
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
                                           lock_config=True)
@@ -30,7 +30,7 @@ _HOST_MALLOC = flags.DEFINE_enum(
     "host_malloc", "auto", list(host_memory.MODES),
     "glibc malloc policy, set before JAX starts: 'retain' keeps freed memory for reuse, so that XLA:CPU's per-step "
     "scratch buffer is not page-faulted in again every step (ResNet-32 step on CPU: 447 -> 335 ms); 'system' leaves "
-    "the C library's defaults; 'auto' retains unless a TPU/GPU plugin is installed (noisy_jax.host_memory).")
+    "the C library's defaults; 'auto' retains unless a TPU/GPU plugin is installed (noisy_jax.parallel.host_memory).")
 
 
 def main(argv):
@@ -40,7 +40,7 @@ def main(argv):
   distributed.maybe_initialize(_MULTIHOST.value)  # before any JAX computation
   logging.set_verbosity(logging.INFO)
   checkpoint.quiet_orbax_info_logs()
-  if "sweep" in _CONFIG.value:  # many members of one config in one program (noisy_jax.sweep)
+  if "sweep" in _CONFIG.value:  # many members of one config in one program (noisy_jax.experiment.sweep)
     sweep.run_sweep(_CONFIG.value, _WORKDIR.value)
   else:
     comparison.run(_CONFIG.value, _WORKDIR.value)

@@ -14,14 +14,17 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from noisy_jax import augment as augment_lib
 from noisy_jax import data
-from noisy_jax.data import normalization
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
 from noisy_jax import models
-from noisy_jax import table_sharding
-from noisy_jax import train
+from noisy_jax.core import augment as augment_lib
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.data import normalization
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.parallel import table_sharding
+from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import optim
+from noisy_jax.train import state as state_lib
 
 
 def _max_diff(a, b):
@@ -36,34 +39,34 @@ def main(num_devices: int, epochs: int):
   n, c = 300, 5  # 300 = 2 full batches of 128 + one padded batch of 44: exercises the padding path too.
   images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
   noisy = rng.integers(0, c, n)
-  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=train.AXIS)
+  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=mesh_lib.AXIS)
   opt = ml_collections.ConfigDict({"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4,
                                    "lr_boundaries": (1,), "lr_decay": 0.5})
-  tx = train.make_optimizer(opt, steps_per_epoch=3)
-  state0 = train.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
+  tx = optim.make_optimizer(opt, steps_per_epoch=3)
+  state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
   variants = {
-      "cross_entropy": methods_lib.loss_method("cross_entropy"),
-      "truncated_lq": methods_lib.truncated_lq_method(prune_start=1, prune_every=1),
-      "joint_optimization": methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
+      "cross_entropy": registry.loss_method("cross_entropy"),
+      "truncated_lq": registry.truncated_lq_method(prune_start=1, prune_every=1),
+      "joint_optimization": registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2),
       # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
       # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
-      "cross_entropy_augmented": methods_lib.loss_method("cross_entropy"),
-      "cross_entropy_augmented_scan": methods_lib.loss_method("cross_entropy"),
-      # Streamed input (noisy_jax.streaming) on N devices against resident input on 1: the host's batches split
+      "cross_entropy_augmented": registry.loss_method("cross_entropy"),
+      "cross_entropy_augmented_scan": registry.loss_method("cross_entropy"),
+      # Streamed input (noisy_jax.parallel.streaming) on N devices against resident input on 1: the host's batches split
       # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
-      "joint_optimization_streamed": methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2),
+      "joint_optimization_streamed": registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2),
       # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
       # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table, there with
       # SOP+'s balance term (a mean over the global batch).
-      "elr": methods_lib.elr_method(lam=3.0, beta=0.7),
-      "sop": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
-      "sop_sharded": methods_lib.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
+      "elr": registry.elr_method(lam=3.0, beta=0.7),
+      "sop": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
+      "sop_sharded": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
       # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
-      "coteaching": methods_lib.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
+      "coteaching": registry.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
   }
-  state_pair = train.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
+  state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
   codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
   normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0),
                                 "per_channel")
@@ -73,21 +76,21 @@ def main(num_devices: int, epochs: int):
   for name, method in variants.items():
     results = []
     for devices in (1, num_devices):
-      mesh = train.make_mesh(devices)
+      mesh = mesh_lib.make_mesh(devices)
       table = label_table_lib.create(noisy, c, history_length=method.history_length)
       if name == "truncated_lq":
         table = label_table_lib.set_all_weights(table, pruned)
       if method.init_rows is not None:
         table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(7), n, c))
       start = state_pair if method.num_networks > 1 else state0
-      state = train.replicate(jax.tree.map(jnp.copy, start), mesh)
+      state = mesh_lib.replicate(jax.tree.map(jnp.copy, start), mesh)
       sharded = name.endswith("_sharded") and devices > 1
-      table = table_sharding.shard(table, mesh, train.AXIS) if sharded else train.replicate(table, mesh)
+      table = table_sharding.shard(table, mesh, mesh_lib.AXIS) if sharded else mesh_lib.replicate(table, mesh)
       streamed = name.endswith("_streamed")
-      x = train.replicate(jnp.asarray(codes if streamed else images), mesh)
+      x = mesh_lib.replicate(jnp.asarray(codes if streamed else images), mesh)
       augmented = name.startswith("cross_entropy_augmented") or streamed
       source = codes if streamed and devices > 1 else None
-      epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
+      epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
                                      mode="scan" if name.endswith("_scan") else "auto",
                                      augment=augment if augmented else None,
                                      normalize=normalize if streamed else None, source=source,
@@ -122,10 +125,10 @@ def main(num_devices: int, epochs: int):
   # A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
   # computed where its rows live: the same rows as the unsharded init (padding rows aside).
   sop = variants["sop"]
-  mesh = train.make_mesh(num_devices)
+  mesh = mesh_lib.make_mesh(num_devices)
   built = table_sharding.add_method_rows(
-      table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=train.AXIS),
-      lambda rows: sop.init_rows(jax.random.PRNGKey(7), rows, c), mesh=mesh, axis=train.AXIS)
+      table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=mesh_lib.AXIS),
+      lambda rows: sop.init_rows(jax.random.PRNGKey(7), rows, c), mesh=mesh, axis=mesh_lib.AXIS)
   out["sop_rows_built_sharded"] = {
       "sharded": not built.method_rows["sop_v"].is_fully_replicated,
       "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c))}
@@ -139,7 +142,7 @@ def main(num_devices: int, epochs: int):
 def _pair_runs(num_devices: int, method: dict, *, sharded: bool = False) -> tuple:
   """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices (with `sharded`, the N-device
   run's label table row-sharded): (arrays of the 1-device run, arrays of the N-device run, their differences)."""
-  from noisy_jax import runs  # pylint: disable=import-outside-toplevel
+  from noisy_jax.experiment import runs  # pylint: disable=import-outside-toplevel
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
   from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
   results = []

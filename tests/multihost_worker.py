@@ -1,11 +1,11 @@
-"""Run as a separate process by test_multihost.py: trains tiny configs through `noisy_jax.train.fit` and saves them.
+"""Run as a separate process by test_multihost.py: trains tiny configs through `train.loop.fit` and saves them.
 
   python tests/multihost_worker.py --out=DIR                                            # one process
   python tests/multihost_worker.py --out=DIR --num_processes=2 --process_id=P --port=N  # one of two processes
 
 With --num_processes > 1 the process joins a `jax.distributed` run over localhost (CPU, gloo collectives) through
-noisy_jax.distributed.maybe_initialize; the trainer's mesh then spans every process's devices. Each method trains
-3 epochs of an MLP on the same random [300, 6, 6, 1] data. Process 0 writes DIR/METHOD.npz (final params, batch
+noisy_jax.parallel.distributed.maybe_initialize; the trainer's mesh then spans every process's devices. Each method
+trains 3 epochs of an MLP on the same random [300, 6, 6, 1] data. Process 0 writes DIR/METHOD.npz (final params, batch
 statistics and label table) and DIR/history.json (per-epoch records); the other processes write nothing.
 """
 
@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 
-from noisy_jax import distributed  # imports no JAX backend: initialization comes first
+from noisy_jax.parallel import distributed  # imports no JAX backend: initialization comes first
 
 
 def main():
@@ -38,13 +38,16 @@ def main():
   import ml_collections  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
-  from noisy_jax import label_table as label_table_lib  # pylint: disable=g-import-not-at-top
-  from noisy_jax import methods as methods_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_table as label_table_lib  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import registry
+  from noisy_jax.parallel import mesh as mesh_lib
+  from noisy_jax.train import loop
+  from noisy_jax.train import optim
+  from noisy_jax.train import state as state_lib
 
   assert jax.process_count() == args.num_processes, (jax.process_count(), args.num_processes)
-  mesh = train.make_mesh()
+  mesh = mesh_lib.make_mesh()
   print(f"process {jax.process_index()}/{jax.process_count()}: mesh {mesh.devices.tolist()}, "
         f"local {jax.local_devices()}", file=sys.stderr, flush=True)
 
@@ -55,36 +58,37 @@ def main():
                              x_val=rng.normal(size=(40, 6, 6, 1)), y_val=rng.integers(0, c, 40), num_classes=c)
   noisy = rng.integers(0, c, n)
   distributed.assert_same_on_all_processes((dataset.x_train, noisy), "training data")
-  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=train.AXIS)
+  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=mesh_lib.AXIS)
   config = ml_collections.ConfigDict({
       "batch_size": 128, "num_epochs": 3, "eval_train": True, "seed": 0,
       "optimizer": {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (2,),
                     "lr_decay": 0.5}})
   variants = {
-      "cross_entropy": (methods_lib.loss_method("cross_entropy"), "auto"),
+      "cross_entropy": (registry.loss_method("cross_entropy"), "auto"),
       # Records predictions in the table every step (all-gathered over the mesh) and relabels at each epoch's end.
-      "joint_optimization": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
-      "joint_optimization_scan": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "scan"),
+      "joint_optimization": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "auto"),
+      "joint_optimization_scan": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "scan"),
       # Prunes weights from predictions on the training split (evaluation path) at each epoch's end.
-      "truncated_lq": (methods_lib.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
-      # Streamed input (noisy_jax.streaming): each process reads only its columns of every global batch
+      "truncated_lq": (registry.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
+      # Streamed input (noisy_jax.parallel.streaming): each process reads only its columns of every global batch
       # (ShardByJaxProcess) and the global batch is assembled with make_array_from_process_local_data.
-      "joint_optimization_streamed": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
-      # The label table split by rows over every device of every process (noisy_jax.table_sharding), checkpointed
-      # each epoch (each process writes its own rows); the last checkpoint removed, a second fit resumes for epoch 3.
-      "joint_optimization_sharded": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
-      "truncated_lq_sharded": (methods_lib.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
+      "joint_optimization_streamed": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "auto"),
+      # The label table split by rows over every device of every process (noisy_jax.parallel.table_sharding),
+      # checkpointed each epoch (each process writes its own rows); the last checkpoint removed, a second fit resumes
+      # for epoch 3.
+      "joint_optimization_sharded": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "auto"),
+      "truncated_lq_sharded": (registry.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
   }
   histories = {}
   for name, (method, mode) in variants.items():
     table = label_table_lib.create(noisy, c, history_length=method.history_length)
     run_config = ml_collections.ConfigDict({**config.to_dict(), "epoch_mode": mode, "input_workers": 0,
                                             "input": "streaming" if name.endswith("_streamed") else "resident"})
-    fit = functools.partial(train.fit, model=model, method=method, dataset=dataset,
+    fit = functools.partial(loop.fit, model=model, method=method, dataset=dataset,
                             clean_train_labels=dataset.y_train, key=jax.random.PRNGKey(1), mesh=mesh,
                             stage="stage1")
     if name.endswith("_sharded"):
@@ -101,8 +105,8 @@ def main():
     else:
       state, table, history, _ = fit(table=table, config=run_config)
     assert state.params["Dense_0"]["kernel"].sharding.mesh.devices.size == jax.device_count()
-    init = train.create_train_state(model, jax.random.split(jax.random.PRNGKey(1))[0], dataset.x_train.shape[1:],
-                                    train.make_optimizer(config.optimizer, 3))
+    init = state_lib.create_train_state(model, jax.random.split(jax.random.PRNGKey(1))[0], dataset.x_train.shape[1:],
+                                    optim.make_optimizer(config.optimizer, 3))
     arrays = {"params": state.params, "batch_stats": state.batch_stats, "init_params": init.params,
               "table": {"soft_labels": table.soft_labels, "weights": table.weights, "history": table.history}}
     flat = {jax.tree_util.keystr(path): value

@@ -24,8 +24,8 @@ sys.path.insert(0, REPO)
 
 from experiments.configs import joint_optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
 from experiments.configs import truncated_lq  # pylint: disable=g-import-not-at-top,wrong-import-position
-from noisy_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
-from noisy_jax import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax.experiment import runs
+from noisy_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 METHODS = ("joint_optimization", "truncated_lq", "sop", "coteaching", "dividemix", "elr_plus")
 
@@ -120,7 +120,7 @@ def main(argv=None):
       wait_for_checkpoint(args.workdir, record["stage"], record["epoch"], config)
       os.kill(os.getpid(), signal.SIGKILL)
 
-  summary = train.run_single(config, args.workdir, log_fn=log_fn)
+  summary = runs.run_single(config, args.workdir, log_fn=log_fn)
   print(f"done {summary['last_test_accuracy']:.4f}", flush=True)
 
 

@@ -22,14 +22,20 @@ import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 
-from noisy_jax import checkpoint as checkpoint_lib
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
 from noisy_jax import models
-from noisy_jax import table_sharding
-from noisy_jax import train
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.data import inputs
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.parallel import table_sharding
+from noisy_jax.train import checkpoint as checkpoint_lib
+from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import optim
+from noisy_jax.train import predict as predict_lib
+from noisy_jax.train import state as state_lib
 
-AXIS = train.AXIS
+AXIS = mesh_lib.AXIS
 
 
 def _max_diff(a, b):
@@ -100,10 +106,10 @@ def check_create_in_place(mesh) -> bool:
 
 
 def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs, mode="auto"):
-  """`epochs` epochs and the method's epoch-boundary update after each (as train.fit does), then the final table
+  """`epochs` epochs and the method's epoch-boundary update after each (as loop.fit does), then the final table
   with its N real rows on the host, the parameters and the rows each device holds."""
   n = images.shape[0]
-  mesh = train.make_mesh(devices)
+  mesh = mesh_lib.make_mesh(devices)
   table = label_table_lib.create(noisy, c, history_length=method.history_length)
   if sharded:
     table = table_sharding.shard(table, mesh, AXIS)
@@ -111,13 +117,13 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
     top_k = table_sharding.sharded_update(lambda t, p: label_table_lib.relabel_top_k(t, 40), mesh, AXIS,
                                           table.num_examples)
   else:
-    table = train.replicate(table, mesh)
+    table = mesh_lib.replicate(table, mesh)
     update = jax.jit(method.table_update)
     top_k = jax.jit(lambda t, p: label_table_lib.relabel_top_k(t, 40))
-  state = train.replicate(jax.tree.map(jnp.copy, state0), mesh)
-  x = train.replicate(jnp.asarray(images), mesh)
-  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=128, num_examples=n, mode=mode, shard_table=sharded)
-  predict = train.make_predict_fn(model, batch_size=160)
+  state = mesh_lib.replicate(jax.tree.map(jnp.copy, state0), mesh)
+  x = mesh_lib.replicate(jnp.asarray(images), mesh)
+  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=128, num_examples=n, mode=mode, shard_table=sharded)
+  predict = predict_lib.make_predict_fn(model, batch_size=160)
   losses = []
   for epoch in range(1, epochs + 1):
     state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))
@@ -145,14 +151,14 @@ def compare_training(num_devices: int, epochs: int) -> dict:
   model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=AXIS)
   opt = ml_collections.ConfigDict({"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4,
                                    "lr_boundaries": (1,), "lr_decay": 0.5})
-  state0 = train.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:],
-                                    train.make_optimizer(opt, steps_per_epoch=3))
+  state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:],
+                                    optim.make_optimizer(opt, steps_per_epoch=3))
   variants = {
-      "joint_optimization": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "auto"),
-      "joint_optimization_scan": (methods_lib.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1, history_length=2), "scan"),
-      "truncated_lq": (methods_lib.truncated_lq_method(k=0.3, prune_start=1, prune_every=1,
+      "joint_optimization": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "auto"),
+      "joint_optimization_scan": (registry.joint_optimization_method(
+          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "scan"),
+      "truncated_lq": (registry.truncated_lq_method(k=0.3, prune_start=1, prune_every=1,
                                                        prune_params="current"), "auto"),
   }
   out = {}
@@ -188,7 +194,7 @@ def _checkpoint_arrays(workdir):
 
 
 def check_resume(num_devices: int) -> dict:
-  """train.run_single with the table sharded over the devices (digits, truncated Lq, 3 epochs, a checkpoint each
+  """runs.run_single with the table sharded over the devices (digits, truncated Lq, 3 epochs, a checkpoint each
   epoch); the last checkpoint removed, the same command resumes from epoch 2, reading each device's rows back in
   place. The same again with a replicated table: the padded checkpoint is read on the host, its real rows kept."""
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -199,18 +205,18 @@ def check_resume(num_devices: int) -> dict:
   config.batch_size = 128
   with tempfile.TemporaryDirectory() as root:
     reference, resumed, other = (os.path.join(root, name) for name in ("reference", "resumed", "other_layout"))
-    summary = train.run_single(config, reference)
+    summary = runs.run_single(config, reference)
     for directory in (resumed, other):
       shutil.copytree(reference, directory)
       shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(directory, "stage1"), "3"))
     logged = []
-    train.run_single(config, resumed, log_fn=logged.append)
+    runs.run_single(config, resumed, log_fn=logged.append)
     replicated = ml_collections.ConfigDict(config.to_dict())
     replicated.label_table_sharding = "replicated"
-    other_summary = train.run_single(replicated, other)
+    other_summary = runs.run_single(replicated, other)
     (epoch, a), (_, b), (_, c) = (_checkpoint_arrays(d) for d in (reference, resumed, other))
   leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
-  n = int(train.load_dataset(config).x_train.shape[0])
+  n = int(inputs.load_dataset(config).x_train.shape[0])
   labels = a["table"]["noisy_labels"]
   return {"epoch": epoch, "resumed_epochs": [r["epoch"] for r in logged],
           "bit_identical": len(leaves_a) == len(leaves_b) and all(
@@ -230,7 +236,7 @@ def check_resume(num_devices: int) -> dict:
 
 def main(num_devices: int, epochs: int):
   assert jax.device_count() >= num_devices, jax.devices()
-  result = {"reads_and_writes": check_reads_and_writes(train.make_mesh(num_devices)),
+  result = {"reads_and_writes": check_reads_and_writes(mesh_lib.make_mesh(num_devices)),
             "training": compare_training(num_devices, epochs), "resume": check_resume(num_devices)}
   print("RESULT " + json.dumps(result))
 

@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 
 from experiments.configs import ce
-from noisy_jax import augment
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import train
+from noisy_jax.core import augment
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import optim
+from noisy_jax.train import state as state_lib
 
 
 def _images(shape, seed=0):
@@ -211,23 +215,23 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
                        ordered=False)
     return out
 
-  model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=train.AXIS)
-  mesh = train.make_mesh(1)
-  tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1}), 3)
-  state = train.replicate(train.create_train_state(model, jax.random.PRNGKey(0), (6, 6, 1), tx), mesh)
-  table = train.replicate(label_table_lib.create(np.arange(n) % 3, 3), mesh)
-  epoch_fn = train.make_epoch_fn(methods.loss_method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n,
+  model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=mesh_lib.AXIS)
+  mesh = mesh_lib.make_mesh(1)
+  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1}), 3)
+  state = mesh_lib.replicate(state_lib.create_train_state(model, jax.random.PRNGKey(0), (6, 6, 1), tx), mesh)
+  table = mesh_lib.replicate(label_table_lib.create(np.arange(n) % 3, 3), mesh)
+  epoch_fn = epoch_lib.make_epoch_fn(registry.loss_method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n,
                                  mode=mode, augment=probe)
   epoch_key = jax.random.PRNGKey(21)
-  state, table, _ = epoch_fn(state, table, train.replicate(images, mesh), epoch_key, jnp.int32(1))
+  state, table, _ = epoch_fn(state, table, mesh_lib.replicate(images, mesh), epoch_key, jnp.int32(1))
   jax.block_until_ready(state)
-  indices, _ = train.epoch_batches(epoch_key, n, batch_size)
+  indices, _ = epoch_lib.epoch_batches(epoch_key, n, batch_size)
   assert len(seen) == indices.shape[0] == 3
   seen.sort(key=lambda s: [np.array_equal(s[1], np.asarray(r)) for r in indices].index(True))
   for step, (key, rows, out) in enumerate(seen):
     np.testing.assert_array_equal(rows, np.asarray(indices[step]))
-    np.testing.assert_array_equal(key, np.asarray(train.augmentation_key(epoch_key, step)))
-    want = augment.augment_batch(train.augmentation_key(epoch_key, step), images[rows], jnp.asarray(rows),
+    np.testing.assert_array_equal(key, np.asarray(epoch_lib.augmentation_key(epoch_key, step)))
+    want = augment.augment_batch(epoch_lib.augmentation_key(epoch_key, step), images[rows], jnp.asarray(rows),
                                  crop_padding=padding, flip=True)
     np.testing.assert_array_equal(out, np.asarray(want))
   # Steps get different keys, and the augmentation key is not the data-order key.
@@ -251,8 +255,8 @@ def digits_runs():
   timing = ("seconds", "steps_per_second")
   strip = lambda s: [{k: v for k, v in r.items() if k not in timing} for r in s["history"]]
   augmented = _digits_cnn_config(crop_padding=1, flip=True)
-  return {"augmented": strip(train.run_single(augmented)), "again": strip(train.run_single(augmented)),
-          "plain": strip(train.run_single(_digits_cnn_config()))}
+  return {"augmented": strip(runs.run_single(augmented)), "again": strip(runs.run_single(augmented)),
+          "plain": strip(runs.run_single(_digits_cnn_config()))}
 
 
 def test_training_with_augmentation_runs_is_deterministic_and_differs(digits_runs):

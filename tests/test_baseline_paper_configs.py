@@ -20,11 +20,12 @@ import tensorflow_datasets as tfds
 from experiments.configs import coteaching_paper
 from experiments.configs import elr_paper
 from experiments.configs import sop_paper
-from noisy_jax import coteaching
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import optim
-from noisy_jax import train
+from noisy_jax.experiment import runs
+from noisy_jax.methods import coteaching
+from noisy_jax.methods import registry
+from noisy_jax.train import coteaching_adam
+from noisy_jax.train import optim
 
 STEPS = 391  # ceil(50,000 / 128): only the epoch boundaries matter to the schedules checked below
 
@@ -60,7 +61,7 @@ def test_coteaching_paper_values(arg):
   assert config.model.to_dict() == {"name": "coteaching_cnn", "kwargs": {"dropout_rate": 0.0}}
   # REFERENCE §7: Adam lr 1e-3, 200 epochs, batch 128, no augmentation, no weight decay (Adam has none here).
   assert config.optimizer.to_dict() == {"name": "coteaching_adam", "learning_rate": 1e-3, "decay_start": decay_start}
-  assert config.num_epochs == 200 and train.total_epochs(config) == 200 and config.batch_size == 128
+  assert config.num_epochs == 200 and runs.total_epochs(config) == 200 and config.batch_size == 128
   assert config.augment.to_dict() == {"crop_padding": 0, "flip": False}
   # Co-teaching main.py: transforms.ToTensor() only, no validation split (config docstring).
   assert config.normalization == "none"
@@ -75,7 +76,7 @@ def test_coteaching_paper_values(arg):
       "normalise_twice": original}
   if method == "coteaching_plus":
     assert init_epoch == coteaching.COTEACHING_PLUS_INIT_EPOCH[dataset]
-  built = methods.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=config.num_epochs)
+  built = registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=config.num_epochs)
   assert built.num_networks == 2
 
 
@@ -93,7 +94,7 @@ def test_coteaching_paper_schedules(original):
     want = 0.5 * np.minimum(np.arange(200) / 10, 1.0)
   np.testing.assert_allclose(schedule, want, rtol=0, atol=1e-12)
   # REFERENCE §7: lr 1e-3 until decay_start (CIFAR-100: 100), then 1e-3 (200 - e) / (200 - 100); beta1 0.9 -> 0.1.
-  lr, beta1 = coteaching.adam_plan(config.optimizer.learning_rate, config.num_epochs, config.optimizer.decay_start)
+  lr, beta1 = coteaching_adam.adam_plan(config.optimizer.learning_rate, config.num_epochs, config.optimizer.decay_start)
   epochs = np.arange(200)
   np.testing.assert_allclose(lr, np.where(epochs < 100, 1e-3, 1e-3 * (200 - epochs) / 100), rtol=1e-12)
   np.testing.assert_array_equal(beta1, np.where(epochs < 100, 0.9, 0.1))
@@ -124,7 +125,7 @@ def test_elr_paper_values(arg):
     epochs, boundaries = 120, (40, 80)
   config = elr_paper.get_config(arg)
   assert config.method.to_dict() == {"name": "elr", "lam": lam, "beta": beta}
-  assert config.num_epochs == epochs and train.total_epochs(config) == epochs
+  assert config.num_epochs == epochs and runs.total_epochs(config) == epochs
   # REFERENCE §6: ResNet-34, SGD momentum 0.9, weight decay 1e-3, lr 0.02, batch 128, 45k / 5k split.
   assert config.model.to_dict() == {"name": "resnet34", "kwargs": {}}
   opt = config.optimizer
@@ -143,7 +144,7 @@ def test_elr_paper_values(arg):
     lr = _lr_per_epoch(opt, epochs)
     want = 0.02 * 0.01 ** np.searchsorted(boundaries, np.arange(epochs), side="right")
     np.testing.assert_allclose(lr, want, rtol=1e-6)
-  methods.make(config.method, num_classes=100 if dataset == "cifar100" else 10)
+  registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10)
 
 
 def test_elr_paper_cosine_against_warm_restarts():
@@ -180,7 +181,7 @@ def test_sop_paper_values(arg):
   # REFERENCE §9: CIFAR-100, SGD 0.02 / momentum 0.9 / weight decay 1e-3, batch 128, 300 epochs,
   # CosineAnnealingLR(300, 2e-4) stepped per epoch.
   assert config.dataset == "cifar100" and config.batch_size == 128
-  assert config.num_epochs == 300 and train.total_epochs(config) == 300
+  assert config.num_epochs == 300 and runs.total_epochs(config) == 300
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 1e-3, False)
   assert (opt.lr_schedule, opt.cosine_epochs, opt.lr_min) == ("cosine", 300, 2e-4)
@@ -192,7 +193,7 @@ def test_sop_paper_values(arg):
   assert config.dataset_kwargs.validation_size == 0
   assert config.noise.to_dict() == {"type": noise, "rate": rate, "exact": True,
                                     "dataset": "cifar100" if noise == "asymmetric" else ""}
-  methods.make(config.method, num_classes=100)
+  registry.make(config.method, num_classes=100)
 
 
 def preact_resnet18_parameters(num_classes):
@@ -305,7 +306,7 @@ def test_smoke_coteaching_plus_original(mock_tfds):
   config = _tiny(coteaching_paper.get_config("cifar100,coteaching_plus,pairflip45,original"),
                  {"widths": (4, 4, 4, 8, 8, 8, 8, 8, 4), "dropout_rate": 0.0})
   config.method.init_epoch = 0
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary, "coteaching_plus")
   assert summary["noise"]["type"] == "pairflip"
 
@@ -313,7 +314,7 @@ def test_smoke_coteaching_plus_original(mock_tfds):
 def test_smoke_elr_cosine(mock_tfds):
   """ResNet-34's class with one block per stage, the cosine schedule, the 45k / 5k split shrunk to 32 / 8."""
   config = _tiny(elr_paper.get_config("cifar10,symmetric_include_true"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary, "elr")
   assert "val_accuracy" in summary["history"][0]
 
@@ -321,7 +322,7 @@ def test_smoke_elr_cosine(mock_tfds):
 def test_smoke_sop_asymmetric(mock_tfds):
   """The pre-activation ResNet with one block per stage, u / v rows, CIFAR-100 superclass noise, no validation."""
   config = _tiny(sop_paper.get_config("asymmetric"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary, "sop")
   assert "val_accuracy" not in summary["history"][0]
   assert summary["noise"]["type"] == "asymmetric"

@@ -1,6 +1,6 @@
-"""The baselines trained by train.fit: ELR and SOP (per-example state in the table's method rows) and Co-teaching
+"""The baselines trained by loop.fit: ELR and SOP (per-example state in the table's method rows) and Co-teaching
 (two networks in one step). Each step is checked against a re-computation from the pure building blocks
-(noisy_jax.elr / sop / coteaching, themselves tested against the original code's formulas); 1 == N devices is in
+(noisy_jax.methods.elr / sop / coteaching, themselves tested against the original code's formulas); 1 == N devices is in
 test_multidevice.py, kill/resume in test_checkpoint.py, golden values in test_golden.py.
 """
 
@@ -13,17 +13,22 @@ import ml_collections
 import numpy as np
 import pytest
 
-from noisy_jax import coteaching
-from noisy_jax import elr
-from noisy_jax import export
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import losses
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import runs
-from noisy_jax import sop
-from noisy_jax import sweep
-from noisy_jax import train
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.core import losses
+from noisy_jax.data import inputs
+from noisy_jax.experiment import export
+from noisy_jax.experiment import runs
+from noisy_jax.experiment import sweep
+from noisy_jax.methods import coteaching
+from noisy_jax.methods import elr
+from noisy_jax.methods import registry
+from noisy_jax.methods import sop
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.train import method as method_lib
+from noisy_jax.train import optim
+from noisy_jax.train import state as state_lib
+from noisy_jax.train import step as step_lib
 
 N, C, B = 40, 4, 16
 
@@ -35,8 +40,8 @@ def _setup(num_networks=1, seed=0):
   valid = jnp.asarray(np.arange(B) < B - 3)  # three padding rows
   labels = rng.integers(0, C, N)
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
-  tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.0}), 1, 1)
-  state = train.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=num_networks)
+  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.0}), 1, 1)
+  state = state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=num_networks)
   return model, state, label_table_lib.create(labels, C), images, indices, valid
 
 
@@ -56,11 +61,11 @@ def _close(a, b, tol=1e-6):
 
 def test_elr_step_updates_targets_first_and_trains_on_them():
   model, state, table, images, indices, valid = _setup()
-  method = methods.elr_method(lam=3.0, beta=0.7)
+  method = registry.elr_method(lam=3.0, beta=0.7)
   table = label_table_lib.with_method_rows(table, method.init_rows(None, N, C))
   old = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(C), N) * 0.5, jnp.float32)  # some history already
   table = table.replace(method_rows={"elr_targets": old})
-  new_state, new_table, _ = train.train_step(state, table, images, indices, valid, method=method, epoch=1,
+  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
                                              axis_name=None)
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
   logits = _logits(model, state, state.params, images)
@@ -82,10 +87,10 @@ def test_elr_step_updates_targets_first_and_trains_on_them():
 
 def test_sop_step_trains_u_v_by_their_own_sgd():
   model, state, table, images, indices, valid = _setup()
-  method = methods.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3)
+  method = registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
-  new_state, new_table, _ = train.train_step(state, table, images, indices, valid, method=method, epoch=1,
+  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
                                              axis_name=None)
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
 
@@ -105,10 +110,10 @@ def test_sop_step_trains_u_v_by_their_own_sgd():
 @pytest.mark.parametrize("detach_v", [True, False])
 def test_sop_balance_term_adds_its_gradient_and_reaches_v_only_when_asked(detach_v):
   model, state, table, images, indices, valid = _setup()
-  method = methods.sop_method(init_std=0.3, ratio_balance=0.1, balance_detach_v=detach_v)
+  method = registry.sop_method(init_std=0.3, ratio_balance=0.1, balance_detach_v=detach_v)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
-  new_state, new_table, _ = train.train_step(state, table, images, indices, valid, method=method, epoch=1,
+  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
                                              axis_name=None)
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
 
@@ -133,8 +138,8 @@ def test_sop_balance_term_adds_its_gradient_and_reaches_v_only_when_asked(detach
 def test_pair_step_equals_two_single_steps_with_exchanged_masks(member_map, plus):
   model, pair, table, images, indices, valid = _setup(num_networks=2)
   epoch = 3  # forget rate R(2) = 0.6 * 2 / 10 on the paper's ramp; Co-teaching+ from 0-based epoch 1
-  method = methods.coteaching_method(forget_rate=0.6, num_epochs=5, plus=plus, init_epoch=1)
-  new_pair, _, metrics = train.train_step(pair, table, images, indices, valid, method=method, epoch=epoch,
+  method = registry.coteaching_method(forget_rate=0.6, num_epochs=5, plus=plus, init_epoch=1)
+  new_pair, _, metrics = step_lib.train_step(pair, table, images, indices, valid, method=method, epoch=epoch,
                                           axis_name=None, member_map=member_map)
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
   nets = [jax.tree.map(lambda x, m=m: x[m], pair) for m in range(2)]
@@ -149,9 +154,9 @@ def test_pair_step_equals_two_single_steps_with_exchanged_masks(member_map, plus
   if not plus:
     assert int(jnp.sum(keep_1)) == int(np.floor((1 - rate) * int(jnp.sum(valid)) + 1e-6))
   for m, keep in enumerate((keep_1, keep_2)):  # network m alone, on its peer's selection
-    single = methods.Method(name="fixed_mask", objective=lambda z, y, w, v, a=None, keep=keep:
+    single = method_lib.Method(name="fixed_mask", objective=lambda z, y, w, v, a=None, keep=keep:
                             coteaching.coteaching_loss(losses.cross_entropy(z, y), keep))
-    expected, _, _ = train.train_step(nets[m], table, images, indices, valid, method=single, epoch=epoch,
+    expected, _, _ = step_lib.train_step(nets[m], table, images, indices, valid, method=single, epoch=epoch,
                                       axis_name=None)
     _close(jax.tree.map(lambda x, m=m: x[m], new_pair.params), expected.params)
   assert float(metrics["count"]) == int(jnp.sum(valid))
@@ -186,7 +191,7 @@ def test_coteaching_run_exports_its_pair_and_the_export_predicts_as_the_run(tmp_
   assert float(np.max(np.abs(first[0] - first[1]))) > 1e-3  # two different networks
   loaded = export.load_model(str(tmp_path))
   assert loaded.info["variables"]["num_networks"] == 2
-  dataset = train.load_dataset(config)
+  dataset = inputs.load_dataset(config)
   accuracy = float(np.mean(np.argmax(loaded.predict(dataset.x_test), -1) == dataset.y_test))
   assert accuracy == pytest.approx(summary["last_test_accuracy"], abs=1e-6)
   assert os.path.exists(tmp_path / "label_issues.csv")
@@ -208,17 +213,17 @@ def test_row_state_methods_run_and_move_their_rows(method):
 
 def test_bad_baseline_configs_are_refused_by_name():
   with pytest.raises(ValueError, match="forget_rate"):
-    methods.make(ml_collections.ConfigDict({"name": "coteaching"}), num_classes=3, num_epochs=5)
+    registry.make(ml_collections.ConfigDict({"name": "coteaching"}), num_classes=3, num_epochs=5)
   with pytest.raises(ValueError, match="num_epochs"):
-    methods.make(ml_collections.ConfigDict({"name": "coteaching", "forget_rate": 0.2}), num_classes=3)
+    registry.make(ml_collections.ConfigDict({"name": "coteaching", "forget_rate": 0.2}), num_classes=3)
   with pytest.raises(ValueError, match="Unknown field"):
-    methods.make(ml_collections.ConfigDict({"name": "elr", "lambda": 3.0}), num_classes=3)
+    registry.make(ml_collections.ConfigDict({"name": "elr", "lambda": 3.0}), num_classes=3)
   with pytest.raises(ValueError, match="beta"):
-    methods.elr_method(beta=1.5)
+    registry.elr_method(beta=1.5)
   with pytest.raises(ValueError, match="lr_v"):
-    methods.sop_method(lr_v=-1.0)
+    registry.sop_method(lr_v=-1.0)
   with pytest.raises(ValueError, match="optimizer name"):
-    train.make_optimizer(ml_collections.ConfigDict({"name": "adamw", "learning_rate": 0.1}), 1, 1)
+    optim.make_optimizer(ml_collections.ConfigDict({"name": "adamw", "learning_rate": 0.1}), 1, 1)
   config = _digits_config({"name": "elr", "lam": 3.0, "beta": 0.7})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
   with pytest.raises(ValueError, match="comparison config"):
@@ -230,8 +235,8 @@ def test_bad_baseline_configs_are_refused_by_name():
 
 
 def test_dividemix_division_equals_the_building_blocks():
-  from noisy_jax import dividemix as dm  # pylint: disable=import-outside-toplevel
-  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   labels = rng.integers(0, C, N)
   table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 2))
@@ -252,17 +257,17 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
   """One step of network 1 (m = 0) on one device, no augmentation (both views equal): co-refined and co-guessed
   targets, MixMatch with the step's key, Lx + ramp lambda_u Lu + penalty, BatchNorm statistics moved by each of
   network 1's train-mode passes; network 2 unchanged."""
-  from noisy_jax import dividemix as dm  # pylint: disable=import-outside-toplevel
-  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
   model, pair, _, _, _, _ = _setup(num_networks=2)
   rng = np.random.default_rng(1)
   images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
   labels = rng.integers(0, C, N)
-  settings = methods.DividemixSettings(warm_up=1, lambda_u=25.0)
+  settings = registry.DividemixSettings(warm_up=1, lambda_u=25.0)
   table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 1))
   clean = jnp.asarray(rng.random((N, 2)), jnp.float32)
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean})
-  mesh = train.make_mesh(1)
+  mesh = mesh_lib.make_mesh(1)
   epoch_fn = dividemix_train.make_epoch_fn(mesh, settings=settings, batch_size=8, num_examples=N,
                                            warmup_epoch_fn=None)
   key = jax.random.PRNGKey(4)
@@ -318,7 +323,7 @@ def test_dividemix_run_divides_after_its_warm_up_and_beats_chance():
   summary = runs.run_single(config, keep_arrays=True)
   clean = np.asarray(summary["arrays"]["label_table"].method_rows["dividemix_clean_prob"])
   assert clean.shape[1] == 2 and 0.05 < float(np.mean(clean > 0.5)) < 0.95  # a split, not all or nothing
-  dataset = train.load_dataset(config)
+  dataset = inputs.load_dataset(config)
   noisy = np.asarray(summary["arrays"]["label_table"].noisy_labels)
   right = noisy == np.asarray(dataset.y_train)
   for m in range(2):  # the examples a network calls clean are mostly the correctly labelled ones (70% here)
@@ -329,7 +334,7 @@ def test_dividemix_run_divides_after_its_warm_up_and_beats_chance():
 def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   """An epoch with more steps (32 labelled rows: 8 batches of 4) than the schedule's steps per epoch (ceil(40 / 8)
   = 5): a piecewise schedule that decays at the next epoch must not decay inside this one."""
-  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
   rng = np.random.default_rng(2)
   images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
@@ -338,11 +343,11 @@ def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   clean = np.full((N, 2), 0.1, np.float32)
   clean[:32] = 0.9
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
-  epoch_fn = dividemix_train.make_epoch_fn(train.make_mesh(1), settings=methods.DividemixSettings(warm_up=1),
+  epoch_fn = dividemix_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=registry.DividemixSettings(warm_up=1),
                                            batch_size=8, num_examples=N, warmup_epoch_fn=None)
   finals = []
   for boundaries in ((), (3,)):
-    tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries}), 5, 4)
-    pair = train.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
+    tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries}), 5, 4)
+    pair = state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
     finals.append(epoch_fn(pair, table, images, jax.random.PRNGKey(4), jnp.int32(3))[0].params)
   _close(finals[0], finals[1], tol=0.0)

@@ -19,9 +19,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from noisy_jax import checkpoint as checkpoint_lib
-from noisy_jax import reporting
-from noisy_jax import train
+from noisy_jax.experiment import reporting
+from noisy_jax.experiment import runs
+from noisy_jax.train import checkpoint as checkpoint_lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -173,7 +173,8 @@ def test_truncated_lq_killed_between_checkpoints_resumes_bit_identical(tmp_path)
 def test_baseline_state_killed_between_checkpoints_resumes_bit_identical(tmp_path, method):
   """SOP's per-example u, v (in the table's method rows), Co-teaching's two networks with their Adam state and
   forget-rate ramp, DivideMix's networks with its GMM division (warm-up 2 epochs: killed after the first DivideMix
-  epoch, resumed from the division written after epoch 2), ELR+'s networks with their averages and targets: killed after epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
+  epoch, resumed from the division written after epoch 2), ELR+'s networks with their averages and targets: killed after
+  epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
   bit-identical (params of both networks, the table with its rows, every record)."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
   first = _run_all([_worker_cmd(ref, method, checkpoint_every=2),
@@ -212,7 +213,7 @@ def _tiny(**overrides):
 def finished_run(tmp_path_factory):
   """A finished 5-epoch truncated-Lq run with checkpoint_every=2, keep_checkpoints=2."""
   workdir = str(tmp_path_factory.mktemp("finished"))
-  summary = train.run_single(_tiny(), workdir)
+  summary = runs.run_single(_tiny(), workdir)
   return workdir, summary
 
 
@@ -234,7 +235,7 @@ def test_resuming_a_finished_run_trains_nothing(finished_run, tmp_path):
   shutil.copytree(workdir, copy)
   logged = []
   # Cosmetic fields may change on resume (plots, evaluation of the training split, checkpoint cadence).
-  again = train.run_single(_tiny(plots=True, eval_train=True, checkpoint_every=1), copy, log_fn=logged.append)
+  again = runs.run_single(_tiny(plots=True, eval_train=True, checkpoint_every=1), copy, log_fn=logged.append)
   assert logged == []
   assert again["history"] == summary["history"]
   assert [r["epoch"] for r in _records(copy)] == [1, 2, 3, 4, 5]
@@ -251,7 +252,7 @@ def test_progress_of_a_resumed_run_counts_the_restored_epochs(finished_run, tmp_
   shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(copy, "stage1"), "5"))  # the newest checkpoint: epoch 4
   lines = []
   progress = reporting.Progress(5, emit=lines.append)
-  again = train.run_single(_tiny(), copy, log_fn=progress, resume_fn=progress.restored)
+  again = runs.run_single(_tiny(), copy, log_fn=progress, resume_fn=progress.restored)
   untimed = lambda history: [{k: v for k, v in r.items() if k not in TIMING} for r in history]
   assert untimed(again["history"]) == untimed(summary["history"])
   assert len(lines) == 1 and "epoch   5  [5/5]" in lines[0] and lines[0].endswith("ETA 0:00:00"), lines
@@ -262,14 +263,14 @@ def test_resume_with_another_seed_or_training_config_is_refused(finished_run):
   workdir, _ = finished_run
   before = open(os.path.join(workdir, "metrics.jsonl")).read()
   with pytest.raises(ValueError, match=r"written with seed=0, this run has seed=1"):
-    train.run_single(_tiny(seed=1), workdir)
+    runs.run_single(_tiny(seed=1), workdir)
   changed = _tiny()
   changed.optimizer.learning_rate = 0.5
   changed.method.k = 0.6
   with pytest.raises(ValueError, match=r"method\.k: saved 0\.5, now 0\.6; optimizer\.learning_rate: saved"):
-    train.run_single(changed, workdir)
+    runs.run_single(changed, workdir)
   with pytest.raises(ValueError, match=r"num_epochs: saved 5, now 6"):
-    train.run_single(_tiny(num_epochs=6), workdir)
+    runs.run_single(_tiny(num_epochs=6), workdir)
   assert open(os.path.join(workdir, "metrics.jsonl")).read() == before  # a refused resume leaves the log alone
 
 
@@ -283,7 +284,7 @@ def test_half_written_checkpoint_is_ignored(finished_run, tmp_path):
   os.rename(os.path.join(stage, "5"), tmp)
   shutil.rmtree(os.path.join(tmp, "meta"))  # half written: the array item is there, the JSON item is not
   logged = []
-  again = train.run_single(_tiny(), copy, log_fn=logged.append)
+  again = runs.run_single(_tiny(), copy, log_fn=logged.append)
   assert [r["epoch"] for r in logged] == [5]  # resumed from epoch 4's checkpoint
   assert not os.path.exists(tmp)
   _assert_bit_identical(workdir, copy, "stage1")
@@ -322,7 +323,7 @@ def test_due_epochs_and_argument_checks():
 
 def test_orbax_info_records_are_dropped_but_warnings_kept():
   import logging as std_logging
-  from noisy_jax import checkpoint as checkpoint_lib
+  from noisy_jax.train import checkpoint as checkpoint_lib
   checkpoint_lib.quiet_orbax_info_logs()
   checkpoint_lib.quiet_orbax_info_logs()  # idempotent: one filter
   logger = std_logging.getLogger("absl")

@@ -1,4 +1,4 @@
-"""XLA:CPU compiler options of the ResNets (models.resnet.XLA_CPU_COMPILER_OPTIONS, train.compiler_options).
+"""XLA:CPU compiler options of the ResNets (models.resnet.XLA_CPU_COMPILER_OPTIONS, xla_options.compiler_options).
 
 What is asserted: which models and platforms get them; that this jaxlib accepts them and that they do what the
 comment says (most convolutions no longer go to YNNPACK); that gradients are the same with and without them; and that
@@ -15,31 +15,31 @@ import optax
 import pytest
 
 from noisy_jax import models
-from noisy_jax import train
 from noisy_jax.models.preact_resnet import PreActResNet
 from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS
+from noisy_jax.parallel import xla_options
 
 
 @pytest.mark.parametrize("name", ["preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34"])
 def test_resnets_carry_the_options_on_cpu_only(name):
   model = models.get(name, num_classes=10)
-  assert train.compiler_options(model, "cpu") == XLA_CPU_COMPILER_OPTIONS
-  assert train.compiler_options(model, "gpu") == train.GPU_DETERMINISM_OPTIONS
-  assert train.compiler_options(model, "tpu") is None
+  assert xla_options.compiler_options(model, "cpu") == XLA_CPU_COMPILER_OPTIONS
+  assert xla_options.compiler_options(model, "gpu") == xla_options.GPU_DETERMINISM_OPTIONS
+  assert xla_options.compiler_options(model, "tpu") is None
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "mlp"])
 def test_small_models_keep_xla_defaults(name):
-  assert train.compiler_options(models.get(name, num_classes=10), "cpu") is None
-  assert train.compiler_options(models.get(name, num_classes=10), "tpu") is None
+  assert xla_options.compiler_options(models.get(name, num_classes=10), "cpu") is None
+  assert xla_options.compiler_options(models.get(name, num_classes=10), "tpu") is None
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "preact_resnet32"])
 def test_gpu_programs_are_deterministic_unless_asked_otherwise(name):
   model = models.get(name, num_classes=10)
-  assert train.compiler_options(model, "gpu") == {"xla_gpu_deterministic_ops": True}
-  assert train.compiler_options(model, "gpu", deterministic=False) is None
-  assert train.compiler_options(model, "cpu", deterministic=False) == train.compiler_options(model, "cpu")
+  assert xla_options.compiler_options(model, "gpu") == {"xla_gpu_deterministic_ops": True}
+  assert xla_options.compiler_options(model, "gpu", deterministic=False) is None
+  assert xla_options.compiler_options(model, "cpu", deterministic=False) == xla_options.compiler_options(model, "cpu")
 
 
 def convolutions_in_ynn_fusions(hlo_text: str) -> tuple[int, int]:
@@ -77,7 +77,7 @@ def test_options_move_convolutions_off_ynnpack_and_keep_the_gradients():
 
 
 def _check_options_move_convolutions(model, loss_and_grad, params):
-  options = train.compiler_options(model, "cpu")
+  options = xla_options.compiler_options(model, "cpu")
   assert options == XLA_CPU_COMPILER_OPTIONS  # this jaxlib accepts them (else None and a warning)
   default = jax.jit(loss_and_grad)
   tuned = jax.jit(loss_and_grad, compiler_options=options)
@@ -100,5 +100,5 @@ def test_rejected_options_fall_back_to_defaults_with_a_warning(monkeypatch):
 
   warnings = []
   monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))
-  assert train.compiler_options(Model(), "cpu") is None
+  assert xla_options.compiler_options(Model(), "cpu") is None
   assert len(warnings) == 1 and "LIBRARY_FUSION_TYPE_NO_SUCH_TYPE" in warnings[0]

@@ -1,4 +1,4 @@
-"""Tests for noisy_jax.coteaching (Co-teaching / Co-teaching+ building blocks) and the coteaching_cnn model.
+"""Tests for noisy_jax.methods.coteaching (Co-teaching / Co-teaching+ building blocks) and the coteaching_cnn model.
 
 Every function is checked against a NumPy re-computation of the original code's formulas, written here as the
 original computes them (bhanML/Co-teaching@7c7fbe2 main.py / loss.py; xingruiyu/coteaching_plus@a68ed61 loss.py):
@@ -20,9 +20,10 @@ import pytest
 import torch
 
 import test_paper_models
-from noisy_jax import coteaching
 from noisy_jax import models
+from noisy_jax.methods import coteaching
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
+from noisy_jax.train import coteaching_adam
 
 # ---------------------------------------------------------------------------------------------------------------
 # NumPy references, as the original code computes.
@@ -286,7 +287,7 @@ def test_coteaching_loss_mean_and_original_double_normalisation():
   one_hot = jax.nn.one_hot(labels, c)
 
   def objective(z, twice):
-    from noisy_jax import losses
+    from noisy_jax.core import losses
     per_example = jnp.where(jnp.asarray(valid), losses.cross_entropy(z, one_hot), jnp.nan)
     return coteaching.coteaching_loss(per_example, keep_1, normalise_twice=twice)
 
@@ -427,20 +428,20 @@ def test_axis_name_gives_the_global_selection_and_loss():
 
 @pytest.mark.parametrize("n_epoch,decay_start", [(200, 80), (200, 100), (10, 4), (5, 9)])
 def test_adam_plan_is_main_py_bit_for_bit(n_epoch, decay_start):
-  lr, beta1 = coteaching.adam_plan(0.001, n_epoch, decay_start)
+  lr, beta1 = coteaching_adam.adam_plan(0.001, n_epoch, decay_start)
   alpha_plan, beta1_plan = original_adam_plan(0.001, n_epoch, decay_start)
   np.testing.assert_array_equal(lr, alpha_plan)
   np.testing.assert_array_equal(beta1, beta1_plan)
 
 
 def test_adam_plan_values_at_chosen_epochs():
-  lr, beta1 = coteaching.adam_plan(1e-3, 200, 80)
+  lr, beta1 = coteaching_adam.adam_plan(1e-3, 200, 80)
   assert lr[0] == lr[79] == lr[80] == 1e-3 and beta1[79] == 0.9 and beta1[80] == 0.1
   assert lr[140] == pytest.approx(0.5e-3) and lr[199] == pytest.approx(1e-3 / 120)
   with pytest.raises(ValueError, match="decay_start=-1"):
-    coteaching.adam_plan(1e-3, 200, -1)
+    coteaching_adam.adam_plan(1e-3, 200, -1)
   with pytest.raises(ValueError, match="beta1_after=1.0"):
-    coteaching.adam_plan(1e-3, 200, 80, beta1_after=1.0)
+    coteaching_adam.adam_plan(1e-3, 200, 80, beta1_after=1.0)
 
 
 @pytest.mark.parametrize("epoch_offset", [0, 1])
@@ -454,7 +455,7 @@ def test_adam_schedule_matches_torch_adam_with_per_epoch_adjustment(epoch_offset
 
   w_torch = torch.tensor(w0, requires_grad=True)
   opt = torch.optim.Adam([w_torch], lr=base_lr)
-  tx = coteaching.adam_schedule(base_lr, n_epoch, decay_start, steps_per_epoch=steps_per_epoch,
+  tx = coteaching_adam.adam_schedule(base_lr, n_epoch, decay_start, steps_per_epoch=steps_per_epoch,
                                 epoch_offset=epoch_offset)
   w = jnp.asarray(w0, jnp.float32)
   state = tx.init(w)

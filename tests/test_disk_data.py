@@ -22,9 +22,9 @@ import tensorflow_datasets as tfds
 
 from experiments.configs import ce
 from noisy_jax import data
-from noisy_jax import inputs
-from noisy_jax import train
 from noisy_jax.data import disk
+from noisy_jax.data import inputs
+from noisy_jax.experiment import runs
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 PER_CLASS = {"train": 20, "test": 5}
@@ -361,7 +361,7 @@ def test_run_single_on_an_image_folder_writes_classes_json(folder, tmp_path):
   config.optimizer.lr_boundaries = ()
   config.model.name = "mlp"
   config.model.kwargs = {"hidden_sizes": (16,)}
-  summary = train.run_single(config, str(tmp_path / "run"))
+  summary = runs.run_single(config, str(tmp_path / "run"))
   assert np.isfinite(summary["history"][0]["train_loss"]) and "val_accuracy" in summary["history"][0]
   with open(tmp_path / "run" / inputs.CLASSES_FILE) as f:
     classes = json.load(f)
@@ -390,7 +390,7 @@ def test_no_test_split_trains_and_records_no_test_metric(folder, tmp_path):
   config.num_epochs, config.batch_size, config.checkpoint_every, config.eval_train = 2, 32, 0, True
   config.optimizer.lr_boundaries = ()
   config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (16,)}
-  summary = train.run_single(config, str(tmp_path / "run"))
+  summary = runs.run_single(config, str(tmp_path / "run"))
   for record in summary["history"]:
     assert "val_accuracy" in record and "train_accuracy_given_labels" in record
     assert not [k for k in record if k.startswith(("test_", "train_accuracy_clean", "memorised"))], record

@@ -14,7 +14,7 @@ from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
-from noisy_jax import dividemix
+from noisy_jax.methods import dividemix
 
 # ------------------------------------------------------------------------------------------------------------
 # NumPy re-computations, written after the original code (torch ops replaced by their NumPy equivalents).

@@ -17,12 +17,12 @@ import pytest
 import tensorflow_datasets as tfds
 
 from experiments.configs import dividemix_paper
-from noisy_jax import dividemix
-from noisy_jax import dividemix_train
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import optim
-from noisy_jax import runs
+from noisy_jax.experiment import runs
+from noisy_jax.methods import dividemix
+from noisy_jax.methods import dividemix_train
+from noisy_jax.methods import registry
+from noisy_jax.train import optim
 import test_baseline_paper_configs  # the PyTorch PreActResNet-18's parameter count, shared
 
 STEPS = 391  # ceil(50,000 / 128): only the epoch boundaries matter to the schedule checked below
@@ -77,12 +77,12 @@ def test_dividemix_paper_values(arg):
   # REFERENCE §4 / §8: exact-rate injection; the asymmetric map is CIFAR-10's.
   assert config.noise.to_dict() == {"type": noise, "rate": int(percent) / 100, "exact": True,
                                     "dataset": "cifar10" if asym else ""}
-  built = methods.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=300)
+  built = registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=300)
   assert built.name == "dividemix" and built.num_networks == 2
 
 
 def test_marks_of_the_rows_are_in_the_docstring():
-  """The [recalled] / [3rd party] marks of noisy_jax.dividemix.SETTINGS (REFERENCE §8) are those written above and
+  """The [recalled] / [3rd party] marks of methods.dividemix.SETTINGS (REFERENCE §8) are those written above and
   appear on the docstring's line of their row."""
   doc = dividemix_paper.__doc__
   for (dataset, mode, percent), (lambda_u, p_threshold, mark) in ROWS.items():

@@ -19,11 +19,11 @@ import pytest
 import tensorflow_datasets as tfds
 
 from experiments.configs import elr_plus_paper
-from noisy_jax import elr_plus_train
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import optim
-from noisy_jax import runs
+from noisy_jax.experiment import runs
+from noisy_jax.methods import elr_plus_train
+from noisy_jax.methods import registry
+from noisy_jax.train import optim
 import test_baseline_paper_configs  # the PyTorch PreActResNet-18's parameter count, shared
 
 STEPS = math.ceil(45000 / 128)  # 352: only the epoch boundaries matter to the schedule checked below
@@ -75,7 +75,7 @@ def test_elr_plus_paper_values(arg):
   # REFERENCE §4: exact-rate injection; the asymmetric map is the dataset's.
   assert config.noise.to_dict() == {"type": noise, "rate": RATES[(dataset, "asym" if asym else "sym")],
                                     "exact": True, "dataset": dataset if asym else ""}
-  built = methods.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=epochs)
+  built = registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=epochs)
   assert built.name == "elr_plus" and built.num_networks == 2
 
 

@@ -1,6 +1,6 @@
-"""ELR+ trained by train.fit (noisy_jax.elr_plus_train): a whole epoch against a step-by-step re-computation from the
-pure blocks of noisy_jax.elr (themselves tested against the original code's formulas in test_elr.py), a run on the
-digits, and its refusals. 1 == N devices is in test_multidevice.py, kill/resume in test_checkpoint.py, golden values
+"""ELR+ trained by loop.fit (methods.elr_plus_train): a whole epoch against a step-by-step re-computation from the
+pure blocks of noisy_jax.methods.elr (themselves tested against the original code's formulas in test_elr.py), a run on
+the digits, and its refusals. 1 == N devices is in test_multidevice.py, kill/resume in test_checkpoint.py, golden values
 in test_golden.py.
 """
 
@@ -10,15 +10,18 @@ import ml_collections
 import numpy as np
 import pytest
 
-from noisy_jax import elr
-from noisy_jax import elr_plus_train
-from noisy_jax import export
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import runs
-from noisy_jax import sweep
-from noisy_jax import train
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.data import inputs
+from noisy_jax.experiment import export
+from noisy_jax.experiment import runs
+from noisy_jax.experiment import sweep
+from noisy_jax.methods import elr
+from noisy_jax.methods import elr_plus_train
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.train import optim
+from noisy_jax.train import state as state_lib
 from test_baseline_training import _close, _digits_config
 
 N, C, B = 44, 4, 8  # 5 full batches per network and epoch; 4 examples dropped
@@ -27,8 +30,8 @@ N, C, B = 44, 4, 8  # 5 full batches per network and epoch; 4 examples dropped
 def _pair_and_table(seed=0):
   rng = np.random.default_rng(seed)
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
-  tx = train.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9}), 6, 4)
-  pair = elr_plus_train.with_averages(train.create_train_state(model, jax.random.PRNGKey(3), (5,), tx,
+  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9}), 6, 4)
+  pair = elr_plus_train.with_averages(state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx,
                                                                num_networks=2))
   # Averages that differ from the networks, confident enough that some probabilities fall below the clamp of ELR's
   # own update (1e-4; ELR+'s update has none), and targets with some history already.
@@ -46,9 +49,9 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
   unmixed batch (train mode) updates the targets, mixup with the step's key, softCE (re-weighted) + ramped ELR term,
   SGD with momentum, then the average with the ramped decay. Both networks, both averages, the targets, the steps."""
   model, pair, table, images, labels = _pair_and_table()
-  settings = methods.ElrPlusSettings(beta=0.7, lam=3.0, mixup_alpha=1.0, coef_step=12, ema_alpha=0.99,
+  settings = registry.ElrPlusSettings(beta=0.7, lam=3.0, mixup_alpha=1.0, coef_step=12, ema_alpha=0.99,
                                      ema_update=True, ema_step=15, warm_up=1, reweight_labels=True)
-  epoch_fn = elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
+  epoch_fn = elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
                                           warmup_epoch_fn=None)
   key = jax.random.PRNGKey(4)
   new_pair, new_table, metrics = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
@@ -106,8 +109,8 @@ def test_elr_plus_averages_restart_from_the_warmed_up_networks():
   """With a warm-up, the first ELR+ epoch starts each average as a copy of its network; later epochs do not. A decay
   of exactly 1 (ema_alpha 1, no ramp) freezes the averages, so they show where they started."""
   _, pair, table, images, _ = _pair_and_table(seed=1)
-  settings = methods.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
-  epoch_fn = elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
+  settings = registry.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
+  epoch_fn = elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
                                           warmup_epoch_fn=None)
   first, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, jax.random.PRNGKey(0), jnp.int32(3))
   _close(first.ema_params, pair.params, tol=0.0)  # the networks as the warm-up left them, not the old averages
@@ -142,7 +145,7 @@ def test_elr_plus_export_predicts_as_the_run(tmp_path):
   summary = runs.run_single(config, str(tmp_path))
   loaded = export.load_model(str(tmp_path))
   assert loaded.info["variables"]["num_networks"] == 2
-  dataset = train.load_dataset(config)
+  dataset = inputs.load_dataset(config)
   accuracy = float(np.mean(np.argmax(loaded.predict(dataset.x_test), -1) == dataset.y_test))
   assert accuracy == pytest.approx(summary["last_test_accuracy"], abs=1e-6)
   assert summary["label_issues"]["file"] == "label_issues.csv"  # from the targets (their evidence column says so)
@@ -153,12 +156,12 @@ def test_bad_elr_plus_configs_are_refused_by_name():
   for field, value in (("warm_up", -1), ("ema_step", 2.5), ("ema_alpha", 1.5), ("beta", -0.1),
                        ("mixup_alpha", -1.0)):
     with pytest.raises(ValueError, match=field):
-      methods.make(ml_collections.ConfigDict({"name": "elr_plus", field: value}), num_classes=10)
+      registry.make(ml_collections.ConfigDict({"name": "elr_plus", field: value}), num_classes=10)
   with pytest.raises(ValueError, match="Unknown field"):
-    methods.make(ml_collections.ConfigDict({"name": "elr_plus", "lambda": 3.0}), num_classes=10)
-  assert methods.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=10).num_networks == 2
+    registry.make(ml_collections.ConfigDict({"name": "elr_plus", "lambda": 3.0}), num_classes=10)
+  assert registry.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=10).num_networks == 2
   with pytest.raises(ValueError, match="larger than"):
-    elr_plus_train.make_epoch_fn(train.make_mesh(1), settings=methods.ElrPlusSettings(), batch_size=64,
+    elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=registry.ElrPlusSettings(), batch_size=64,
                                  num_examples=40, warmup_epoch_fn=None)
   config = _digits_config({"name": "elr_plus"})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
@@ -168,18 +171,18 @@ def test_bad_elr_plus_configs_are_refused_by_name():
 
 def test_elr_plus_reweights_labels_by_the_originals_rule():
   """reweight_labels unset: on iff C = 100 (the original's `num_classes == 100`); set: as given."""
-  assert methods.ElrPlusSettings().resolved(100).reweight_labels is True
-  assert methods.ElrPlusSettings().resolved(10).reweight_labels is False
-  assert methods.ElrPlusSettings(reweight_labels=True).resolved(10).reweight_labels is True
-  assert methods.ElrPlusSettings(reweight_labels=False).resolved(100).reweight_labels is False
+  assert registry.ElrPlusSettings().resolved(100).reweight_labels is True
+  assert registry.ElrPlusSettings().resolved(10).reweight_labels is False
+  assert registry.ElrPlusSettings(reweight_labels=True).resolved(10).reweight_labels is True
+  assert registry.ElrPlusSettings(reweight_labels=False).resolved(100).reweight_labels is False
 
 
 def test_label_issues_from_the_methods_own_state():
   """ELR+ and DivideMix record no prediction history: label_issues.csv comes from their state. ELR+: the mean over
   the two networks of the normalised targets (an unvisited row: uniform). DivideMix: the mean clean probability,
   flagged where neither division exceeds p_threshold, the given label suggested."""
-  from noisy_jax import dividemix_train  # pylint: disable=import-outside-toplevel
-  from noisy_jax import label_issues  # pylint: disable=import-outside-toplevel
+  from noisy_jax.core import label_issues  # pylint: disable=import-outside-toplevel
+  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
   given = np.array([0, 1, 2, 1])
   targets = np.zeros((4, 2, 3), np.float32)
   targets[0] = [[0.2, 0.1, 0.0], [0.3, 0.0, 0.0]]  # both networks agree with the given 0
@@ -187,7 +190,7 @@ def test_label_issues_from_the_methods_own_state():
   targets[2, 0] = [0.0, 0.0, 0.5]  # network 2 never visited row 2: uniform
   table = label_table_lib.with_method_rows(label_table_lib.create(given, 3), {elr_plus_train.TARGETS: targets})
   table = jax.device_get(table)
-  elr_plus = methods.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=3)
+  elr_plus = registry.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=3)
   issues = label_issues.from_run(elr_plus, table)
   by_index = {int(r["index"]): r for r in issues.records}
   probs = np.array([[(2 / 3 + 1) / 2, (1 / 3) / 2, 0.0], [1 / 6, 0.0, (1 + 2 / 3) / 2], [1 / 6, 1 / 6, 2 / 3],
@@ -199,7 +202,7 @@ def test_label_issues_from_the_methods_own_state():
   clean = np.array([[0.9, 0.8], [0.2, 0.4], [0.6, 0.1], [0.3, 0.5]], np.float32)
   table = label_table_lib.with_method_rows(label_table_lib.create(given, 3), dividemix_train.init_rows(4, 1))
   table = jax.device_get(table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean}))
-  dividemix = methods.make(ml_collections.ConfigDict({"name": "dividemix", "p_threshold": 0.5}), num_classes=3)
+  dividemix = registry.make(ml_collections.ConfigDict({"name": "dividemix", "p_threshold": 0.5}), num_classes=3)
   issues = label_issues.from_run(dividemix, table)
   assert list(issues.records["index"]) == [1, 2, 3, 0]  # mean w: 0.3, 0.35, 0.4, 0.85
   np.testing.assert_allclose(issues.records["label_quality"], [0.3, 0.35, 0.4, 0.85], rtol=1e-6)

@@ -1,4 +1,4 @@
-"""noisy_jax.elr and noisy_jax.sop against float64 NumPy re-computations of the original PyTorch code's formulas
+"""methods.elr and methods.sop against float64 NumPy re-computations of the original PyTorch code's formulas
 (shengliu66/ELR@934af53, shengliu66/SOP@4d991ce; REFERENCE.md sections 6 and 9), with the gradient flows the
 original's stop-gradients (.detach(), .data, torch.no_grad) give, checked by central finite differences."""
 
@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from noisy_jax import elr
-from noisy_jax import methods
-from noisy_jax import sop
+from noisy_jax.methods import elr
+from noisy_jax.methods import sop
+from noisy_jax.train import method as method_lib
 
 RNG = np.random.default_rng(0)
 B, C, N = 6, 5, 9
@@ -165,7 +165,7 @@ def test_elr_padded_batch_mean_equals_the_original_on_the_valid_rows():
   rows = elr.updated_rows(jnp.take(table, idx, axis=0, mode="clip"), jax.nn.softmax(LOGITS), beta=beta)
   per_example = elr.elr_loss(LOGITS, ONE_HOT, rows, lam=lam)
   valid = jnp.array([1, 1, 1, 1, 0, 0])
-  got = methods.weighted_batch_mean(per_example, jnp.ones(B), valid)
+  got = method_lib.weighted_batch_mean(per_example, jnp.ones(B), valid)
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
@@ -397,7 +397,7 @@ def test_sgd_update_full_indexed_duplicates_and_padding():
 
   def objective(u_rows, v_rows):
     ce, mse = sop.sop_loss(LOGITS, ONE_HOT, u_rows, v_rows)
-    return methods.weighted_batch_mean(ce + mse, jnp.ones(B), valid)
+    return method_lib.weighted_batch_mean(ce + mse, jnp.ones(B), valid)
 
   take = lambda a: jnp.take(a, idx, axis=0, mode="clip")  # noqa: E731
   row_grads = jax.grad(objective, argnums=(0, 1))(take(u0), take(v0))

@@ -1,10 +1,10 @@
-"""noisy_jax.environment: what a stored number's environment records, and how two environments are compared."""
+"""experiment.environment: what a stored number's environment records, and how two environments are compared."""
 
 import platform
 
 import pytest
 
-from noisy_jax import environment
+from noisy_jax.experiment import environment
 
 _FLAGS = "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt aes xsave avx f16c fma bmi1 avx2 bmi2"
 

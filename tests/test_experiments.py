@@ -5,8 +5,7 @@ import json
 import pytest
 
 from experiments.configs import memorisation
-from noisy_jax import comparison
-from noisy_jax import train
+from noisy_jax.experiment import comparison
 
 
 def shrink(config, epochs=3):
@@ -118,7 +117,7 @@ def test_pseudo_label_noise_config(tmp_path, capsys):
 
 
 def shrink_sweep(config, grid, *, seeds=(0,), epochs=2):
-  """A sweep config (noisy_jax.sweep) at a tiny size: digits, an MLP, `epochs` epochs, the given grid and seeds."""
+  """A sweep config (experiment.sweep) at a tiny size: digits, an MLP, `epochs` epochs, the given grid and seeds."""
   config.dataset = "digits"
   config.model.update({"name": "mlp", "kwargs": {"hidden_sizes": (32,)}})
   config.num_epochs = epochs
@@ -129,7 +128,7 @@ def shrink_sweep(config, grid, *, seeds=(0,), epochs=2):
 
 def test_q_sweep_config(tmp_path, capsys):
   from experiments.configs import q_sweep
-  from noisy_jax import sweep
+  from noisy_jax.experiment import sweep
   full = q_sweep.get_config()
   assert len(sweep.make_members(full)) == 90  # q 0.1..1.0 x 3 noise rates x 3 seeds
   assert full.sweep.grid[0] == ("method.loss_kwargs.q", tuple(round(0.1 * i, 1) for i in range(1, 11)))
@@ -148,7 +147,7 @@ def test_q_sweep_config(tmp_path, capsys):
 
 def test_k_sweep_config(tmp_path, capsys):
   from experiments.configs import k_sweep
-  from noisy_jax import sweep
+  from noisy_jax.experiment import sweep
   full = k_sweep.get_config()
   assert len(sweep.make_members(full)) == 45  # 5 k x 3 noise rates x 3 seeds
   config = shrink_sweep(full, (("method.k", (0.3, 0.7)), ("noise.rate", (0.4,))), epochs=3)
@@ -197,7 +196,7 @@ def test_per_class_report_of_a_comparisons_exports(tmp_path):
   import numpy as np  # pylint: disable=import-outside-toplevel
   from experiments import per_class  # pylint: disable=import-outside-toplevel
   from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
-  from noisy_jax import export  # pylint: disable=import-outside-toplevel
+  from noisy_jax.experiment import export  # pylint: disable=import-outside-toplevel
   np.testing.assert_array_equal(per_class.per_class_accuracy([0, 1, 1, 2], [0, 0, 1, 2], 4), [0.5, 1, 1, np.nan])
   config = shrink(baselines.get_config("asym40"), epochs=1)
   config.runs = {"ce": config.runs.ce}

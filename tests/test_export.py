@@ -1,4 +1,4 @@
-"""noisy_jax.export and experiments/predict.py: a run's network saved, loaded back and used on new inputs.
+"""noisy_jax.experiment.export and experiments/predict.py: a run's network saved, loaded back and used on new inputs.
 
 Three tiny runs (an MLP, 1-2 epochs): cross entropy on the 8x8 digits, cross entropy on an image folder written from
 mnist5k (10 train and 3 test PNGs per class), and Joint Optimization on the digits (its stage-2 network is the one
@@ -22,12 +22,14 @@ import pytest
 from experiments import predict as predict_cli
 from experiments.configs import ce
 from experiments.configs import joint_optimization
-from noisy_jax import export
-from noisy_jax import inputs
-from noisy_jax import metrics
-from noisy_jax import runs
-from noisy_jax import train
+from noisy_jax import models
+from noisy_jax.core import metrics
+from noisy_jax.data import inputs
 from noisy_jax.data import normalization
+from noisy_jax.experiment import export
+from noisy_jax.experiment import runs
+from noisy_jax.parallel import xla_options
+from noisy_jax.train import predict as predict_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -47,10 +49,10 @@ def _run(config, workdir):
 
 
 def _in_run_probs(config, dataset, variables, x):
-  """What the run's evaluation computes (train.fit's predict) for `variables`."""
-  model = runs.build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
-  predict = train.make_predict_fn(model, normalize=inputs.normalizer(config, dataset),
-                                  compiler_options=train.compiler_options(model, jax.devices()[0].platform))
+  """What the run's evaluation computes (loop.fit's predict) for `variables`."""
+  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  predict = predict_lib.make_predict_fn(model, normalize=inputs.normalizer(config, dataset),
+                                  compiler_options=xla_options.compiler_options(model, jax.devices()[0].platform))
   return np.asarray(predict(variables, x))
 
 

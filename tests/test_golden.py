@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from experiments import golden
-from noisy_jax import environment
-from noisy_jax import losses
+from noisy_jax.core import losses
+from noisy_jax.experiment import environment
 
 STORED = golden.load()
 # The selection-based runs: a rounding difference flips a float32 small-loss sort, pruning threshold or GMM split.

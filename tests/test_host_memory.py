@@ -1,4 +1,4 @@
-"""noisy_jax.host_memory: the policy, and the effect measured in a fresh process (page faults per execution)."""
+"""parallel.host_memory: the policy, and the effect measured in a fresh process (page faults per execution)."""
 
 import json
 import os
@@ -8,14 +8,14 @@ import textwrap
 
 import pytest
 
-from noisy_jax import host_memory
+from noisy_jax.parallel import host_memory
 
-# A jitted program whose scratch buffer (a 64 MiB matmul result, consumed by a second matmul) is above glibc's largest mmap threshold
-# (32 MiB), run EXECUTIONS times after a warm-up; prints the minor page faults of each execution.
+# A jitted program whose scratch buffer (a 64 MiB matmul result, consumed by a second matmul) is above glibc's largest
+# mmap threshold (32 MiB), run EXECUTIONS times after a warm-up; prints the minor page faults of each execution.
 EXECUTIONS = 40
 CHILD = textwrap.dedent("""
     import json, resource, sys
-    from noisy_jax import host_memory
+    from noisy_jax.parallel import host_memory
     retained = host_memory.configure(sys.argv[1])
     import jax, jax.numpy as jnp
     side, inner = 4096, 32  # [4096, 32] @ [32, 4096]: a 64 MiB float32 intermediate

@@ -1,4 +1,4 @@
-"""noisy_jax.label_issues: the scores and flag rules against hand computations and NumPy loops, bad input, and
+"""noisy_jax.core.label_issues: the scores and flag rules against hand computations and NumPy loops, bad input, and
 WORKDIR/label_issues.csv of real runs against the planted errors (the injected noise) and the method's own state."""
 
 import csv
@@ -10,10 +10,10 @@ import pytest
 import resume_worker
 from experiments.configs import ce
 from noisy_jax import data
-from noisy_jax import label_issues
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
-from noisy_jax import runs
+from noisy_jax.core import label_issues
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
 
 PROBS = np.array([[0.7, 0.2, 0.1],
                   [0.1, 0.6, 0.3],
@@ -91,11 +91,11 @@ def test_bad_settings_fail_before_training():
     label_issues.settings(config)
   config.label_issues.score, config.label_issues.history_length = "self_confidence", -2
   with pytest.raises(ValueError, match="history_length=-2"):
-    label_issues.history_length(config, methods_lib.loss_method("cross_entropy"), num_examples=10, num_classes=2)
+    label_issues.history_length(config, registry.loss_method("cross_entropy"), num_examples=10, num_classes=2)
 
 
 def test_auto_history_records_every_epoch_that_fits_the_budget():
-  config, plain = ce.get_config(), methods_lib.loss_method("cross_entropy")
+  config, plain = ce.get_config(), registry.loss_method("cross_entropy")
   config.num_epochs = 40
   assert label_issues.history_length(config, plain, num_examples=3_600, num_classes=10) == 40  # 5.5 MiB
   assert label_issues.history_length(config, plain, num_examples=50_000, num_classes=100) == 13  # 19 MiB an epoch
@@ -103,14 +103,14 @@ def test_auto_history_records_every_epoch_that_fits_the_budget():
   assert label_issues.history_length(config, plain, num_examples=1_281_167, num_classes=1000) == 0  # 4.8 GiB
   config.label_issues.history_length = 3
   assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 3
-  jo = methods_lib.joint_optimization_method(alpha=1.0, beta=0.5, prior=methods_lib.uniform_prior(3), begin=1)
+  jo = registry.joint_optimization_method(alpha=1.0, beta=0.5, prior=registry.uniform_prior(3), begin=1)
   assert label_issues.history_length(config, jo, num_examples=10, num_classes=3) == 0  # keeps its own
 
 
 def test_write_csv_with_names_and_sources(tmp_path):
   table = label_table_lib.create(np.array([0, 1, 1]), 2, history_length=2)
   table = label_table_lib.record(table, np.arange(3), np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]), slot=0)
-  issues = label_issues.from_run(methods_lib.loss_method("cross_entropy"), table)
+  issues = label_issues.from_run(registry.loss_method("cross_entropy"), table)
   path = label_issues.write_csv(str(tmp_path / "issues.csv"), issues, sources=["a.png", "b.png", "c.png"],
                                 class_names=["cat", "dog"])
   rows = list(csv.DictReader(open(path)))
@@ -120,7 +120,7 @@ def test_write_csv_with_names_and_sources(tmp_path):
   assert [p.name for p in tmp_path.iterdir()] == ["issues.csv"]  # no temporary file left
   with pytest.raises(ValueError, match="2 sources for 3 examples"):
     label_issues.write_csv(str(tmp_path / "x.csv"), issues, sources=["a", "b"])
-  assert label_issues.from_run(methods_lib.loss_method("cross_entropy"),
+  assert label_issues.from_run(registry.loss_method("cross_entropy"),
                                label_table_lib.create(np.array([0, 1]), 2)) is None  # nothing recorded
 
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from noisy_jax import label_table
+from noisy_jax.core import label_table
 
 
 class NumpyTable:

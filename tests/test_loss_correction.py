@@ -1,4 +1,4 @@
-"""noisy_jax.loss_correction against NumPy re-computations of the original code's formulas (REFERENCE.md section
+"""noisy_jax.methods.loss_correction against NumPy re-computations of the original code's formulas (REFERENCE.md section
 10), closed forms (T = I is cross entropy; backward correction is unbiased) and the anchor-point estimator."""
 
 import jax
@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from noisy_jax import loss_correction
-from noisy_jax import losses
-from noisy_jax import noise
+from noisy_jax.core import losses
+from noisy_jax.core import noise
+from noisy_jax.methods import loss_correction
 
 RNG = np.random.default_rng(0)
 C = 4
@@ -162,16 +162,16 @@ def _digits_config(method: dict):
 
 def test_method_needs_a_valid_transition():
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from noisy_jax import methods  # pylint: disable=g-import-not-at-top
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import registry
   config = ml_collections.ConfigDict({"name": "loss_correction", "correction": "forward", "transition": "known"})
   with pytest.raises(ValueError, match="needs its transition matrix"):
-    methods.make(config, num_classes=C)
+    registry.make(config, num_classes=C)
   with pytest.raises(ValueError, match=r"shape \(3, 3\)"):
-    methods.make(config, num_classes=C, transition=np.eye(3))
+    registry.make(config, num_classes=C, transition=np.eye(3))
   config.correction = "sideways"
   with pytest.raises(ValueError, match="'backward', 'forward'"):
-    methods.make(config, num_classes=C, transition=np.eye(C))
+    registry.make(config, num_classes=C, transition=np.eye(C))
   bad = _digits_config({"name": "loss_correction", "correction": "forward", "transition": "guessed"})
   with pytest.raises(ValueError, match="'known', 'estimated' or a"):
     runs.run_single(bad)
@@ -180,7 +180,7 @@ def test_method_needs_a_valid_transition():
 def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_entropy():
   """digits, 30% pair flips, 8 epochs of an MLP (2026-11-24, this CPU: 95.8% with the known T, 93.0% with the
   estimated one, 87.2% with CE)."""
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   ce = runs.run_single(_digits_config({"name": "loss", "loss": "cross_entropy"}))
   known = runs.run_single(_digits_config({"name": "loss_correction", "correction": "forward", "transition": "known"}))
   estimated = runs.run_single(_digits_config({"name": "loss_correction", "correction": "forward",
@@ -197,7 +197,7 @@ def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_
 
 def test_the_experiment_config_runs():
   from experiments.configs import loss_correction as config_module  # pylint: disable=g-import-not-at-top
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   config = config_module.get_config()
   assert config.method.to_dict() == {"name": "loss_correction", "correction": "forward", "transition": "known",
                                      "percentile": 97.0, "shared_filter": False}

@@ -19,11 +19,11 @@ import pytest
 import tensorflow_datasets as tfds
 
 from experiments.configs import loss_correction_paper
-from noisy_jax import methods
 from noisy_jax import models
-from noisy_jax import noise as noise_lib
-from noisy_jax import optim
-from noisy_jax import runs
+from noisy_jax.core import noise as noise_lib
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.train import optim
 
 STEPS = math.ceil(45000 / 128)  # 352: only the epoch boundaries matter to the schedule checked below
 
@@ -77,7 +77,7 @@ def test_loss_correction_paper_values(arg):
                                     "dataset": dataset if noise == "asymmetric" else ""}
   num_classes = 100 if dataset == "cifar100" else 10
   known = noise_lib.make_transition(noise, num_classes, NOISE_RATE, dataset=config.noise.dataset or None)
-  built = methods.make(config.method, num_classes=num_classes, transition=known, num_epochs=epochs)
+  built = registry.make(config.method, num_classes=num_classes, transition=known, num_epochs=epochs)
   assert built.name == f"{correction}_correction"
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from noisy_jax import loss_properties
-from noisy_jax import losses
+from noisy_jax.core import loss_properties
+from noisy_jax.core import losses
 
 C = 10
 # Closed-form class sums sum_j L(z, e_j) of the symmetric losses: MAE 2(C - 1); RCE -A (C - 1) with A = -4;

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax import test_util as jtu
 
-from noisy_jax import losses
+from noisy_jax.core import losses
 
 C = 5
 

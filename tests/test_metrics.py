@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as sk_metrics
 
-from noisy_jax import metrics
+from noisy_jax.core import metrics
 
 RNG = np.random.default_rng(0)
 N, C = 200, 6

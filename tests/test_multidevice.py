@@ -1,6 +1,6 @@
 """1-device == N-device: the per-device step mapped with shard_map gives the same training on any mesh size.
 
-joint_optimization_streamed: the N-device run streams its batches from the host (noisy_jax.streaming) where the
+joint_optimization_streamed: the N-device run streams its batches from the host (noisy_jax.parallel.streaming) where the
 1-device run gathers them from resident uint8 codes: device placement and input path together change nothing.
 
 The comparison runs in a separate process with 4 simulated CPU devices. PJRT_NPROC=8 is set before jax is imported

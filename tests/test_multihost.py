@@ -2,7 +2,7 @@
 
 tests/multihost_worker.py trains cross-entropy, Joint Optimization (per-step recording in the label table and
 relabelling; epoch modes 'steps' and 'scan') and truncated Lq (pruning from predictions on the training split)
-through `noisy_jax.train.fit`, once as a plain single process on one device and once as two processes whose mesh
+through `noisy_jax.train.loop.fit`, once as a plain single process on one device and once as two processes whose mesh
 spans both processes' devices (1 device each, and 2 simulated devices each). Every worker is bounded by a timeout;
 on failure all are killed and their stderr tails are in the assertion message. JO and truncated Lq also train
 with the label table split by rows over every device of both processes, checkpointed and resumed.
@@ -19,8 +19,8 @@ import jax
 import numpy as np
 import pytest
 
-from noisy_jax import distributed
-from noisy_jax import train
+from noisy_jax.parallel import distributed
+from noisy_jax.parallel import mesh as mesh_lib
 
 TOLERANCE = 1e-6
 TIMEOUT_S = 900  # bounds a hang; a busy 2-core machine shared with another pytest-xdist worker needs the margin
@@ -194,7 +194,7 @@ def test_maybe_initialize_checks_arguments(monkeypatch):
 
 
 def test_single_process_helpers():
-  mesh = train.make_mesh(1)
+  mesh = mesh_lib.make_mesh(1)
   tree = {"w": np.arange(6.0).reshape(2, 3), "i": np.arange(4, dtype=np.int32)}
   rep = distributed.replicated(tree, mesh)
   assert rep["w"].sharding.is_fully_replicated and rep["i"].dtype == np.int32
@@ -205,4 +205,4 @@ def test_single_process_helpers():
   with pytest.raises(ValueError, match="typed keys"):
     distributed.replicated(jax.random.key(0), mesh)
   with pytest.raises(ValueError, match="num_devices"):
-    train.make_mesh(jax.local_device_count() + 1)
+    mesh_lib.make_mesh(jax.local_device_count() + 1)

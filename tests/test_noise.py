@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from noisy_jax import noise
+from noisy_jax.core import noise
 
 # CIFAR-100 fine label names in dataset order (the meta file's fine_label_names, as listed by TFDS/HF).
 REFERENCE_FINE_NAMES = (

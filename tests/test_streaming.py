@@ -1,4 +1,4 @@
-"""Streaming input (noisy_jax.streaming) trains what resident input trains, and resumes inside an epoch.
+"""Streaming input (noisy_jax.parallel.streaming) trains what resident input trains, and resumes inside an epoch.
 
 mnist5k is written out as an image folder (5,000 PNGs); the resident run decodes it whole, the streaming run reads
 each batch from the files through Grain worker processes. Same order, same augmentation keys, same normalisation
@@ -18,13 +18,15 @@ from PIL import Image
 import pytest
 
 from noisy_jax import data
-from noisy_jax import inputs
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
-from noisy_jax import streaming
-from noisy_jax import train
+from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import image_files
+from noisy_jax.data import inputs
 from noisy_jax.data import normalization
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.parallel import streaming
+from noisy_jax.train import epoch as epoch_lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -67,14 +69,14 @@ def _config(root, input_mode, **overrides):
 
 
 def test_streaming_trains_what_resident_trains(mnist_folder):
-  runs = {}
+  results = {}
   for mode in ("resident", "streaming"):
     config = _config(mnist_folder, mode)
     dataset = inputs.load_dataset(config)
     assert dataset.on_disk == (mode == "streaming")
     assert dataset.x_train.shape == (3600, 28, 28, 1) and dataset.x_test.dtype == np.uint8
-    runs[mode] = train.run_single(config, None, dataset=dataset, keep_arrays=True)
-  resident, streamed = runs["resident"], runs["streaming"]
+    results[mode] = runs.run_single(config, None, dataset=dataset, keep_arrays=True)
+  resident, streamed = results["resident"], results["streaming"]
   for a, b in zip(resident["history"], streamed["history"]):
     assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-6)
     assert a["test_accuracy"] == b["test_accuracy"]
@@ -125,7 +127,7 @@ def test_local_rows_split_every_global_batch_by_process():
 
 def test_epoch_loader_from_a_step_is_the_rest_of_the_epoch():
   source = np.arange(50 * 3, dtype=np.uint8).reshape(50, 3, 1, 1)
-  indices, valid = (np.asarray(a) for a in train.epoch_batches(jax.random.PRNGKey(3), 50, 8))
+  indices, valid = (np.asarray(a) for a in epoch_lib.epoch_batches(jax.random.PRNGKey(3), 50, 8))
   with streaming.epoch_loader(source, indices, valid) as loader:
     whole = list(loader)
   with streaming.epoch_loader(source, indices, valid, start=4) as loader:
@@ -141,9 +143,9 @@ def test_epoch_loader_from_a_step_is_the_rest_of_the_epoch():
 
 
 def test_streaming_needs_step_dispatch():
-  method = methods_lib.loss_method("cross_entropy")
+  method = registry.loss_method("cross_entropy")
   with pytest.raises(ValueError, match="scan"):
-    train.make_epoch_fn(method, train.make_mesh(1), batch_size=8, num_examples=16, mode="scan",
+    epoch_lib.make_epoch_fn(method, mesh_lib.make_mesh(1), batch_size=8, num_examples=16, mode="scan",
                         source=np.zeros((16, 2, 2, 1), np.uint8))
 
 
@@ -156,7 +158,7 @@ def test_an_undecodable_file_met_while_streaming_is_named(digits_folder, tmp_pat
   config = _config(str(root), "streaming", input_workers=0)
   config.num_epochs = 1
   with pytest.raises(ValueError, match=names[3]):
-    train.run_single(config, None)
+    runs.run_single(config, None)
 
 
 def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):

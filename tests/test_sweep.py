@@ -1,4 +1,4 @@
-"""noisy_jax.sweep: members trained together equal train.run_single / train.fit of each member's config."""
+"""noisy_jax.experiment.sweep: members trained together equal runs.run_single / loop.fit of each member's config."""
 
 import json
 
@@ -7,11 +7,14 @@ import ml_collections
 import numpy as np
 import pytest
 
-from noisy_jax import inputs
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
-from noisy_jax import sweep
-from noisy_jax import train
+from noisy_jax import models
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.data import inputs
+from noisy_jax.experiment import sweep
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import loop
 
 EPOCHS = 3
 
@@ -19,7 +22,7 @@ EPOCHS = 3
 @pytest.fixture(scope="module")
 def digits():
   config = ml_collections.ConfigDict({"dataset": "digits", "dataset_kwargs": {}, "normalization": "per_channel"})
-  return train.load_dataset(config)
+  return inputs.load_dataset(config)
 
 
 def sweep_config(method, grid, *, seeds=(0, 1), model="mlp", **sweep_fields):
@@ -51,7 +54,7 @@ _SINGLE_RUNS = {}
 
 
 def single_fit(member_config, dataset):
-  """train.fit with the keys, labels and model of train.run_single: (state, table, history, noise report)."""
+  """loop.fit with the keys, labels and model of runs.run_single: (state, table, history, noise report)."""
   key = member_config.to_json()
   if key not in _SINGLE_RUNS:
     _SINGLE_RUNS[key] = _single_fit(member_config, dataset)
@@ -60,21 +63,21 @@ def single_fit(member_config, dataset):
 
 def _single_fit(member_config, dataset):
   stage1_key, noise_key, _ = jax.random.split(jax.random.PRNGKey(int(member_config.seed)), 3)
-  noisy, report = train.noisy_training_labels(member_config, dataset, noise_key)
-  method = methods_lib.make(member_config.method, num_classes=dataset.num_classes)
+  noisy, report = inputs.noisy_training_labels(member_config, dataset, noise_key)
+  method = registry.make(member_config.method, num_classes=dataset.num_classes)
   table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
-  state, table, history, _ = train.fit(model=train.build_model(member_config.model, dataset.num_classes),
+  state, table, history, _ = loop.fit(model=models.build(member_config.model, dataset.num_classes),
                                        method=method, table=table, dataset=dataset,
                                        clean_train_labels=dataset.y_train, config=member_config, key=stage1_key,
-                                       mesh=train.make_mesh(1))
+                                       mesh=mesh_lib.make_mesh(1))
   return state, table, history, report
 
 
 def train_sweep(config, dataset):
   members = sweep.make_members(config)
   _, fields, _ = sweep.check_sweep(config)
-  method = methods_lib.make(members[0].config.method, num_classes=dataset.num_classes)
-  model = sweep.build_model(members[0].config, dataset.num_classes)
+  method = registry.make(members[0].config.method, num_classes=dataset.num_classes)
+  model = models.build(members[0].config.model, dataset.num_classes, bn_axis_name=None)
   programs = sweep.Programs(members[0].config, model, method, input_shape=dataset.x_train.shape[1:],
                             num_examples=dataset.x_train.shape[0], member_map=config.sweep.member_map,
                             normalize=inputs.normalizer(members[0].config, dataset))
@@ -154,7 +157,7 @@ def test_run_sweep_tables_figure_chunks_and_sequential(digits, tmp_path, capsys)
   assert "last test accuracy, mean ± std over seeds:" in printed and "q \\ noise.rate" in printed
   assert "q=0.7, noise=30%" in printed
   assert list(out["mean_std"]) == ["q=0.2, noise=30%", "q=0.7, noise=30%"]
-  auto_mode = train.resolve_epoch_mode("auto", jax.devices()[0].platform)  # 'steps' on the CPU, 'scan' elsewhere
+  auto_mode = epoch_lib.resolve_epoch_mode("auto", jax.devices()[0].platform)  # 'steps' on the CPU, 'scan' elsewhere
   assert out["mode"] == f"vmap, {auto_mode}" and len(out["members"]) == 4
   saved = json.loads((tmp_path / "summary.json").read_text())
   assert saved["members"][3]["point"] == {"method.loss_kwargs.q": 0.7, "noise.rate": 0.3}
@@ -164,7 +167,7 @@ def test_run_sweep_tables_figure_chunks_and_sequential(digits, tmp_path, capsys)
     assert agg["realised_noise_rate"]["mean"] == pytest.approx(0.3, abs=0.005)
     assert agg["last_test_accuracy"]["std"] > 0  # two seeds differ
 
-  # Programs of 3 + 1 members give the numbers of the same members run one after another by train.run_single.
+  # Programs of 3 + 1 members give the numbers of the same members run one after another by runs.run_single.
   config.sweep.sequential = True
   sequential = sweep.run_sweep(config, dataset=digits)
   assert sequential["mode"] == "sequential" and len(sequential["members"]) == 4

@@ -13,11 +13,13 @@ import jax
 import numpy as np
 import pytest
 
-from noisy_jax import checkpoint as checkpoint_lib
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import methods as methods_lib
-from noisy_jax import table_sharding
-from noisy_jax import train
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.parallel import table_sharding
+from noisy_jax.train import checkpoint as checkpoint_lib
+from noisy_jax.train import table_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -91,7 +93,7 @@ def test_sharded_run_on_four_devices_checkpoints_its_rows_in_place_and_resumes_b
 
 
 def test_sharded_reads_and_writes_equal_numpy_on_one_device():
-  _check_reads_and_writes(sharded_table_worker.check_reads_and_writes(train.make_mesh(1)), padding_rows=0)
+  _check_reads_and_writes(sharded_table_worker.check_reads_and_writes(mesh_lib.make_mesh(1)), padding_rows=0)
 
 
 def test_auto_rule_and_memory_per_device():
@@ -155,7 +157,7 @@ def test_sharded_run_resumes_with_a_replicated_table(tmp_path):
   config.method.prune_start, config.method.prune_every = 2, 1  # prunes after every epoch
   config.label_table_sharding = "sharded"
   reference = str(tmp_path / "reference")
-  summary = train.run_single(config, reference)
+  summary = runs.run_single(config, reference)
   assert 0 < summary["stage1"]["pruned_fraction"] < 1
   epoch, ref = _arrays(reference)
   assert epoch == 3
@@ -164,7 +166,7 @@ def test_sharded_run_resumes_with_a_replicated_table(tmp_path):
   shutil.rmtree(os.path.join(checkpoint_lib.stage_dir(resumed, "stage1"), "3"))
   config.label_table_sharding = "replicated"
   logged = []
-  train.run_single(config, resumed, log_fn=logged.append)
+  runs.run_single(config, resumed, log_fn=logged.append)
   assert [r["epoch"] for r in logged] == [3]
   _, again = _arrays(resumed)
   leaves_ref, leaves_again = jax.tree_util.tree_leaves_with_path(ref), jax.tree_util.tree_leaves_with_path(again)
@@ -175,7 +177,7 @@ def test_sharded_run_resumes_with_a_replicated_table(tmp_path):
 
 
 def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_for_recovery():
-  """train.table_metrics on a table padded for 4 devices equals NumPy on its real rows; without clean labels it
+  """table_metrics.table_metrics on a table padded for 4 devices equals NumPy on its real rows; without clean labels it
   gives only the relabelled (or pruned) fraction."""
   rng = np.random.default_rng(2)
   n, c = 10, 3
@@ -184,9 +186,9 @@ def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_f
   soft = np.eye(c, dtype=np.float32)[np.where(rng.random(n) < 0.6, clean, given)]
   table = label_table_lib.create(given, c, history_length=1).replace(soft_labels=soft)
   padded = table_sharding.pad(table, 4)  # 12 rows: 2 padding rows (label -1)
-  jo = methods_lib.joint_optimization_method(alpha=1.2, beta=0.8, prior=methods_lib.uniform_prior(c), begin=1,
+  jo = registry.joint_optimization_method(alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1,
                                             history_length=1)
-  out = train.table_metrics(padded, clean, jo, num_examples=n)
+  out = table_metrics.table_metrics(padded, clean, jo, num_examples=n)
   changed = soft.argmax(1) != given
   noisy = clean != given
   assert out["relabelled_fraction"] == np.mean(changed)
@@ -194,4 +196,4 @@ def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_f
   tp = np.sum(changed & noisy)
   assert out["detection_precision"] == pytest.approx(tp / np.sum(changed))
   assert out["detection_recall"] == pytest.approx(tp / np.sum(noisy))
-  assert train.table_metrics(padded, None, jo, num_examples=n) == {"relabelled_fraction": np.mean(changed)}
+  assert table_metrics.table_metrics(padded, None, jo, num_examples=n) == {"relabelled_fraction": np.mean(changed)}

@@ -7,6 +7,7 @@ build a few JPEGs in pytest's tmp_path (a fixture, never a fallback of the libra
 
 import os
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -14,9 +15,10 @@ import tensorflow_datasets as tfds
 
 from experiments.configs import ce
 from noisy_jax import data
-from noisy_jax import train
 from noisy_jax.data import clothing1m
+from noisy_jax.data import inputs
 from noisy_jax.data import tfds_data
+from noisy_jax.experiment import runs
 
 NUM_MOCK = 40
 SHAPES = {"mnist": (28, 28, 1), "fashion_mnist": (28, 28, 1), "cifar10": (32, 32, 3), "cifar100": (32, 32, 3),
@@ -181,12 +183,12 @@ def _config(noise_type="dataset"):
 
 def test_dataset_noise_uses_the_human_labels(mock):
   ds = data.load("cifar10_n", noise_key="worst")
-  noisy, report = train.noisy_training_labels(_config(), ds, train.jax.random.PRNGKey(0))
+  noisy, report = inputs.noisy_training_labels(_config(), ds, jax.random.PRNGKey(0))
   np.testing.assert_array_equal(noisy, ds.noisy_y_train)
   assert report["flip_rate"] == pytest.approx(np.mean(ds.noisy_y_train != ds.y_train))
   assert report["counts"].sum() == ds.num_train
   # Other noise types still corrupt the CLEAN labels of a CIFAR-N dataset.
-  symmetric, report = train.noisy_training_labels(_config("symmetric"), ds, train.jax.random.PRNGKey(0))
+  symmetric, report = inputs.noisy_training_labels(_config("symmetric"), ds, jax.random.PRNGKey(0))
   assert report["flip_rate"] == pytest.approx(np.mean(symmetric != ds.y_train))
   assert 0.2 < report["flip_rate"] <= 0.5  # 40% per class, rounded per class on 40 examples
   assert not np.array_equal(symmetric, ds.noisy_y_train)
@@ -195,7 +197,7 @@ def test_dataset_noise_uses_the_human_labels(mock):
 def test_dataset_noise_needs_a_dataset_with_noisy_labels(mock):
   ds = data.load("mnist")
   with pytest.raises(ValueError, match="dataset 'mnist' has none"):
-    train.noisy_training_labels(_config(), ds, train.jax.random.PRNGKey(0))
+    inputs.noisy_training_labels(_config(), ds, jax.random.PRNGKey(0))
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -210,7 +212,7 @@ def test_one_training_epoch_per_dataset(mock, name):
   config.optimizer.lr_boundaries = ()
   config.model.name = "mlp"
   config.model.kwargs = {"hidden_sizes": (16,)}
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   (record,) = summary["history"]
   assert np.isfinite(record["train_loss"])
   assert 0.0 <= summary["last_test_accuracy"] <= 1.0

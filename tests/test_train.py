@@ -17,9 +17,17 @@ from experiments.configs import encouraging
 from experiments.configs import gce
 from experiments.configs import joint_optimization
 from experiments.configs import truncated_lq
-from noisy_jax import label_table as label_table_lib
-from noisy_jax import comparison
-from noisy_jax import train
+from noisy_jax import models
+from noisy_jax.core import augment
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import comparison
+from noisy_jax.experiment import runs
+from noisy_jax.methods import registry
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import method as method_lib
+from noisy_jax.train import optim
+from noisy_jax.train import state as state_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
@@ -48,7 +56,7 @@ def tiny(config_module, **overrides):
 
 @pytest.fixture(scope="module")
 def summaries():
-  return {name: train.run_single(tiny(module)) for name, module in CONFIGS.items()}
+  return {name: runs.run_single(tiny(module)) for name, module in CONFIGS.items()}
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -82,19 +90,19 @@ def test_joint_optimization_relabels_and_runs_stage2(summaries):
 def test_same_seed_same_numbers_different_seed_different_noise():
   config = tiny(joint_optimization)
   config.num_epochs, config.stage2.num_epochs = 4, 2
-  first, second = train.run_single(config), train.run_single(config)
+  first, second = runs.run_single(config), runs.run_single(config)
   timing = ("seconds", "steps_per_second")  # wall-clock measurements, the only fields allowed to differ
   strip = lambda h: [{k: v for k, v in r.items() if k not in timing} for r in h]
   assert strip(first["history"]) == strip(second["history"])
   assert first["noise"]["sha256"] == second["noise"]["sha256"]
   config.seed = 1
-  third = train.run_single(config)
+  third = runs.run_single(config)
   assert third["noise"]["sha256"] != first["noise"]["sha256"]
 
 
 def test_workdir_outputs(tmp_path):
   config = tiny(gce, num_epochs=3)
-  summary = train.run_single(config, str(tmp_path))
+  summary = runs.run_single(config, str(tmp_path))
   lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
   assert [json.loads(l)["epoch"] for l in lines] == [1, 2, 3]
   on_disk = json.loads((tmp_path / "summary.json").read_text())
@@ -105,7 +113,7 @@ def test_workdir_outputs(tmp_path):
 def test_epoch_program_uses_every_example_once(num_examples):
   """Also for a split smaller than the padding of its one batch (50 or 1 example, batch 128): the padding cycles
   through the permutation again."""
-  indices, valid = train.epoch_batches(jax.random.PRNGKey(0), num_examples, 128)
+  indices, valid = epoch_lib.epoch_batches(jax.random.PRNGKey(0), num_examples, 128)
   steps = -(-num_examples // 128)
   assert indices.shape == valid.shape == (steps, 128)
   used = np.asarray(indices)[np.asarray(valid)]
@@ -121,20 +129,19 @@ def test_epoch_program_uses_every_example_once(num_examples):
 def test_epoch_program_compiles_once(mode, augmented):
   """The epoch program ('scan': one program; 'steps': one step program dispatched per batch) is traced once however
   many epochs and steps run, with or without on-device augmentation (no retrace per step or per epoch)."""
-  from noisy_jax import augment, methods, models
   traces = []
-  method = methods.loss_method("cross_entropy")
-  traced = methods.Method(name="counted", objective=lambda *a: (traces.append(1), method.objective(*a))[1])
-  model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=train.AXIS)
-  mesh = train.make_mesh(1)
+  method = registry.loss_method("cross_entropy")
+  traced = method_lib.Method(name="counted", objective=lambda *a: (traces.append(1), method.objective(*a))[1])
+  model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=mesh_lib.AXIS)
+  mesh = mesh_lib.make_mesh(1)
   cfg = ml_collections.ConfigDict({"learning_rate": 0.1})
   shape = (4, 4, 1)
-  state = train.replicate(train.create_train_state(model, jax.random.PRNGKey(0), shape, train.make_optimizer(cfg, 3)),
-                          mesh)
-  table = train.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
-  x = train.replicate(jax.random.normal(jax.random.PRNGKey(1), (40, *shape)), mesh)
+  state = state_lib.create_train_state(model, jax.random.PRNGKey(0), shape, optim.make_optimizer(cfg, 3))
+  state = mesh_lib.replicate(state, mesh)
+  table = mesh_lib.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
+  x = mesh_lib.replicate(jax.random.normal(jax.random.PRNGKey(1), (40, *shape)), mesh)
   augment_fn = augment.make_augment({"crop_padding": 1, "flip": True}) if augmented else None
-  epoch_fn = train.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40, mode=mode, augment=augment_fn)
+  epoch_fn = epoch_lib.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40, mode=mode, augment=augment_fn)
   for epoch in range(1, 5):  # 4 epochs x 3 steps
     state, table, _ = epoch_fn(state, table, x, jax.random.PRNGKey(epoch), jnp.int32(epoch))
   assert len(traces) == 1
@@ -184,18 +191,17 @@ def test_default_config_is_the_issue_setting():
 
 
 def test_method_config_rejects_unknown_fields():
-  from noisy_jax import methods as methods_lib
   bad = ml_collections.ConfigDict({"name": "joint_optimization", "alpha": 1.2, "beta": 0.8, "begin": 5,
                                    "history_length": 3, "relabel": "soft", "bgein": 7})
   with pytest.raises(ValueError, match=r"bgein.*'joint_optimization'"):
-    methods_lib.make(bad, num_classes=10)
+    registry.make(bad, num_classes=10)
   for run in default.get_config().runs.values():  # every shipped config only uses known fields
-    methods_lib.make(run.method, num_classes=10)
+    registry.make(run.method, num_classes=10)
 
 
 def test_training_split_metrics_are_consistent():
   config = tiny(ce, num_epochs=2, eval_train=True)
-  summary = train.run_single(config)
+  summary = runs.run_single(config)
   rate = summary["noise"]["realised_rate"]
   for r in summary["history"]:
     # On correctly-labelled examples the given label is the clean one, so overall clean accuracy splits exactly.
@@ -208,41 +214,39 @@ def test_training_split_metrics_are_consistent():
 
 
 def test_joint_optimization_relabel_options_are_checked():
-  from noisy_jax import methods as methods_lib
   kwargs = dict(alpha=1.0, beta=0.5, prior=np.full(10, 0.1), begin=2)
   with pytest.raises(ValueError, match="relabel_k=0 must be a positive int"):
-    methods_lib.joint_optimization_method(relabel="hard_top_k", **kwargs)
+    registry.joint_optimization_method(relabel="hard_top_k", **kwargs)
   with pytest.raises(ValueError, match="relabel_k=5 is only used with relabel='hard_top_k'"):
-    methods_lib.joint_optimization_method(relabel="soft", relabel_k=5, **kwargs)
+    registry.joint_optimization_method(relabel="soft", relabel_k=5, **kwargs)
   with pytest.raises(ValueError, match="hard_top_k"):  # the error lists the allowed modes
-    methods_lib.joint_optimization_method(relabel="top_k", **kwargs)
+    registry.joint_optimization_method(relabel="top_k", **kwargs)
 
 
 def test_loss_method_label_smoothing_trains_on_smoothed_targets():
   """Method 'loss' with label_smoothing eps: the objective is the loss against (1 - eps) y + eps / C."""
-  from noisy_jax import losses, methods
   logits = jax.random.normal(jax.random.PRNGKey(0), (6, 4)) * 3.0
   labels = jax.nn.one_hot(jnp.array([0, 1, 2, 3, 0, 1]), 4)
   ones = jnp.ones(6)
-  method = methods.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy", "label_smoothing": 0.2}),
+  method = registry.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy", "label_smoothing": 0.2}),
                         num_classes=4)
   expected = np.mean(-np.sum((0.8 * np.asarray(labels) + 0.05) * np.asarray(jax.nn.log_softmax(logits)), -1))
   np.testing.assert_allclose(method.objective(logits, labels, ones, ones > 0), expected, rtol=1e-6)
-  plain = methods.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy"}), num_classes=4)
+  plain = registry.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy"}), num_classes=4)
   assert abs(float(plain.objective(logits, labels, ones, ones > 0)) - expected) > 1e-3
   with pytest.raises(ValueError, match="label_smoothing=1.5"):
-    methods.loss_method("cross_entropy", label_smoothing=1.5)
+    registry.loss_method("cross_entropy", label_smoothing=1.5)
 
 
 def test_only_the_main_process_writes_run_files(tmp_path, monkeypatch):
   """Multi-host: a process other than 0 writes no metrics/TensorBoard/summary, but still takes part in checkpoints."""
-  from noisy_jax import distributed
+  from noisy_jax.parallel import distributed
   monkeypatch.setattr(distributed, "is_main_process", lambda: False)
   config = tiny(gce, num_epochs=2)
   config.checkpoint_every = 1
-  train.run_single(config, str(tmp_path))
+  runs.run_single(config, str(tmp_path))
   names = sorted(p.name for p in tmp_path.iterdir())
   assert names == ["checkpoints"], names
   monkeypatch.setattr(distributed, "is_main_process", lambda: True)
-  train.run_single(config, str(tmp_path / "main"))
+  runs.run_single(config, str(tmp_path / "main"))
   assert {"metrics.jsonl", "summary.json", "checkpoints"} <= {p.name for p in (tmp_path / "main").iterdir()}

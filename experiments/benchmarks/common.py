@@ -16,9 +16,9 @@ CPUs) and calls `torch.set_num_threads(N)`; both counts are printed.
 
 Host malloc: `--host-malloc` (default 'auto', what `experiments/train.py` does: retained freed memory on a CPU-only
 machine, glibc's defaults where an accelerator plugin is installed, `host_memory.should_retain`) applies
-`noisy_jax.host_memory` before JAX starts; 'retain' forces it, 'system' measures with glibc's defaults. The setting
-is process-wide, so in the one-process benchmarks the PyTorch side runs under it too (it changes PyTorch's step by
-less than the noise: experiments/benchmarks/README.md).
+`noisy_jax.parallel.host_memory` before JAX starts; 'retain' forces it, 'system' measures with glibc's defaults. The
+setting is process-wide, so in the one-process benchmarks the PyTorch side runs under it too (it changes PyTorch's step
+by less than the noise: experiments/benchmarks/README.md).
 
 PyTorch's device: `--torch-device cuda` (train_step, small_cnn_epoch, epoch) puts the PyTorch model and its fixed
 tensors on the GPU (`torch_device`; an error, never a silent CPU run, where CUDA is not available), moves
@@ -51,7 +51,7 @@ def base_parser(description: str, *, repeats: int, warmup: int = 2,
   parser.add_argument("--threads", type=int, default=0,
                       help="cores for both frameworks (default 0: every core this process may use)")
   parser.add_argument("--host-malloc", default="auto", choices=("auto", "retain", "system"),
-                      help="glibc malloc policy set before JAX starts (noisy_jax.host_memory; default %(default)s: "
+                      help="glibc malloc policy set before JAX starts (parallel.host_memory; default %(default)s: "
                       "retain unless an accelerator plugin is installed)")
   if torch_device:
     parser.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
@@ -63,7 +63,7 @@ def base_parser(description: str, *, repeats: int, warmup: int = 2,
 def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc: str = "auto") -> dict:
   """Pins the process to `threads` cores (0: all allowed) and sets PyTorch's intra-op threads to match.
 
-  Also applies the `host_malloc` policy ('auto', 'retain' or 'system', `noisy_jax.host_memory`); the returned
+  Also applies the `host_malloc` policy ('auto', 'retain' or 'system', `noisy_jax.parallel.host_memory`); the returned
   counts carry whether retention is in force as 'host_malloc_retained'.
 
   Call before the first JAX computation (the CPU backend reads the affinity when it starts). Returns the counts
@@ -76,7 +76,7 @@ def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc:
       raise ValueError(f"--threads={threads} exceeds the {len(allowed)} cores this process may use.")
     allowed = allowed[:threads]
     os.sched_setaffinity(0, allowed)
-  from noisy_jax import host_memory  # pylint: disable=g-import-not-at-top  (imports no JAX)
+  from noisy_jax.parallel import host_memory  # pylint: disable=g-import-not-at-top  (imports no JAX)
   info = {"cores": len(allowed), "jax_cpu_threads": len(os.sched_getaffinity(0)), "torch_threads": None,
           "host_malloc_retained": host_memory.configure(host_malloc)}
   if not with_torch:

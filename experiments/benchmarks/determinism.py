@@ -40,7 +40,7 @@ def _child(epochs: int, gpu_deterministic: bool) -> None:
   """Trains once; prints one JSON line: the records without timings and the final parameters as lists."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   out = runs.run_single(_config(epochs, gpu_deterministic), keep_arrays=True)
   history = [{k: v for k, v in r.items() if k not in TIMING} for r in out["history"]]
   params = [np.asarray(x, np.float64).ravel().tolist() for x in jax.tree.leaves(out["arrays"]["stage1"])]

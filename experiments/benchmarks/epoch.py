@@ -6,10 +6,10 @@ SGD momentum 0.9 + weight decay, and, by default, Joint Optimization's label-tab
 labels by index, the JO loss, each example's softmax recorded into the history at its index, and the soft relabel
 from the history mean at the end of the epoch (`--method ce`: cross entropy, no history, no relabel).
 
-noisy_jax (what `noisy_jax.train.fit` runs per epoch): the images resident on the device as uint8 codes;
-`train.make_epoch_fn` with `normalize` = `normalization.fit(<the split>, 'per_channel')` (fit's default: per-channel
+noisy_jax (what `noisy_jax.train.loop.fit` runs per epoch): the images resident on the device as uint8 codes;
+`epoch_lib.make_epoch_fn` with `normalize` = `normalization.fit(<the split>, 'per_channel')` (fit's default: per-channel
 statistics of the training split, applied on the device to each gathered batch inside the step), on-device
-permutation, gather, normalisation, `noisy_jax.augment` crop + flip, the train step with the table gather and
+permutation, gather, normalisation, `noisy_jax.core.augment` crop + flip, the train step with the table gather and
 history write (`--jax-mode`: 'auto' = one compiled step per batch on CPU ('steps'), the whole epoch as one
 `lax.scan` program on an accelerator ('scan')), then the method's jitted table update, then the epoch metrics
 fetched to the host.
@@ -55,9 +55,11 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
-  from noisy_jax import augment as augment_lib  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import mesh as mesh_lib
+  from noisy_jax.parallel import xla_options
+  from noisy_jax.train import epoch as epoch_lib
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
@@ -70,21 +72,21 @@ def main(argv=None):
   steps_per_epoch = math.ceil(n / batch_size)
 
   # --- noisy_jax: the epoch program of `fit`.
-  mesh = train.make_mesh(1)
+  mesh = mesh_lib.make_mesh(1)
   model = jax_side.make_model("preact_resnet32", num_classes)
   method = jax_side.make_method(args.method, num_classes)
   state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
   num_parameters = jax_side.count_parameters(state.params)
-  jx = {"state": train.replicate(state, mesh),
-        "table": train.replicate(jax_side.make_table(method, labels, num_classes), mesh),
+  jx = {"state": mesh_lib.replicate(state, mesh),
+        "table": mesh_lib.replicate(jax_side.make_table(method, labels, num_classes), mesh),
         "epoch": 0}
   # As fit: uint8 codes on the device, normalised in the step (inputs.normalizer: normalization.fit, per channel).
   normalize = normalization.fit(types.SimpleNamespace(x_train=images_u8, pixel_max=255.0), "per_channel")
-  images = train.replicate(jnp.asarray(images_u8), mesh)
-  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
+  images = mesh_lib.replicate(jnp.asarray(images_u8), mesh)
+  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
                                  augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
                                  normalize=normalize,
-                                 compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform))
+                                 compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform))
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   order_key = jax.random.key(1)
 

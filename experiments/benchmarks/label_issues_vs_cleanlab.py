@@ -1,11 +1,11 @@
-"""Label issues from one training run (noisy_jax.label_issues) vs cleanlab on 5-fold out-of-sample probabilities.
+"""Label issues from one training run (noisy_jax.core.label_issues) vs cleanlab on 5-fold out-of-sample probabilities.
 
 mnist5k (N = 3,600 training examples), the ce config's SmallCNN and SGD, seed 0; planted errors = given != clean.
 Settings (`--settings`): sym20, sym40, sym60 (symmetric, exact per class), asym40 (the MNIST map 7->1, 2->7,
 5<->6, 3->8: classes outside the map are never flipped) and pseudo40 (Joint Optimization's pseudo-label noise,
 as experiments/configs/pseudo_label_noise.py sets it: 40% take their k-means cluster's class).
 
-Training, all through `noisy_jax.train.fit` (the trainer `runs.run_single` calls), E epochs each (`--epochs`,
+Training, all through `noisy_jax.train.loop.fit` (the trainer `runs.run_single` calls), E epochs each (`--epochs`,
 default 20: half of the ce config's 40, with its lr boundaries (20, 30) scaled to E: (10, 15)); the validation
 and test splits are dropped, so no run spends time evaluating them:
   * one cross-entropy run on all N examples with `config.label_issues.history_length = E`: the label table then
@@ -21,7 +21,7 @@ Detectors (probabilities P [N, C] -> a ranking by label quality q and a flagged 
   history_E      our label_issues.from_run on the CE run's table: P = mean of the E recorded epochs.
   history_last10 the same table, only the ring slots of epochs E-9..E kept (what a 10-epoch history records, as
                  JO's does), from_run again: no extra training.
-  final_eval     the final CE network's in-sample softmax in eval mode: train.make_predict_fn with the run's
+  final_eval     the final CE network's in-sample softmax in eval mode: predict_lib.make_predict_fn with the run's
                  normaliser (inputs.normalizer: per-channel statistics of the training split, as fit uses) on the
                  training split; label_issues.find.
   jo_table       label_issues.from_run on the JO run's table: q from its history mean (last 10 epochs), flagged
@@ -109,21 +109,21 @@ def _configs(setting: str, epochs: int, seed: int):
 def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=None):
   """One `fit` of `config.method` on `dataset` with `labels` as the given labels; (state, host table, history, s)."""
   import jax  # pylint: disable=g-import-not-at-top
-  from noisy_jax import label_issues  # pylint: disable=g-import-not-at-top
-  from noisy_jax import label_table  # pylint: disable=g-import-not-at-top
-  from noisy_jax import methods  # pylint: disable=g-import-not-at-top
-  from noisy_jax import runs  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_table  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import registry  # pylint: disable=g-import-not-at-top
+  from noisy_jax.train import loop  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
-  method = methods.make(config.method, num_classes=dataset.num_classes)
+  method = registry.make(config.method, num_classes=dataset.num_classes)
   if history_length is None:  # what run_single records for label issues (config.label_issues.history_length)
     history_length = label_issues.history_length(config, method, num_examples=len(labels),
                                                  num_classes=dataset.num_classes)
   if history_length:
     method = dataclasses.replace(method, history_length=history_length)
   table = label_table.create(labels, dataset.num_classes, history_length=method.history_length)
-  model = runs.build_model(config.model, dataset.num_classes, dataset.x_train.shape[1:])
-  state, table, history, _ = train.fit(model=model, method=method, table=table, dataset=dataset,
+  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  state, table, history, _ = loop.fit(model=model, method=method, table=table, dataset=dataset,
                                        clean_train_labels=clean, config=config, key=key, mesh=mesh, stage="stage1")
   table = jax.device_get(table)
   return model, method, state, table, history, time.perf_counter() - start
@@ -132,11 +132,13 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
 def _predict(model, config, dataset, state, images, mesh):
   """Eval-mode softmax of `images` by the trained `state`, normalised as `fit` normalised `dataset`."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
-  options = train.run_compiler_options(config, model, mesh.devices.flat[0].platform)
-  predict = train.make_predict_fn(model, normalize=inputs.normalizer(config, dataset), compiler_options=options)
-  return np.asarray(predict(train._variables(state), np.asarray(images)), np.float64)  # pylint: disable=protected-access
+  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import xla_options  # pylint: disable=g-import-not-at-top
+  from noisy_jax.train import predict as predict_lib  # pylint: disable=g-import-not-at-top
+  from noisy_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
+  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
+  predict = predict_lib.make_predict_fn(model, normalize=inputs.normalizer(config, dataset), compiler_options=options)
+  return np.asarray(predict(state_lib.variables_of(state), np.asarray(images)), np.float64)
 
 
 def _quality_by_index(issues) -> "object":
@@ -156,7 +158,7 @@ def _flags_by_index(issues):
 
 def _ours_from_table(method, table):
   """{'quality': {score: q}, 'flags': {rule: is_issue}, 'probs': P} from label_issues.from_run on a host table."""
-  from noisy_jax import label_issues  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   quality, flags = {}, {}
   for score in SCORES:
     for rule in RULES:
@@ -167,7 +169,7 @@ def _ours_from_table(method, table):
 
 
 def _ours_from_probs(probs, given):
-  from noisy_jax import label_issues  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   return {"quality": {s: label_issues.label_quality(probs, given, score=s) for s in SCORES},
           "flags": {r: label_issues.flag(probs, given, rule=r) for r in RULES}}
 
@@ -218,7 +220,7 @@ def run_setting(setting: str, *, epochs: int, seed: int, cleanlab, mesh, log) ->
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from sklearn.model_selection import StratifiedKFold  # pylint: disable=g-import-not-at-top
-  from noisy_jax import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
   ce_config, jo_config = _configs(setting, epochs, seed)
   full = inputs.load_dataset(ce_config)
   # No validation or test split: no run evaluates anything per epoch; the wall times are training + detection.
@@ -347,7 +349,7 @@ def main(argv=None):
   parser.add_argument("--threads", type=int, default=0,
                       help="cores for JAX (default 0: every core this process may use)")
   parser.add_argument("--host-malloc", default="auto", choices=("auto", "retain", "system"),
-                      help="glibc malloc policy set before JAX starts (noisy_jax.host_memory; default %(default)s)")
+                      help="glibc malloc policy set before JAX starts (parallel.host_memory; default %(default)s)")
   args = parser.parse_args(argv)
   settings = [s.strip() for s in args.settings.split(",") if s.strip()]
   if args.quick and not argv_has(argv, "--settings"):
@@ -360,10 +362,10 @@ def main(argv=None):
   args.repeats, args.warmup = 1, 0  # one training per side and setting (common.report's record fields)
 
   from experiments.configs import ce  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   ce_epochs = int(ce.get_config().num_epochs)
   epochs = args.epochs or (2 if args.quick else min(ce_epochs, CE_EPOCHS_CAP))
-  mesh = train.make_mesh(None)
+  mesh = mesh_lib.make_mesh(None)
   start = time.perf_counter()
   results = {}
   for setting in settings:

@@ -1,6 +1,6 @@
 """The cost of Joint Optimization's label-table work in the train step, noisy_jax only: overhead over plain CE.
 
-Three versions of the same donated, jitted train step (`noisy_jax.train.train_step` under `jax.shard_map`), same
+Three versions of the same donated, jitted train step (`noisy_jax.train.step.train_step` under `jax.shard_map`), same
 model, same batch, same label table size:
   * 'CE': cross entropy against the table's soft labels (the row gather `table.soft_labels[idx]` is in every step);
   * 'JO loss only': the Joint Optimization loss Lc + alpha Lp + beta Le (prior and entropy terms), no recording;

@@ -15,7 +15,7 @@
 # XLA_PYTHON_CLIENT_PREALLOCATE (default false: JAX and PyTorch share the GPU in one process, and JAX's default
 # preallocation of 75% of the GPU's memory would starve PyTorch's allocator), JAX_PLATFORMS (default cuda,cpu:
 # JAX fails at start instead of falling back to the CPU when its CUDA backend cannot start).
-# Host malloc: the scripts' default 'auto' (noisy_jax.host_memory.should_retain) keeps glibc's defaults where a
+# Host malloc: the scripts' default 'auto' (noisy_jax.parallel.host_memory.should_retain) keeps glibc's defaults where a
 # JAX accelerator plugin is installed; env.txt records what it decided.
 set -uo pipefail
 
@@ -55,7 +55,7 @@ import importlib
 import sys
 
 problems = []
-for module in ("experiments.benchmarks.jax_side", "experiments.benchmarks.torch_side", "noisy_jax.augment",
+for module in ("experiments.benchmarks.jax_side", "experiments.benchmarks.torch_side", "noisy_jax.core.augment",
                "noisy_jax.data.normalization", "ml_collections", "mlxtend"):
   try:
     importlib.import_module(module)
@@ -63,7 +63,7 @@ for module in ("experiments.benchmarks.jax_side", "experiments.benchmarks.torch_
     problems.append(f"import {module}: {type(error).__name__}: {error}")
 import jax  # pylint: disable=g-import-not-at-top
 import torch  # pylint: disable=g-import-not-at-top
-from noisy_jax import host_memory  # pylint: disable=g-import-not-at-top
+from noisy_jax.parallel import host_memory  # pylint: disable=g-import-not-at-top
 device = jax.devices()[0]
 print(f"jax: platform {device.platform}, device_kind {device.device_kind}, {jax.device_count()} device(s)")
 if device.platform != "gpu":

@@ -4,7 +4,7 @@ The library's default experiment in miniature: `SmallCNN` (widths 12/24/48, Batc
 head) on the 3,600 mnist5k training images (standardised per channel), batch 128, cross entropy, SGD momentum 0.9
 + weight decay 5e-4, no augmentation, random labels-free: the given (clean) labels.
 
-noisy_jax: `train.make_epoch_fn` (`--jax-mode`: 'auto' = one compiled step per batch on CPU ('steps'), the whole
+noisy_jax: `epoch_lib.make_epoch_fn` (`--jax-mode`: 'auto' = one compiled step per batch on CPU ('steps'), the whole
 epoch as one `lax.scan` program on an accelerator ('scan')) with the images resident on the device, then the epoch
 metrics fetched to the host (what `fit` does before evaluating).
 PyTorch, two loops over the same NCHW tensors:
@@ -43,7 +43,9 @@ def main(argv=None):
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import mesh as mesh_lib
+  from noisy_jax.parallel import xla_options
+  from noisy_jax.train import epoch as epoch_lib
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
@@ -56,16 +58,16 @@ def main(argv=None):
   steps_per_epoch = math.ceil(n / batch_size)
 
   # --- noisy_jax
-  mesh = train.make_mesh(1)
+  mesh = mesh_lib.make_mesh(1)
   model = jax_side.make_model("small_cnn", num_classes)
   method = jax_side.make_method("ce", num_classes)
   state = jax_side.make_state(model, x_train.shape[1:], steps_per_epoch=steps_per_epoch)
   num_parameters = jax_side.count_parameters(state.params)
-  jx = {"state": train.replicate(state, mesh),
-        "table": train.replicate(jax_side.make_table(method, y_train, num_classes), mesh), "epoch": 0}
-  images = train.replicate(jnp.asarray(x_train), mesh)
-  epoch_fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
-                                 compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform))
+  jx = {"state": mesh_lib.replicate(state, mesh),
+        "table": mesh_lib.replicate(jax_side.make_table(method, y_train, num_classes), mesh), "epoch": 0}
+  images = mesh_lib.replicate(jnp.asarray(x_train), mesh)
+  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
+                                 compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform))
   order_key = jax.random.key(1)
 
   def jax_epoch():

@@ -12,7 +12,7 @@ Four measurements, in one process (Grain's workers are spawned, PyTorch's forked
 
 1. Data path alone, one unit = one epoch of the N files, every batch of 128 consumed, sides alternated:
    noisy_jax: `streaming.epoch_loader` over an `ImageFiles` of ROOT/train (listed by `data.disk.list_folder`, as
-     the image_folder loader lists it) with W Grain worker processes, in the order `train.epoch_batches` gives
+     the image_folder loader lists it) with W Grain worker processes, in the order `epoch_lib.epoch_batches` gives
      one epoch key (the last batch padded to 128 with invalid rows, as the trainer reads it);
    PyTorch: a Dataset written here that does what torchvision's `ImageFolder` + `PILToTensor()` do (the classes
      are the sorted sub-folders of ROOT/train, the files of each sorted; a sample is opened with PIL, converted to
@@ -22,12 +22,12 @@ Four measurements, in one process (Grain's workers are spawned, PyTorch's forked
 2. A whole epoch feeding the pre-activation ResNet-32 train step (batch 128, cross entropy, SGD momentum 0.9 +
    weight decay 5e-4) over --epoch-images files (default 5,000: every (N / 5,000)-th file of the folder, the
    classes balanced; a full 50,000-image epoch is ~200 s per side on a 2-core CPU):
-   noisy_jax: `train.make_epoch_fn(..., source=ImageFiles, normalize=normalization.fit(<those files>,
-     'per_channel'), workers=W)`: what `train.fit` runs per epoch with config.input='streaming' (uint8 batches
+   noisy_jax: `epoch_lib.make_epoch_fn(..., source=ImageFiles, normalize=normalization.fit(<those files>,
+     'per_channel'), workers=W)`: what `loop.fit` runs per epoch with config.input='streaming' (uint8 batches
      from the Grain workers, normalised on the device inside the step), then the metrics fetched;
    PyTorch: the Dataset above with ToTensor + Normalize(the same mean and std) per example (torch_side.py) in the
      same DataLoader, the step as in train_step.py / epoch.py.
-   `--augment` adds random crop (padding 4) + horizontal flip to both (noisy_jax.augment on the device; the
+   `--augment` adds random crop (padding 4) + horizontal flip to both (noisy_jax.core.augment on the device; the
    per-example torchvision-style transforms of torch_side.py).
    Waiting for data: the time spent in next(loader) (and in creating the loader: worker start) over the epoch
    time. PyTorch's step is synchronous, so that is the time its step waited. noisy_jax dispatches steps
@@ -312,7 +312,7 @@ def main(argv=None):
     args.num_files, args.epoch_images, args.resident_examples = 640, 64, 5000
   workers = [int(w) for w in args.workers.split(",")]
   data_dir = args.data_dir or default_data_dir(args.num_files)
-  if not args.batch_size <= args.epoch_images <= args.num_files:  # train.epoch_batches pads from the epoch's rows
+  if not args.batch_size <= args.epoch_images <= args.num_files:  # epoch_lib.epoch_batches pads from the epoch's rows
     raise SystemExit(f"--epoch-images={args.epoch_images} must be in [--batch-size={args.batch_size}, "
                      f"--num-files={args.num_files}].")
   load_at_start = [round(x, 2) for x in os.getloadavg()]
@@ -325,12 +325,14 @@ def main(argv=None):
   from PIL import Image  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
-  from noisy_jax import augment as augment_lib  # pylint: disable=g-import-not-at-top
-  from noisy_jax import streaming  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import image_files  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import mesh as mesh_lib
+  from noisy_jax.parallel import streaming  # pylint: disable=g-import-not-at-top
+  from noisy_jax.parallel import xla_options
+  from noisy_jax.train import epoch as epoch_lib
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
@@ -378,7 +380,7 @@ def main(argv=None):
 
     def run():
       state["epoch"] += 1
-      indices, valid = train.epoch_batches(jax.random.fold_in(order_key, state["epoch"]), len(source), batch_size)
+      indices, valid = epoch_lib.epoch_batches(jax.random.fold_in(order_key, state["epoch"]), len(source), batch_size)
       count = 0
       with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), workers=w) as loader:
         for batch in loader:
@@ -405,7 +407,7 @@ def main(argv=None):
   for w in workers:
     data_sides[f"noisy_jax W={w}"] = jax_data(files, w)
     data_sides[f"torch W={w}"] = torch_data(w)
-    if len(tenth) >= batch_size:  # train.epoch_batches pads the last batch from the epoch's own rows
+    if len(tenth) >= batch_size:  # epoch_lib.epoch_batches pads the last batch from the epoch's own rows
       data_sides[f"noisy_jax W={w}, N/10"] = jax_data(tenth, w)
   data_sides = {name: sampler.watch(f"data: {name}", fn) for name, fn in data_sides.items()}
   print(f"data path: {len(data_sides)} sides, {args.warmup} + {args.repeats} epochs each ...", flush=True)
@@ -431,13 +433,13 @@ def main(argv=None):
     norm = normalization.fit(types.SimpleNamespace(x_train=epoch_files, pixel_max=255.0), "per_channel")
     steps_per_epoch = math.ceil(n_epoch / batch_size)
     augment_config = {"crop_padding": 4, "flip": True} if args.augment else None
-    mesh = train.make_mesh(1)
+    mesh = mesh_lib.make_mesh(1)
     model = jax_side.make_model("preact_resnet32", num_classes)
     method = jax_side.make_method("ce", num_classes)
     state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
     num_parameters = jax_side.count_parameters(state.params)
-    jx = {"state": train.replicate(state, mesh),
-          "table": train.replicate(jax_side.make_table(method, epoch_labels, num_classes), mesh), "epoch": 0}
+    jx = {"state": mesh_lib.replicate(state, mesh),
+          "table": mesh_lib.replicate(jax_side.make_table(method, epoch_labels, num_classes), mesh), "epoch": 0}
     waits = {}
 
     def timed_epoch_loader(*a, **kw):  # streaming.epoch_loader with the time spent waiting for batches counted
@@ -468,9 +470,9 @@ def main(argv=None):
     original_epoch_loader = streaming.epoch_loader
 
     def jax_epoch(w):
-      fn = train.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n_epoch,
+      fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n_epoch,
                                augment=augment_lib.make_augment(augment_config),
-                               compiler_options=train.compiler_options(model, mesh.devices.flat[0].platform),
+                               compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
                                normalize=norm, source=epoch_files, workers=w)
       name = f"noisy_jax W={w}"
 

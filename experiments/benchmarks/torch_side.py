@@ -109,7 +109,7 @@ class SmallCNN(nn.Module):
 
 
 def sgd(model: nn.Module, *, lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 5e-4):
-  """SGD with momentum and coupled weight decay on every parameter (what noisy_jax.train.make_optimizer builds)."""
+  """SGD with momentum and coupled weight decay on every parameter (what train.optim.make_optimizer builds)."""
   return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 

@@ -1,6 +1,6 @@
 """Train-step throughput, pre-activation ResNet-32, CIFAR-shaped batch: noisy_jax's step vs a PyTorch step.
 
-noisy_jax: `noisy_jax.train.train_step` (cross entropy against the label table's targets, SGD momentum 0.9 with
+noisy_jax: `noisy_jax.train.step.train_step` (cross entropy against the label table's targets, SGD momentum 0.9 with
 weight decay 5e-4, BatchNorm statistics updated) under `jax.shard_map` + `jax.jit` on a one-device mesh with the
 state and the table donated: the step that `make_epoch_fn` dispatches in 'steps' mode, without the batch gather.
 PyTorch: model.train(); zero_grad; forward; F.cross_entropy; backward; optimizer.step() (torch.optim.SGD, same

@@ -1,12 +1,12 @@
 """The cost of an epoch of each two-network method against one network's cross-entropy epoch, noisy_jax only.
 
-Whole epochs on N synthetic examples, as `train.fit` runs them, timed alternately in one process:
-  * 'CE': one network, cross entropy (train.make_epoch_fn, 'steps' mode: the unit);
-  * 'Co-teaching': the pair in one step (train.make_epoch_fn; forward pass looped over the pair, the CPU default);
+Whole epochs on N synthetic examples, as `loop.fit` runs them, timed alternately in one process:
+  * 'CE': one network, cross entropy (epoch_lib.make_epoch_fn, 'steps' mode: the unit);
+  * 'Co-teaching': the pair in one step (epoch_lib.make_epoch_fn; forward pass looped over the pair, the CPU default);
   * 'ELR+': each network an epoch in turn, each step the peer's average on the batch + the mixed batch's step
-    (noisy_jax.elr_plus_train);
+    (noisy_jax.methods.elr_plus_train);
   * 'DivideMix': after its warm-up, each network on its peer's division (here half of the examples labelled), each
-    step two views of b = B/2 labelled and b unlabelled rows (noisy_jax.dividemix_train).
+    step two views of b = B/2 labelled and b unlabelled rows (noisy_jax.methods.dividemix_train).
 The methods do different amounts of work per epoch, so next to the measured ratio the table gives the work ratio, in
 forward passes over one example (a backward pass counted as two forward passes: a step of fwd + bwd = 3):
   CE 3 N;  Co-teaching 2 x 3 N = 6 N;  ELR+ 2 x (3 + 1) N = 8 N;
@@ -46,19 +46,21 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from noisy_jax import dividemix_train  # pylint: disable=g-import-not-at-top
-  from noisy_jax import methods  # pylint: disable=g-import-not-at-top
-  from noisy_jax import train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import dividemix_train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import registry
+  from noisy_jax.parallel import mesh as mesh_lib
+  from noisy_jax.parallel import xla_options
+  from noisy_jax.train import epoch as epoch_lib
 
   n, batch = args.num_examples, args.batch_size
   shape = common.STEP_INPUT_SHAPES[args.model]
   rng = np.random.default_rng(0)
-  mesh = train.make_mesh(1)
-  images = train.replicate(jnp.asarray(rng.standard_normal((n, *shape)).astype(np.float32)), mesh)
+  mesh = mesh_lib.make_mesh(1)
+  images = mesh_lib.replicate(jnp.asarray(rng.standard_normal((n, *shape)).astype(np.float32)), mesh)
   labels = rng.integers(0, 10, n)
   model = jax_side.make_model(args.model)
-  options = train.compiler_options(model, mesh.devices.flat[0].platform)
-  make = lambda config: methods.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)
+  options = xla_options.compiler_options(model, mesh.devices.flat[0].platform)
+  make = lambda config: registry.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)
   dividemix = make({"name": "dividemix", "warm_up": 1})
   variants = {"CE": (jax_side.make_method("ce"), 1),
               "Co-teaching": (make({"name": "coteaching", "forget_rate": 0.4}), 1),
@@ -75,13 +77,13 @@ def main(argv=None):
       if method is dividemix:  # each network's division: half of the examples labelled
         clean = np.where(rng.random((n, 2)) < LABELLED_FRACTION, 0.9, 0.1).astype(np.float32)
         table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
-      self.state, self.table = train.replicate(state, mesh), train.replicate(table, mesh)
+      self.state, self.table = mesh_lib.replicate(state, mesh), mesh_lib.replicate(table, mesh)
       self.epoch = jnp.asarray(epoch, jnp.int32)
-      self.fn = train.make_epoch_fn(method, mesh, batch_size=batch, num_examples=n, mode="steps",
+      self.fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch, num_examples=n, mode="steps",
                                     compiler_options=options, member_map="loop")
       if method.epoch_factory is not None:
         self.fn = method.epoch_factory(mesh, self.fn, batch_size=batch, num_examples=n, compiler_options=options,
-                                       axis=train.AXIS)
+                                       axis=mesh_lib.AXIS)
       self.count = 0
 
     def __call__(self):

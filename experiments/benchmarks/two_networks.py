@@ -1,12 +1,12 @@
 """The cost of the baselines' extra work in the train step: two networks (Co-teaching) and per-example state (ELR's
 targets, SOP's u and v), against one network with cross entropy, noisy_jax only.
 
-Donated, jitted train steps (`noisy_jax.train.train_step` under `jax.shard_map`, as the epoch program runs it) on one
-fixed batch, timed alternately in one process:
+Donated, jitted train steps (`noisy_jax.train.step.train_step` under `jax.shard_map`, as the epoch program runs it) on
+one fixed batch, timed alternately in one process:
   * 'CE': one network, cross entropy (the unit);
   * 'ELR', 'SOP': one network, their per-example rows read and written by index (SOP's also differentiated);
   * 'Co-teaching (loop)', 'Co-teaching (vmap)': the pair in one step, its forward pass mapped over the two networks
-    by a Python loop traced into the program or by jax.vmap (noisy_jax.members), the small-loss exchange and both
+    by a Python loop traced into the program or by jax.vmap (noisy_jax.train.members), the small-loss exchange and both
     updates;
   * 'CE, batch 2B': one network on twice the batch, the same arithmetic as the pair's two networks in one program:
     what doubling the work costs on this machine (cache and memory effects included), beside the pair.
@@ -26,10 +26,10 @@ def main(argv=None):
   args, threads = common.step_variants_args(__doc__.splitlines()[0], argv)
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from noisy_jax import methods  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import registry
 
-  coteaching = methods.coteaching_method(forget_rate=0.5, num_epochs=10)
-  variants = {"CE": jax_side.make_method("ce"), "ELR": methods.elr_method(), "SOP": methods.sop_method(),
+  coteaching = registry.coteaching_method(forget_rate=0.5, num_epochs=10)
+  variants = {"CE": jax_side.make_method("ce"), "ELR": registry.elr_method(), "SOP": registry.sop_method(),
               "Co-teaching (loop)": (coteaching, "loop"), "Co-teaching (vmap)": (coteaching, "vmap"),
               "CE, batch 2B": (jax_side.make_method("ce"), "loop", 2)}
   summary = jax_side.time_step_variants(variants, args)

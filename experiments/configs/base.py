@@ -14,7 +14,7 @@ def get_shared() -> ml_collections.ConfigDict:
   config.dataset = "mnist5k"
   config.dataset_kwargs = {}
   config.normalization = "per_channel"
-  # Training-time augmentation on device (noisy_jax.augment), after normalisation: zero padding pads with the mean.
+  # Training-time augmentation on device (noisy_jax.core.augment), after normalisation: zero padding pads with the mean.
   # Off by default. CIFAR in both papers' code: crop_padding=4 (32 -> 40 -> random 32 crop) and flip=True.
   config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": False})
   config.noise = ml_collections.ConfigDict({
@@ -32,7 +32,7 @@ def get_shared() -> ml_collections.ConfigDict:
   # Save curves.png (per-epoch curves of every run) in the workdir; TensorBoard scalars are always written.
   config.plots = False
   # With --workdir: checkpoint each stage every `checkpoint_every` epochs and after its last epoch under
-  # WORKDIR/.../checkpoints/STAGE (noisy_jax.checkpoint), keeping the newest `keep_checkpoints`; the same command
+  # WORKDIR/.../checkpoints/STAGE (noisy_jax.train.checkpoint), keeping the newest `keep_checkpoints`; the same command
   # run again resumes there (0: no checkpoints). A save of the small CNN with JO's label table blocks ~20-45 ms
   # (orbax then writes in the background) against ~1 s epochs on a 2-core CPU: every 5 epochs costs <1%.
   config.checkpoint_every = 5
@@ -40,17 +40,17 @@ def get_shared() -> ml_collections.ConfigDict:
   # Also checkpoint every this many steps inside an epoch (0: only at epoch ends): the input position is saved with
   # the state, so a run killed mid-epoch resumes at the step it reached. For epochs of hours (Clothing1M).
   config.checkpoint_every_steps = 0
-  # How the training split reaches the devices (noisy_jax.inputs): 'resident' (on every device as stored, uint8),
-  # 'streaming' (batches read from the host or from disk by Grain, noisy_jax.streaming) or 'auto' (resident when
-  # the split takes at most input_budget_mib, else streaming). input_workers: Grain's decoding processes when
+  # How the training split reaches the devices (noisy_jax.data.inputs): 'resident' (on every device as stored, uint8),
+  # 'streaming' (batches read from the host or from disk by Grain, noisy_jax.parallel.streaming) or 'auto' (resident
+  # when the split takes at most input_budget_mib, else streaming). input_workers: Grain's decoding processes when
   # streaming (-1: min(8, CPUs - 1); 0: in the training process).
   config.input = "auto"
   config.input_budget_mib = 2048.0
   config.input_workers = -1
-  # On GPUs, compile with XLA's run-to-run determinism (noisy_jax.train.GPU_DETERMINISM_OPTIONS): the same config
-  # and seed give the same numbers. False trades that for speed (autotuned kernels, atomic scatter-adds).
+  # On GPUs, compile with XLA's run-to-run determinism (noisy_jax.parallel.xla_options.GPU_DETERMINISM_OPTIONS): the
+  # same config and seed give the same numbers. False trades that for speed (autotuned kernels, atomic scatter-adds).
   config.gpu_deterministic = True
-  # WORKDIR/label_issues.csv (noisy_jax.label_issues): which given labels look wrong, most suspect first. Methods
+  # WORKDIR/label_issues.csv (noisy_jax.core.label_issues): which given labels look wrong, most suspect first. Methods
   # that record no predictions (all but Joint Optimization) record the last history_length epochs' softmax for it
   # (-1: every epoch, or as many as fit in 256 MiB, N x C x 4 bytes an epoch; 0: none). score: 'self_confidence' or
   # 'normalized_margin'; rule (the flagged set of methods without a verdict of their own): 'argmax' or 'confident'.

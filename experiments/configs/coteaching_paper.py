@@ -5,7 +5,7 @@ The string after the colon picks the row, DATASET,METHOD,SETTING[,original]:
   METHOD    coteaching | coteaching_plus
   SETTING   symmetric50 | symmetric20 | pairflip45   (the three noise settings of both papers; forget rate = the rate)
   original  optional: main.py's forget-rate array (ramp='original') and loss.py's extra 1/n (normalise_twice=True),
-            the two defects the published numbers were trained with (noisy_jax.coteaching module docstring)
+            the two defects the published numbers were trained with (noisy_jax.methods.coteaching module docstring)
 Default: cifar10,coteaching,pairflip45. On a GPU/TPU box with the TFDS data prepared (noisy_jax.data.tfds_data):
 
   python -m experiments.train --config=experiments/configs/coteaching_paper.py:cifar100,coteaching_plus,symmetric50 \
@@ -20,7 +20,8 @@ loss.py that were read for this file (Co-teaching main.py@07a0f57, Co-teaching+ 
   Adam lr 1e-3, betas (0.9, 0.999), no weight decay                             REFERENCE §7
   200 epochs; from epoch `decay_start` lr = 1e-3 (200 - e) / (200 - decay_start) and beta1 = 0.1
                                                                                 REFERENCE §7 (optimizer
-                                                                                'coteaching_adam', noisy_jax.optim)
+                                                                                'coteaching_adam',
+                                                                                noisy_jax.train.optim)
   decay_start: Co-teaching 80 (CIFAR-10), 100 (CIFAR-100); Co-teaching+ 80 for both
                                                                                 REFERENCE §7; code: Co-teaching's
                                                                                 main.py sets 100 for CIFAR-100,
@@ -34,7 +35,7 @@ loss.py that were read for this file (Co-teaching main.py@07a0f57, Co-teaching+ 
            ('symmetric' = off-diagonal eps / (C - 1): our 'symmetric'; pair = i -> i + 1 mod C: our 'pairflip')
   Co-teaching+ init_epoch (plain Co-teaching before it, 0-based): CIFAR-10 20, CIFAR-100 5
                                                                                 REFERENCE §7;
-                                                                                noisy_jax.coteaching.
+                                                                                noisy_jax.methods.coteaching.
                                                                                 COTEACHING_PLUS_INIT_EPOCH
   normalisation: none (pixels / 255)                                            code main.py (transform is
                                                                                 transforms.ToTensor() only)
@@ -62,7 +63,7 @@ Stated deviations (not reproduced):
 import ml_collections
 
 from experiments.configs import base
-from noisy_jax import coteaching as coteaching_lib
+from noisy_jax.methods import coteaching as coteaching_lib
 
 DATASETS = ("cifar10", "cifar100")
 METHODS = ("coteaching", "coteaching_plus")

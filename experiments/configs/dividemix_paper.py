@@ -9,7 +9,7 @@ The string after the colon picks the row, DATASET,NOISE,RATE:
            asymmetric              cifar10 only, the original's 'asym': truck -> automobile, bird -> airplane,
                                    deer -> horse, cat <-> dog (see the deviations for the realised rate)
   RATE     the noise rate in percent: 20 | 50 | 80 | 90 with a symmetric NOISE, 40 with asymmetric (the rows of
-           noisy_jax.dividemix.SETTINGS, the paper's App. Table 7)
+           noisy_jax.methods.dividemix.SETTINGS, the paper's App. Table 7)
 Default: cifar10,symmetric_include_true,50. On a GPU/TPU box with the TFDS data prepared (noisy_jax.data.tfds_data):
 
   python -m experiments.train --config=experiments/configs/dividemix_paper.py:cifar100,symmetric_include_true,90 \
@@ -28,24 +28,24 @@ Every constant and its source. REFERENCE = shared/REFERENCE.md §8 (LiJunnan1992
   batch_size 128 = 64 labelled + 64 unlabelled per DivideMix step; warm-up batch 128
                                                                        REFERENCE §8; code (--batch_size 64, warm-up
                                                                        loader batch_size * 2); the trainer halves
-                                                                       batch_size (noisy_jax.dividemix_train)
+                                                                       batch_size (noisy_jax.methods.dividemix_train)
   warm_up: 10 epochs (CIFAR-10), 30 (CIFAR-100) of cross entropy      REFERENCE §8; code (warm_up = 10 / 30)
   warmup_penalty: the negative entropy added in the warm-up for asymmetric noise only
                                                                        REFERENCE §8; code (NegEntropy if
                                                                        noise_mode == 'asym')
   loss_window: the GMM fits the mean of the last 5 epochs' normalised losses at 90% noise, else the current (1)
                                                                        REFERENCE §8; code eval_train (args.r == 0.9);
-                                                                       noisy_jax.dividemix.LOSS_HISTORY_WINDOW
+                                                                       noisy_jax.methods.dividemix.LOSS_HISTORY_WINDOW
   alpha 4 (Beta(4, 4) mixing), temperature 0.5                         REFERENCE §8; code (--alpha 4, --T 0.5);
-                                                                       noisy_jax.dividemix MIXUP_ALPHA,
+                                                                       noisy_jax.methods.dividemix MIXUP_ALPHA,
                                                                        SHARPEN_TEMPERATURE
   penalty: the uniform-prior penalty, weight 1                         REFERENCE §8; code (loss = Lx + lamb Lu +
                                                                        penalty)
   lu_reduction 'mean' (Lu = mean over B x C of (p - target)^2)         REFERENCE §8 (the code's Lu); the paper's
-                                                                       lambda_u were used with it (noisy_jax.dividemix
-                                                                       module docstring)
-  lambda_u, p_threshold per row: noisy_jax.dividemix.setting(DATASET, NOISE, RATE), from REFERENCE §8 (the paper's
-  App. Table 7, partly confirmed in the repository's issues #10, #15, #50):
+                                                                       lambda_u were used with it
+                                                                       (noisy_jax.methods.dividemix module docstring)
+  lambda_u, p_threshold per row: noisy_jax.methods.dividemix.setting(DATASET, NOISE, RATE), from REFERENCE §8 (the
+  paper's App. Table 7, partly confirmed in the repository's issues #10, #15, #50):
       cifar10  sym 20%   lambda_u 0     p_threshold 0.5
       cifar10  sym 50%   lambda_u 25    p_threshold 0.5
       cifar10  sym 80%   lambda_u 25    p_threshold 0.5    lambda_u [recalled]
@@ -99,17 +99,17 @@ Stated deviations:
   the training split's per-channel mean and std: a fixed affine map of the inputs either way.
 - The trainer's own differences from the code (one shuffled order for both networks in the warm-up, the last
   partial labelled batch dropped, the GMM's deterministic initialisation, ...) are listed in the module docstrings
-  of noisy_jax.dividemix_train and noisy_jax.dividemix.
+  of noisy_jax.methods.dividemix_train and noisy_jax.methods.dividemix.
 """
 
 import ml_collections
 
 from experiments.configs import base
-from noisy_jax import dividemix as dividemix_lib
+from noisy_jax.methods import dividemix as dividemix_lib
 
 DATASETS = ("cifar10", "cifar100")
 NOISES = ("symmetric_include_true", "symmetric", "asymmetric")
-# NOISE -> the rates (percent) of the rows of noisy_jax.dividemix.SETTINGS; asymmetric: CIFAR-10 only.
+# NOISE -> the rates (percent) of the rows of noisy_jax.methods.dividemix.SETTINGS; asymmetric: CIFAR-10 only.
 RATES = {"symmetric_include_true": ("20", "50", "80", "90"), "symmetric": ("20", "50", "80", "90"),
          "asymmetric": ("40",)}
 DEFAULT = "cifar10,symmetric_include_true,50"

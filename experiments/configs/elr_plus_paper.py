@@ -41,7 +41,7 @@ model/PreResNet.py, model/loss.py, train.py.
                                                                         REFERENCE §6; code loss.py
                                                                         (num_classes == 100)
   ema_step and coef_step are kept in the original's units: its global step counts one network's optimiser steps of
-  the ELR+ epochs (base_trainer.py adds result1['local_step'] per epoch), which is what noisy_jax.elr_plus_train's
+  the ELR+ epochs (base_trainer.py adds result1['local_step'] per epoch), which is what methods.elr_plus_train's
   step counter counts (its `global_step`)                               code base_trainer.py, trainer.py
   45,000 / 5,000 class-balanced train / validation split                REFERENCE §6 (for ELR); code cifar10.py,
                                                                         cifar100.py (train_val_split keeps
@@ -82,10 +82,10 @@ Stated deviations:
   validation accuracy here is measured against clean labels: "test at best validation" selects with clean labels
   (optimistic). The original also reports the test accuracy after every epoch.
 - Full batches: 45,000 = 351 x 128 + 72. The original trains 352 steps per network and epoch (the last one of 72
-  examples); the trainer drops the partial batch, 351 steps (noisy_jax.elr_plus_train). ema_step and coef_step keep
-  the original's 40,000, so their ramps end after 40,000 / 351 = 114.0 ELR+ epochs here against 40,000 / 352 = 113.6
-  there. The trainer's other stated differences (the averages start as copies of the networks rather than as a
-  third initialisation, ...) are in the module docstring of noisy_jax.elr_plus_train.
+  examples); the trainer drops the partial batch, 351 steps (noisy_jax.methods.elr_plus_train). ema_step and coef_step
+  keep the original's 40,000, so their ramps end after 40,000 / 351 = 114.0 ELR+ epochs here against 40,000 / 352 =
+  113.6 there. The trainer's other stated differences (the averages start as copies of the networks rather than as a
+  third initialisation, ...) are in the module docstring of noisy_jax.methods.elr_plus_train.
 - Symmetric noise: the code relabels ceil(rate x 45,000) examples of the whole split, each uniformly over all C
   classes (realised rate: rate (C - 1) / C in expectation, per-class counts varying with the draw);
   'symmetric_include_true' with noise.exact gives the same transition exactly per class. 'symmetric' is offered as

@@ -1,8 +1,8 @@
 """Truncated Lq's threshold k (Zhang & Sabuncu 2018): accuracy and pruning against k at 20% / 40% / 60% noise.
 
 Truncated Lq (q = 0.7, the paper's) with k in {0.1, 0.3, 0.5, 0.7, 0.9} (the paper's default 0.5) x symmetric noise
-at 20% / 40% / 60% x seeds 0, 1, 2 on mnist5k: 45 runs, trained as one sweep (noisy_jax.sweep: k and the noisy
-labels per member; pruning with each member's own best-validation parameters). Shortened schedule so that the
+at 20% / 40% / 60% x seeds 0, 1, 2 on mnist5k: 45 runs, trained as one sweep (noisy_jax.experiment.sweep: k and the
+noisy labels per member; pruning with each member's own best-validation parameters). Shortened schedule so that the
 45 runs fit in ten minutes on a 2-core CPU: NUM_EPOCHS epochs, lr 0.05 decayed x0.1 at LR_BOUNDARIES, pruning
 before epoch PRUNE_START and every PRUNE_EVERY epochs after it (truncated_lq.py: 40 epochs, decay at 20 and 30,
 pruning from 14 every 4; the paper: 120 epochs, from 40 every 10). Prints the last and best test accuracy, the
@@ -14,7 +14,7 @@ noise rate, mean ± std over seeds; saves sweep.png and summary.json in the work
 
 from experiments.configs import base
 from experiments.configs import truncated_lq
-from noisy_jax import sweep
+from noisy_jax.experiment import sweep
 
 K_VALUES = (0.1, 0.3, 0.5, 0.7, 0.9)
 NOISE_RATES = (0.2, 0.4, 0.6)

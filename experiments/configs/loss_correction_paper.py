@@ -22,7 +22,8 @@ Default: cifar10,forward,estimated,asymmetric. On a GPU/TPU box with the TFDS da
 Every constant and its source. REFERENCE = shared/REFERENCE.md §10 (giorgiop/loss-correction@15a79de); "code" = that
 commit's files, read for this config (experiment.py, models.py, resnet.py, loss.py, noise.py).
   forward / backward corrected cross entropy on the softmax clipped to [1e-7, 1 - 1e-7]
-                                                     REFERENCE §10; code loss.py `robust` (noisy_jax.loss_correction)
+                                                     REFERENCE §10; code loss.py `robust`
+                                                     (noisy_jax.methods.loss_correction)
   'known': the noise's own T                         code experiment.py (build_model(loss, P), P from noise.py)
   'estimated': cross entropy first, same noisy labels, same network and epochs; T from its softmax of the training
   images (no augmentation), each anchor row normalised to sum 1
@@ -85,7 +86,7 @@ Stated deviations:
   accuracy is reported too.
 - The estimator's network. The code estimates T with the cross-entropy run's best-validation-loss checkpoint, on all
   50,000 training images (its 5,000 validation images included). Here the estimate uses the cross-entropy network of
-  the last epoch (noisy_jax.runs.correction_transition), on the 45,000 images of the training split.
+  the last epoch (noisy_jax.experiment.runs.correction_transition), on the 45,000 images of the training split.
 - Epoch length. The code's fit_generator runs steps_per_epoch = 50,000 // 128 = 390 batches per epoch over its
   45,000 training images (about 1.11 passes); an epoch here is one pass (352 steps). The epoch counts and the lr
   boundaries are the code's, so the schedule falls at the same fraction of training, with ~10% fewer steps in all

@@ -19,7 +19,8 @@ its own default applies), so that each one can be given on its own although the 
 
 Size: images stay uint8 in memory and are normalised on the device. A training split of at most
 config.input_budget_mib (2048 MiB: e.g. 700k images of 32x32x3) is decoded once and kept on the devices; a larger one
-is streamed from disk by Grain worker processes (noisy_jax.streaming), the same training either way. Force one with
+is streamed from disk by Grain worker processes (noisy_jax.parallel.streaming), the same training either way. Force one
+with
 --config.input=resident|streaming; --config.input_workers=N decoding processes; --config.checkpoint_every_steps=K
 also checkpoints inside an epoch (with the input position: a killed run resumes at the step it reached).
 

@@ -68,13 +68,13 @@ import ml_collections
 
 from experiments.configs import base
 from experiments.configs import gce_paper
-from noisy_jax import losses
+from noisy_jax.core import losses
 
 NOISE_RATE = 0.2  # REFERENCE §5: APL's quoted CIFAR-10 result is at 20% symmetric noise
 APL_NCE_RCE_SYM20 = (89.22, 0.27)  # REFERENCE §5, mean +- std; the apl_nce_rce row
 QUOTED = {"apl_nce_rce": APL_NCE_RCE_SYM20}  # row -> the number it reproduces; every other row quotes none
 
-# GCE setting, the library's conventions. name -> (noisy_jax.losses name, its keyword hyper-parameters)
+# GCE setting, the library's conventions. name -> (noisy_jax.core.losses name, its keyword hyper-parameters)
 LOSSES = {
     "ce": ("cross_entropy", {}),
     "gce": ("generalized_cross_entropy", {"q": gce_paper.Q}),
@@ -86,7 +86,8 @@ LOSSES = {
     "focal": ("focal_loss", {"gamma": 2.0}),
     "label_smoothing": ("cross_entropy", {}),
 }
-# name -> extra fields of config.method (method 'loss' smooths the targets itself: noisy_jax.methods.loss_method)
+# name -> extra fields of config.method (method 'loss' smooths the targets itself:
+# noisy_jax.methods.registry.loss_method)
 METHOD_EXTRAS = {"label_smoothing": {"label_smoothing": 0.1}}
 
 # APL setting, APL's conventions (APL code loss.py and configs/cifar10/sym/*.yaml).

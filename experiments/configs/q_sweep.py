@@ -1,8 +1,8 @@
 """GCE's q (Zhang & Sabuncu 2018): test accuracy against q at 20% / 40% / 60% symmetric noise on mnist5k.
 
 q in {0.1, 0.2, ..., 1.0} (q -> 0 is cross entropy, q = 1 is MAE; the paper's default 0.7) x 3 noise rates x
-seeds 0, 1, 2: 90 runs, trained as one sweep (noisy_jax.sweep: one compiled step shared by every member, q and the
-noisy labels per member). Shortened schedule so that the 90 runs fit in ten minutes on a 2-core CPU: SCHEDULE
+seeds 0, 1, 2: 90 runs, trained as one sweep (noisy_jax.experiment.sweep: one compiled step shared by every member, q
+and the noisy labels per member). Shortened schedule so that the 90 runs fit in ten minutes on a 2-core CPU: SCHEDULE
 below (gce.py: 40 epochs, lr 0.05 decayed x0.1 at 20 and 30; here the same shape scaled down). Prints the last
 and best test accuracy (mean ± std over seeds) per q and noise rate; saves sweep.png (accuracy against q, a line
 per noise rate with ±std bands) and summary.json in the workdir.
@@ -16,7 +16,7 @@ per noise rate with ±std bands) and summary.json in the workdir.
 
 from experiments.configs import base
 from experiments.configs import gce
-from noisy_jax import sweep
+from noisy_jax.experiment import sweep
 
 Q_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 NOISE_RATES = (0.2, 0.4, 0.6)

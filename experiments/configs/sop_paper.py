@@ -24,7 +24,7 @@ data_loader/cifar100.py, data_loader/data_loaders.py, trainer/trainer.py @7abd97
                                                                        scheduler's per-epoch values)
   u, v: init N(0, std 1e-8), their own SGD (momentum 0, weight decay 0, no schedule)
                                                                        REFERENCE §9; code config (reparam_arch
-                                                                       std 1e-8); method 'sop' (noisy_jax.sop)
+                                                                       std 1e-8); method 'sop' (noisy_jax.methods.sop)
   lr_u 1, lr_v 10 (symmetric)                                          REFERENCE §9; README (50% symmetric)
   lr_u 0.1, lr_v 100 (asymmetric); paper_lr_u: lr_u 1                  REFERENCE §9; README ("for asymmetric noise
                                                                        we use lr for u equals 0.1 rather than 1
@@ -53,7 +53,7 @@ Stated deviations:
   Cutout 16 view); the method here is plain SOP (REFERENCE §9), the paper's SOP rows.
 - Asymmetric noise: the code (data_loader/cifar100.py) swaps one random pair of classes inside each block of five
   consecutive class ids with probability `rate`, drawing each label independently; that model is not in
-  noisy_jax.noise. 'asymmetric' here is REFERENCE §4's CIFAR-100 map (true superclasses, cyclic, exact rate).
+  noisy_jax.core.noise. 'asymmetric' here is REFERENCE §4's CIFAR-100 map (true superclasses, cyclic, exact rate).
 """
 
 import ml_collections

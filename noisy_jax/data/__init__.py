@@ -1,7 +1,7 @@
 """Dataset registry: a name -> a loader returning a `Dataset` with CLEAN labels.
 
 Row i of `x_train` is training example i: the trainer's batches carry these indices and read row i of the label
-table. Label noise is injected by the trainer (noisy_jax.noise), never here.
+table. Label noise is injected by the trainer (noisy_jax.core.noise), never here.
 
   from noisy_jax import data
   ds = data.standardize(data.load("mnist5k"), "per_channel")
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from noisy_jax import _checks
+from noisy_jax.core import _checks
 from noisy_jax.data import animal10n
 from noisy_jax.data import clothing1m
 from noisy_jax.data import disk
@@ -27,8 +27,8 @@ from noisy_jax.data import embedded
 from noisy_jax.data import tfds_data
 from noisy_jax.data import webvision
 from noisy_jax.data.arrays import Dataset
-from noisy_jax.data.arrays import from_arrays
 from noisy_jax.data.arrays import STANDARDIZE_MODES
+from noisy_jax.data.arrays import from_arrays
 from noisy_jax.data.arrays import standardize
 from noisy_jax.data.arrays import stratified_split
 

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from noisy_jax import _checks
+from noisy_jax.core import _checks
 from noisy_jax.data import image_files
 from noisy_jax.data import normalization as normalization_lib
 
@@ -47,7 +47,7 @@ class Dataset:
   """Train / validation / test splits of one classification dataset, held in memory.
 
   The training example with integer index i is row i: `x_train[i]`, `y_train[i]` and row i of the label table
-  (noisy_jax.label_table) all describe the same example; the trainer's batches carry these indices.
+  (noisy_jax.core.label_table) all describe the same example; the trainer's batches carry these indices.
 
   Attributes:
     name: the registry name (or the user's name for `from_arrays` data).
@@ -55,11 +55,11 @@ class Dataset:
     x_train, x_val, x_test: images [N, H, W, Ch] or feature vectors [N, D] (from `from_arrays`), as stored:
       uint8 pixel codes (the image is x / pixel_max), float32 values, or, for data read from files that is not
       loaded, an image_files.ImageFiles (decoded on demand; the trainer loads or streams it).
-    y_train, y_val, y_test: int32 [N] CLEAN labels. Label noise is injected by the trainer (noisy_jax.noise),
+    y_train, y_val, y_test: int32 [N] CLEAN labels. Label noise is injected by the trainer (noisy_jax.core.noise),
       never stored here, except:
     noisy_y_train: None, or int32 [N_train] labels given by the dataset itself for the training rows (real human
       noise: CIFAR-10N / CIFAR-100N, noisy_jax.data.tfds_data); row i describes training example i. The trainer
-      uses them with noise type 'dataset' (noisy_jax.train.noisy_training_labels).
+      uses them with noise type 'dataset' (noisy_jax.data.inputs.noisy_training_labels).
     class_names: None, or C names: class id c is called class_names[c] (datasets read from disk,
       noisy_jax.data.disk; the trainer writes them to WORKDIR/classes.json).
     train_sources, val_sources, test_sources: None, or str [N_split]: where row i of the split came from, e.g.
@@ -273,10 +273,10 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
   """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
-    x_train, x_test, x_val: inputs of each split (x_test, y_test may be None: no test split, an empty one): images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or
-      feature vectors [N, D] (stored as [N, D]: use the 'mlp' model; the CNNs need images). uint8 arrays stay
-      uint8 (pixel codes; see pixel_max), others are cast to float32; nothing is rescaled; every value must be
-      finite and every split must have the same example shape.
+    x_train, x_test, x_val: inputs of each split (x_test, y_test may be None: no test split, an empty one):
+      images [N, H, W] (stored as [N, H, W, 1]), [N, H, W, C], or feature vectors [N, D] (stored as [N, D]: use the
+      'mlp' model; the CNNs need images). uint8 arrays stay uint8 (pixel codes; see pixel_max), others are cast to
+      float32; nothing is rescaled; every value must be finite and every split must have the same example shape.
     y_train, y_test, y_val: [N] integer class ids in [0, num_classes) (integral floats are accepted).
     x_val, y_val: an optional validation split (both or neither).
     num_classes: C; inferred as (largest label over all splits) + 1 when None.

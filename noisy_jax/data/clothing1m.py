@@ -48,7 +48,7 @@ from typing import Iterator
 
 import numpy as np
 
-from noisy_jax import _checks
+from noisy_jax.core import _checks
 from noisy_jax.data import arrays
 from noisy_jax.data import disk
 from noisy_jax.data import file_lists

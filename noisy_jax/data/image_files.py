@@ -8,7 +8,7 @@
 
 Used as a Dataset's x_train / x_val / x_test by the loaders of files (noisy_jax.data.disk with decode=False, and
 the Clothing1M / WebVision / ANIMAL-10N readers): the trainer either loads it (resident input, when it fits
-`config.input_budget_mib`) or streams it (noisy_jax.streaming: ImageFiles is a Grain random-access source; it
+`config.input_budget_mib`) or streams it (noisy_jax.parallel.streaming: ImageFiles is a Grain random-access source; it
 pickles as a list of paths, so worker processes decode).
 
 Every row decodes through `images.decode_file` (pillow; resize the shorter side to `image_size` and centre-crop;

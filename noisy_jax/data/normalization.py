@@ -43,7 +43,7 @@ _CHUNK = 4096
 @dataclasses.dataclass(frozen=True, eq=False)
 class Normalization:
   """x = (codes / pixel_max - mean) / std in float32 (mean, std broadcast over the example's trailing axes); on the
-  device in float64 when JAX's x64 mode is on (noisy_jax.precision)."""
+  device in float64 when JAX's x64 mode is on (noisy_jax.core.precision)."""
   mode: str
   pixel_max: float
   mean: np.ndarray  # float32 [C] (per_channel, imagenet), [H, W, C] (mean_image) or [] (none: 0)
@@ -53,7 +53,7 @@ class Normalization:
     """codes [..., example shape] (any dtype) -> float32 normalised inputs (precision.float_dtype(): float64 with
     x64 on), with jax.numpy (inside jit)."""
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-    from noisy_jax import precision  # pylint: disable=g-import-not-at-top  (jax only where the caller uses it)
+    from noisy_jax.core import precision  # pylint: disable=g-import-not-at-top  (jax only where the caller uses it)
     dtype = precision.float_dtype()
     x = codes.astype(dtype)
     if self.pixel_max != 1.0:
@@ -114,7 +114,7 @@ def fit(dataset, mode: str = "per_channel") -> Normalization:
   Raises:
     ValueError: naming an unknown mode, or 'imagenet' for inputs that are not RGB images.
   """
-  from noisy_jax import _checks  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import _checks  # pylint: disable=g-import-not-at-top
   _checks.check_choice("normalization", mode, MODES)
   pixel_max = float(getattr(dataset, "pixel_max", 1.0))
   if getattr(dataset, "normalized", None):

@@ -37,7 +37,7 @@ import dataclasses
 
 import numpy as np
 
-from noisy_jax import _checks
+from noisy_jax.core import _checks
 from noisy_jax.data import arrays
 
 SPLIT_SEED = 20180611  # the validation carving's seed: part of the dataset's definition (as in embedded.py)

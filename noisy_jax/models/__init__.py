@@ -4,17 +4,19 @@ Every model is called as `model.apply(variables, x, train=bool, mutable=["batch_
 mode) on inputs [B, H, W, C] (the MLP also takes [B, D]) and returns float32 logits [B, num_classes]. Every model
 has `bn_axis_name` (the device axis over which BatchNorm averages batch statistics in a per-device train step)
 and `dtype` (the compute dtype; parameters stay float32). With JAX's x64 mode on, `get` builds models that compute
-in float64 and return float64 logits (noisy_jax.precision; the run widens the parameters).
+in float64 and return float64 logits (noisy_jax.core.precision; the run widens the parameters).
 
 The name 'auto' picks a model from the input shape (`resolve`): configs for data of unknown size (own_data.py).
 """
 
 from __future__ import annotations
 
+from absl import logging
 import flax.linen as nn
 
-from noisy_jax import _checks
-from noisy_jax import precision
+from noisy_jax.core import _checks
+from noisy_jax.core import precision
+from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
 from noisy_jax.models.imagenet_resnet import ImageNetResNet, ResNet50
@@ -37,7 +39,7 @@ RESNET_MIN_SIZE = 32
 
 def resolve(name: str, input_shape) -> str:
   """The model name to build for inputs of shape `input_shape` (one example, no batch axis): `name` itself unless
-  it is 'auto', which picks by the inputs (the same rule in train.build_model and sweep.build_model):
+  it is 'auto', which picks by the inputs (the same rule in `build`):
 
     [D] feature vectors                       -> 'mlp'
     [H, W, C] with min(H, W) < 32             -> 'small_cnn' (built for 28x28: mnist5k, 97-98% clean test accuracy)
@@ -81,3 +83,14 @@ def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
 __all__ = ["AUTO", "APLCNN", "APLCNNMnist", "CoteachingCNN", "ImageNetResNet", "MLP", "MODELS", "PreActResNet",
            "PreActResNet32", "PreActResNetJO", "ResNet", "ResNet18", "ResNet34", "ResNet50", "SmallCNN", "get",
            "resolve"]
+
+
+def build(model_config, num_classes: int, input_shape=None, *, bn_axis_name: str | None = AXIS) -> nn.Module:
+  """The network of a run's `config.model` (its `name` and `kwargs`) for `num_classes` classes: `get`, with
+  BatchNorm's statistics averaged over `bn_axis_name` (the mesh axis `batch`; None outside a device mapping, as a
+  sweep's vmapped step). Name 'auto' is picked from `input_shape` (one example's shape) by `resolve`.
+  """
+  name = resolve(model_config.name, input_shape) if input_shape is not None else model_config.name
+  if name != model_config.name:
+    logging.info("model %r: %s for inputs of shape %s", model_config.name, name, tuple(input_shape))
+  return get(name, num_classes=num_classes, bn_axis_name=bn_axis_name, **dict(model_config.get("kwargs", {})))

@@ -35,7 +35,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 from noisy_jax.models.small_cnn import max_pool_2x2
 

@@ -32,7 +32,7 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 
 
 def _batch_moments(x, axis_name):

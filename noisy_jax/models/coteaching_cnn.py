@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 from noisy_jax.models.apl_cnn import torch_default_bias_init
 from noisy_jax.models.batch_norm import make_batch_norm
 from noisy_jax.models.small_cnn import max_pool_2x2

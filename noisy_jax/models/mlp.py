@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 
 

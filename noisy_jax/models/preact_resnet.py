@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
 
 

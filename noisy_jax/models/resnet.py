@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-from noisy_jax import precision
+from noisy_jax.core import precision
 from noisy_jax.models.batch_norm import make_batch_norm
 
 # He et al. (ICCV 2015) normal init: N(0, 2 / fan_in), not truncated. Same distribution as Chainer's
@@ -32,7 +32,7 @@ HE_NORMAL = nn.initializers.variance_scaling(2.0, "fan_in", "normal")
 # from 1,337 to 906 ms and ResNet-18's from 2,468 to 1,633 ms (both compilations alternated in one process:
 # `python -m experiments.benchmarks.train_step --model MODEL --xla-options both`). It did not help the SmallCNN,
 # which keeps XLA's defaults. Applied per compiled step (`jax.jit(compiler_options=...)`) on CPU only, by
-# `noisy_jax.train.compiler_options`; it changes kernels, not the computation.
+# `noisy_jax.parallel.xla_options.compiler_options`; it changes kernels, not the computation.
 XLA_CPU_COMPILER_OPTIONS = {
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"}
 

@@ -1,0 +1,278 @@
+"""One run of a config: noise injection, stage 1, stage 2 (Joint Optimization), its files and summary.
+
+  summary = run_single(config, workdir)        # noisy_jax.train.loop.fit per stage; metrics.jsonl, summary.json, ...
+
+The step and the epoch loop are noisy_jax.train; the dataset and labels come from noisy_jax.data.inputs; several runs
+of a comparison are noisy_jax.experiment.comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable
+
+import jax
+from jax.sharding import Mesh
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from noisy_jax.core import label_issues
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.core import noise as noise_lib
+from noisy_jax.data import inputs as inputs_lib
+from noisy_jax.experiment import export as export_lib
+from noisy_jax.experiment import reporting
+from noisy_jax.methods import loss_correction
+from noisy_jax.methods import registry
+from noisy_jax.parallel import distributed
+from noisy_jax.parallel import table_sharding
+from noisy_jax.train import checkpoint as checkpoint_lib
+from noisy_jax.data.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
+from noisy_jax import models
+from noisy_jax.parallel import mesh as mesh_lib
+from noisy_jax.parallel import xla_options
+from noisy_jax.train import loop
+from noisy_jax.train import predict as predict_lib
+from noisy_jax.train import state as state_lib
+
+
+# The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
+# a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
+METHOD_ROWS_STREAM = 0x726f7773
+
+
+def summary_of(history: list[dict]) -> dict:
+  """Best and last test accuracy, and the test accuracy at the epoch of best validation accuracy (first such
+  epoch); each only when its split exists (no test split: only the best validation epoch and accuracy)."""
+  out = {}
+  tests = [r["test_accuracy"] for r in history if "test_accuracy" in r]
+  if tests:
+    out.update({"best_test_accuracy": max(tests), "last_test_accuracy": tests[-1]})
+  if "val_accuracy" in history[0]:
+    best = int(np.argmax([r["val_accuracy"] for r in history]))
+    if tests:
+      out["test_accuracy_at_best_val"] = tests[best]
+    else:
+      out["best_val_accuracy"] = history[best]["val_accuracy"]
+    out["best_val_epoch"] = history[best]["epoch"]
+  return out
+
+
+def clean_labels_known(config) -> bool:
+  """Whether the run knows its training split's true labels: every noise type but 'none', which takes the labels
+  as given (a user's own data, Clothing1M, WebVision): metrics that need the truth (label recovery, detection,
+  memorisation, the realised noise rate) are then left out, not faked."""
+  return config.noise.type != "none"
+
+
+def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
+               log_fn: Callable | None = None, resume_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
+  """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
+
+  The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
+  per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
+  `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
+  `workdir/checkpoints/STAGE` (noisy_jax.train.checkpoint): a run started again in the same workdir resumes from the
+  newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
+  The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
+  `workdir/model/final` and `workdir/model/best_val` (noisy_jax.experiment.export; read back with export.load_model).
+
+  log_fn: called with each epoch's record as it is trained. resume_fn: called with the records of the epochs a
+  resumed stage restored from its checkpoint (they do not reach log_fn), e.g. reporting.Progress.restored.
+  keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
+  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable), for two-stage methods "stage2", and
+  for methods with weight averages (ELR+) "stage1_ema_params".
+  """
+  start = time.perf_counter()
+  dataset = load_dataset(config) if dataset is None else dataset
+  mesh = mesh_lib.make_mesh(config.get("num_devices") or None) if mesh is None else mesh
+  root = jax.random.PRNGKey(int(config.seed))
+  stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
+  noisy, report = noisy_training_labels(config, dataset, noise_key)
+  clean = dataset.y_train if clean_labels_known(config) else None
+  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  transition, transition_summary = None, None
+  if config.method.name == "loss_correction":
+    transition, transition_summary = correction_transition(config, dataset, noisy, clean, model=model, mesh=mesh,
+                                                           key=stage2_key)
+  method = registry.make(config.method, num_classes=dataset.num_classes, transition=transition,
+                            num_epochs=int(config.num_epochs))
+  # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself
+  # (noisy_jax.core.label_issues).
+  issue_score, issue_rule = label_issues.settings(config)
+  # (Not for a method with its own epoch program, DivideMix and ELR+: its steps record nothing; their own state is
+  # the evidence, Method.label_evidence.)
+  extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
+                                              num_classes=dataset.num_classes) if workdir else 0
+  if method.epoch_factory is not None:
+    extra_history = 0
+  if extra_history:
+    method = dataclasses.replace(method, history_length=extra_history)
+  if table_sharding.configured(config, num_examples=len(noisy), num_classes=dataset.num_classes,
+                                history_length=method.history_length, num_devices=mesh.devices.size):
+    # Built already split over the devices: no device or host ever holds the whole table.
+    table = table_sharding.create(noisy, dataset.num_classes, history_length=method.history_length, mesh=mesh,
+                                  axis=mesh_lib.AXIS)
+  else:
+    table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
+  if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
+    rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
+    table = table_sharding.add_method_rows(
+        table, lambda rows: method.init_rows(rows_key, rows, dataset.num_classes), mesh=mesh, axis=mesh_lib.AXIS)
+
+  jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
+  # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
+  # part in the checkpoints (orbax coordinates the write of the global arrays).
+  writes = bool(workdir) and distributed.is_main_process()
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    if writes:
+      scalar_writer = reporting.ScalarWriter(workdir)
+      inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
+    if int(config.get("checkpoint_every", 0)) > 0:
+      checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
+
+  def write_jsonl(record):
+    nonlocal jsonl
+    if jsonl is None:  # opened (and truncated) at the first record: a refused resume leaves the old file alone
+      jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
+    jsonl.write(json.dumps(record) + "\n")
+    jsonl.flush()
+
+  def log(record):
+    if writes:
+      write_jsonl(record)
+      scalar_writer.write(record)
+    if log_fn is not None:
+      log_fn(record)
+
+  def on_resume(records):
+    """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
+    if writes:
+      for record in records:
+        write_jsonl(record)
+      scalar_writer.step += len(records)
+    if resume_fn is not None:
+      resume_fn(records)
+
+  try:
+    stage1_state, table, history, stage1_best = loop.fit(
+        model=model, method=method, table=table, dataset=dataset, clean_train_labels=clean, config=config,
+        key=stage1_key, mesh=mesh, stage="stage1", log_fn=log, checkpoint_dir=checkpoint_dirs["stage1"],
+        on_resume=on_resume)
+    summary = {"method": method.name, "model": type(model).__name__, "seed": int(config.seed),
+               "stage1": summary_of(history)}
+    summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
+                                                                                       "pruned_", "relabelled_"))})
+    final_history = history
+    arrays = {"stage1": state_lib.variables_of(stage1_state), "label_table": table}
+    if jax.tree.leaves(stage1_state.ema_params):
+      arrays["stage1_ema_params"] = stage1_state.ema_params
+    if method.stage2:
+      stage2_config = ml_collections.ConfigDict(config.to_dict())
+      stage2_config.update(config.stage2)
+      stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
+          soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
+      stage2_state, _, final_history, stage2_best = loop.fit(
+          model=model, method=registry.loss_method("cross_entropy"), table=stage2_table, dataset=dataset,
+          clean_train_labels=clean, config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2",
+          log_fn=log, checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
+      arrays["stage2"] = state_lib.variables_of(stage2_state)
+      summary["stage2"] = summary_of(final_history)
+      history = history + final_history
+  finally:
+    if jsonl is not None:
+      jsonl.close()
+    if scalar_writer is not None:
+      scalar_writer.close()
+  # --- Model export (noisy_jax.experiment.export): the network the run delivers, WORKDIR/model/{final,best_val}
+  # ---------- Stage 2's for two-stage methods (Joint Optimization), stage 1's otherwise; normalised as that stage
+  # trained.
+  if writes:
+    delivered = "stage2" if method.stage2 else "stage1"
+    export_config = stage2_config if method.stage2 else config
+    normalize = inputs_lib.normalizer(export_config, dataset)
+    for which, variables in (("final", arrays[delivered]), ("best_val", stage2_best if method.stage2 else stage1_best)):
+      export_lib.save_run(export_lib.model_dir(workdir, which), variables=variables, config=export_config,
+                          dataset=dataset, normalization=normalize,
+                          meta={"method": method.name, "stage": delivered, "seed": int(config.seed), "which": which,
+                                "config": checkpoint_lib.config_json(export_config)},
+                          num_networks=1 if method.stage2 else method.num_networks)
+  # --- end of model export -------------------------------------------------------------------------------------
+  summary.update(summary_of(final_history))
+  if transition_summary is not None:
+    summary["transition"] = transition_summary
+  summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
+                      "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  if clean is None:  # labels taken as given: no known flip rate
+    del summary["noise"]["realised_rate"]
+  if "pseudo_label_accuracy" in report:
+    summary["noise"]["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
+  summary["seconds"] = time.perf_counter() - start
+  summary["history"] = history
+  if writes:
+    issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
+    if issues is not None:
+      label_issues.write_csv(os.path.join(workdir, label_issues.CSV_FILE), issues,
+                             sources=getattr(dataset, "train_sources", None),
+                             class_names=getattr(dataset, "class_names", None))
+      summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+      json.dump(summary, f, indent=1)
+    if config.get("plots", False):
+      reporting.save_curves(history, os.path.join(workdir, "curves.png"),
+                            title=f"{method.name}, seed {int(config.seed)}")
+  if keep_arrays:
+    summary["arrays"] = arrays
+  return summary
+
+
+def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) -> tuple[np.ndarray, dict]:
+  """The transition matrix T [C, C] of a 'loss_correction' run and what to record of it.
+
+  config.method.transition: 'known': the run's synthetic noise model (noise.make_transition of config.noise);
+  'estimated': a network trained with cross entropy on the same noisy labels, config and epochs (key `key`; not
+  checkpointed: a resumed run trains it again, the same way), then the anchor-point estimate
+  (loss_correction.estimate_transition, `percentile`, `shared_filter`) from its eval-mode softmax of the training
+  split, as the paper's code does; or an explicit [C, C] matrix.
+  """
+  source = config.method.get("transition", "known")
+  num_classes = dataset.num_classes
+  if isinstance(source, str) and source == "known":
+    if config.noise.type not in noise_lib.NOISE_TYPES:
+      raise ValueError(f"method.transition='known' needs a synthetic noise model with a transition matrix "
+                       f"({', '.join(noise_lib.NOISE_TYPES)}); noise type {config.noise.type!r} has none: "
+                       "use method.transition='estimated'.")
+    matrix = noise_lib.make_transition(config.noise.type, num_classes, float(config.noise.rate),
+                                       dataset=config.noise.get("dataset") or None)
+    return matrix, {"source": "known", "matrix": matrix.tolist()}
+  if isinstance(source, str) and source == "estimated":
+    table = label_table_lib.create(noisy, num_classes)
+    state, _, history, _ = loop.fit(model=model, method=registry.loss_method("cross_entropy"), table=table,
+                               dataset=dataset, clean_train_labels=clean, config=config, key=key, mesh=mesh,
+                               stage="estimate")
+    options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
+    predict = predict_lib.make_evaluate(predict_lib.make_predict_fn(
+        model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options))
+    probs = np.asarray(predict(state_lib.variables_of(state), dataset.x_train), np.float64)
+    percentile = config.method.get("percentile", loss_correction.DEFAULT_PERCENTILE)
+    matrix = loss_correction.estimate_transition(probs, percentile=percentile,
+                                                 shared_filter=bool(config.method.get("shared_filter", False)))
+    return matrix, {"source": "estimated", "matrix": matrix.tolist(), "percentile": percentile,
+                    "estimate_run": {"epochs": len(history), **summary_of(history)}}
+  if isinstance(source, str):
+    raise ValueError(f"method.transition={source!r}; allowed: 'known', 'estimated' or a [C, C] matrix.")
+  matrix = noise_lib.check_transition(np.asarray(source, np.float64))
+  return matrix, {"source": "given", "matrix": matrix.tolist()}
+
+
+def total_epochs(config) -> int:
+  """Epochs of one run of `config`: stage 1, plus stage 2 for methods that have one (Joint Optimization)."""
+  epochs = int(config.num_epochs)
+  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+    epochs += int(config.stage2.num_epochs)
+  return epochs

@@ -1,0 +1,102 @@
+"""Forward and backward loss correction with a noise transition matrix (Patrini et al., CVPR 2017, arXiv 1609.03683).
+
+T is row-stochastic [C, C]: T[i, j] = P(given label j | true label i) (noisy_jax.core.noise's convention). With the
+network's softmax p [C] clipped to [EPS, 1 - EPS] (the original code's clip, giorgiop/loss-correction):
+
+  forward   l_fwd(p, y~)  = -log (T^T p)_{y~} = -log sum_i p_i T[i, y~]      (no clip after the product, as there)
+  backward  l_bwd(p, y~)  = (T^{-1} l)_{y~},  l_j = -log p_j
+
+Backward is unbiased: for a true label y, sum_j T[y, j] l_bwd(p, j) = l_y, the clean cross entropy, so its
+expectation over the label noise is the loss on clean labels; it can be negative. Forward makes the network's p
+an estimate of the clean posterior whose push through T fits the given labels. For soft labels (the label table's
+rows) both take the expectation over the label: sum_j y_j l(p, j), as noisy_jax.core.losses does.
+
+T is known (a synthetic noise model: `noise.make_transition`) or estimated from a network trained with cross
+entropy on the same noisy labels (`estimate_transition`, the paper's anchor points).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from noisy_jax.core import losses
+from noisy_jax.core import noise
+
+# The original code clips the softmax to [EPS, 1 - EPS] before both corrections.
+EPS = 1e-7
+CORRECTIONS = ("forward", "backward")
+# The original code's outlier filter: the anchor of class i is the most probable example below this percentile.
+DEFAULT_PERCENTILE = 97.0
+
+
+def _clipped_probabilities(logits, labels):
+  logits, labels, out_dtype = losses._prepare(logits, labels)  # pylint: disable=protected-access
+  return jnp.clip(jax.nn.softmax(logits, axis=-1), EPS, 1.0 - EPS), labels, out_dtype
+
+
+def _check_matrix(transition, num_classes: int, name: str) -> jax.Array:
+  matrix = jnp.asarray(transition)
+  if matrix.shape != (num_classes, num_classes):
+    raise ValueError(f"{name} must be [C, C] = [{num_classes}, {num_classes}] for C = {num_classes} classes, "
+                     f"got shape {matrix.shape}.")
+  return matrix
+
+
+def forward_corrected_cross_entropy(logits, labels, *, transition) -> jax.Array:
+  """-sum_j y_j log (p @ T)_j per example; logits, labels [..., C], transition T [C, C] (see the module docstring)."""
+  p, labels, out_dtype = _clipped_probabilities(logits, labels)
+  matrix = _check_matrix(transition, p.shape[-1], "transition").astype(p.dtype)
+  return -jnp.sum(labels * jnp.log(p @ matrix), axis=-1).astype(out_dtype)
+
+
+def backward_corrected_cross_entropy(logits, labels, *, inverse_transition) -> jax.Array:
+  """sum_j y_j (T^{-1} l)_j per example, l = -log p; `inverse_transition` = T^{-1} [C, C] (`inverse`, computed
+  once in float64 rather than per step)."""
+  p, labels, out_dtype = _clipped_probabilities(logits, labels)
+  inverse = _check_matrix(inverse_transition, p.shape[-1], "inverse_transition").astype(p.dtype)
+  corrected = -jnp.log(p) @ inverse.T  # (T^{-1} l)_j = sum_k inv[j, k] l_k
+  return jnp.sum(labels * corrected, axis=-1).astype(out_dtype)
+
+
+def inverse(transition) -> np.ndarray:
+  """T^{-1} in float64, checked: ValueError naming the condition number when T is singular or nearly so (symmetric
+  noise at rate (C - 1) / C makes every row the same)."""
+  matrix = noise.check_transition(transition)
+  condition = np.linalg.cond(matrix)
+  if not np.isfinite(condition) or condition > 1e12:
+    raise ValueError(f"the transition matrix is singular (condition number {condition:.3g}); backward correction "
+                     "needs an invertible T.")
+  return np.linalg.inv(matrix)
+
+
+def estimate_transition(probs, *, percentile: float | None = DEFAULT_PERCENTILE,
+                        shared_filter: bool = False) -> np.ndarray:
+  """The anchor-point estimate of T [C, C] (float64, rows sum to 1) from predicted probabilities [N, C].
+
+  For each class i: the anchor x_i is the example with the largest p_i, after the examples with p_i at or above
+  the `percentile`-th percentile of column i (NumPy's 'higher' method) are left out (None: no filter, the paper's
+  CIFAR-100 choice); row i of T is the anchor's p(. | x_i), normalised to sum 1.
+
+  shared_filter: the original code zeroes the filtered entries in the one probability matrix it then reads the rows
+  from (a NumPy view), so a row read after column j was filtered has 0 wherever that example was in column j's top
+  3%. False (the default) filters a copy of each column; True reproduces the original code's estimate.
+  """
+  probs = np.array(probs, dtype=np.float64)  # a copy: the caller's array is never changed
+  if probs.ndim != 2 or probs.shape[0] < 1 or probs.shape[1] < 2:
+    raise ValueError(f"probs must be [N, C] with N >= 1 and C >= 2, got shape {probs.shape}.")
+  if percentile is not None and not 0.0 < float(percentile) <= 100.0:
+    raise ValueError(f"percentile={percentile!r} must be in (0, 100], or None for no outlier filter.")
+  num_classes = probs.shape[1]
+  transition = np.empty((num_classes, num_classes))
+  for i in range(num_classes):
+    column = probs[:, i] if shared_filter else probs[:, i].copy()
+    if percentile is not None:
+      threshold = np.percentile(column, percentile, method="higher")
+      column[column >= threshold] = 0.0
+    transition[i] = probs[int(np.argmax(column))]
+  sums = transition.sum(axis=1, keepdims=True)
+  if np.any(sums <= 0):
+    raise ValueError("an anchor row has no probability mass left (every entry filtered): use a larger percentile.")
+  return transition / sums

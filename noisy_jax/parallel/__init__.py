@@ -1,0 +1,3 @@
+"""Devices and hosts: the mesh, multi-process runs, the sharded label table, streamed input, XLA options, host
+memory. Imports noisy_jax.core only.
+"""

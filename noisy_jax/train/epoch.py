@@ -1,0 +1,198 @@
+"""The epoch program: data order, batches, augmentation keys and the scan over `train_step`, in one compiled call."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable
+
+import jax
+from jax import lax
+import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+import numpy as np
+
+from noisy_jax.core import _checks
+from noisy_jax.core import augment as augment_lib
+from noisy_jax.core import precision
+from noisy_jax.data import normalization
+from noisy_jax.parallel import streaming
+from noisy_jax.parallel import table_sharding
+from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
+from noisy_jax.train import method as method_lib
+from noisy_jax.train import step as step_lib
+
+
+def epoch_batches(key: jax.Array, num_examples: int, batch_size: int):
+  """A shuffled epoch as fixed-size batches: (indices [S, B], valid [S, B]), S = ceil(N / B).
+
+  The last batch is filled up with the first examples of the permutation (cycling through it again when the split
+  is smaller than the padding), marked invalid: every example is used exactly once, and BatchNorm never sees a batch
+  of repeated padding.
+  """
+  steps = math.ceil(num_examples / batch_size)
+  perm = jax.random.permutation(key, num_examples)
+  pad = steps * batch_size - num_examples
+  indices = jnp.concatenate([perm, jnp.resize(perm, (pad,))]) if pad else perm
+  valid = jnp.arange(steps * batch_size) < num_examples
+  return indices.reshape(steps, batch_size), valid.reshape(steps, batch_size)
+
+
+EPOCH_MODES = ("auto", "scan", "steps")
+
+# The epoch key orders the data (`jax.random.permutation` in `epoch_batches` uses its children 0 and 1, and theirs;
+# split(key)[i] == fold_in(key, i) with JAX's default partitionable threefry); the epoch's augmentation uses its child
+# number AUGMENT_STREAM, a different stream, so the data order is the same with and without augmentation.
+AUGMENT_STREAM = 0x61756721
+
+
+def resolve_epoch_mode(mode: str, platform: str, *, streamed: bool = False) -> str:
+  """'scan' or 'steps' for epoch mode `mode` on devices of `platform` (see make_epoch_fn); streamed input needs
+  'steps' (ValueError for 'scan')."""
+  _checks.check_choice("epoch mode", mode, EPOCH_MODES)
+  if streamed and mode == "scan":
+    raise ValueError("epoch_mode='scan' compiles a whole epoch over data on the devices; streaming input feeds "
+                     "one step at a time: use epoch_mode 'steps' or 'auto' (or input='resident').")
+  if mode == "auto":
+    return "steps" if streamed or platform == "cpu" else "scan"
+  return mode
+
+
+def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
+  """The key that augments train step `step` of an epoch: fold_in(fold_in(epoch_key, AUGMENT_STREAM), step)."""
+  return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
+
+
+def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
+                  mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
+                  compiler_options: dict[str, str] | None = None, shard_table: bool = False,
+                  normalize: Callable | None = None, source=None, workers: int = 0,
+                  member_map: str = "loop") -> Callable:
+  """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  member_map: 'vmap' or 'loop', how a two-network method's step maps its forward pass over the pair (train_step).
+
+  normalize: the inputs as stored -> float32 network inputs, applied on the device to each gathered (or streamed)
+  batch before augmentation (noisy_jax.data.normalization; inputs.normalizer). None: the inputs are float already.
+
+  source: None (resident: `images` is the training split on the devices), or the training inputs on the host
+  (image_files.ImageFiles or an array [N, ...]) that each step's batch is streamed from (noisy_jax.parallel.streaming,
+  with `workers` Grain processes); `images` is then ignored (pass None). Streaming dispatches one step at a time, so
+  mode 'scan' is refused and 'auto' means 'steps'. The batches, their order and their augmentation keys are the
+  resident path's, so both train the same network.
+
+  In mode 'steps' epoch_fn also takes `start` (the first step: resume inside an epoch), `totals` (the metric sums
+  of the steps before it) and `after_step(steps_done, state, table, totals)` (called after every step: mid-epoch
+  checkpoints); the epoch's metrics cover all its steps.
+
+  shard_table: the table is row-sharded over the mesh axis (table_sharding.shard; rows padded to a multiple of the
+  device count): the program's in/out specs take table_sharding.specs (rows on `batch`) instead of P(), and the
+  step reads and writes by index (train_step's table_axis). False: the table is replicated (today's program).
+
+  `images` [N, ...] is the whole (device-resident) training split; `key` orders this epoch; `epoch` (1-based int)
+  is the history slot. State and table are donated: do not reuse the arguments after the call.
+
+  augment: None, or `augment(key, x [b, H, W, C], rows [b]) -> x` (noisy_jax.core.augment.make_augment), applied to
+  each device's gathered batch with the step's `augmentation_key(key, step)`. Each example's randomness depends
+  only on that key and its row, so the result does not depend on the number of devices.
+
+  compiler_options: XLA options for the step (or epoch) program, e.g. `compiler_options(model, platform)`.
+
+  mode: 'scan' compiles the whole epoch into one program (`lax.scan` over the steps): no host work between steps,
+  what accelerators want. 'steps' dispatches one compiled step per batch from the host: XLA's CPU backend runs
+  convolutions inside a while loop ~10x slower than at top level, so this is faster there (SmallCNN epoch on
+  mnist5k, 2-core CPU: 4.3 s with 'scan', 0.39 s with 'steps'; `python -m experiments.benchmarks.small_cnn_epoch
+  --jax-mode scan`, then `steps`). 'auto' picks 'steps' on CPU and 'scan' elsewhere. Both trace the step once per run.
+  """
+  _checks.check_choice("epoch mode", mode, EPOCH_MODES)
+  mode = resolve_epoch_mode(mode, mesh.devices.flat[0].platform, streamed=source is not None)
+  normalize = normalize or normalization.identity()
+  num_devices = mesh.devices.size
+  if batch_size % num_devices:
+    raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
+  local = batch_size // num_devices
+
+  def step_on(state, table, codes, rows, ok, epoch, key, step):
+    """One train step on this device's batch: inputs as stored [b, ...], their rows [b] and valid flags [b]."""
+    x = normalize(codes)
+    if augment is not None:
+      x = augment(augmentation_key(key, step), x, rows)
+    return step_lib.train_step(state, table, x, rows, ok, method=method, epoch=epoch,
+                      table_axis=AXIS if shard_table else None, member_map=member_map)
+
+  def local_step(state, table, images, indices, valid, epoch, key, step):
+    """This device's slice of the global batch `indices`/`valid` [B], gathered from the resident `images`."""
+    start = lax.axis_index(AXIS) * local
+    rows = lax.dynamic_slice_in_dim(indices, start, local)
+    ok = lax.dynamic_slice_in_dim(valid, start, local)
+    return step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
+
+  def finish(totals):
+    return {"train_loss": totals["loss"] / totals["count"],
+            "train_accuracy_given": totals["correct"] / totals["count"]}
+
+  table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
+
+  def shard(fn, num_in, num_out, batch_args=()):  # argument and result 1 are the table
+    in_specs, out_specs = [P()] * num_in, [P()] * num_out
+    in_specs[1] = out_specs[1] = table_spec
+    for i in batch_args:  # streamed batches arrive split over the devices
+      in_specs[i] = P(AXIS)
+    return jax.shard_map(fn, mesh=mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
+
+  if mode == "scan":
+    def per_device_epoch(state, table, images, key, epoch):
+      indices, valid = epoch_batches(key, num_examples, batch_size)
+      steps = jnp.arange(indices.shape[0], dtype=jnp.int32)
+
+      def body(carry, batch):
+        indices, valid, step = batch
+        state, table, step_metrics = local_step(*carry, images, indices, valid, epoch, key, step)
+        return (state, table), step_metrics
+
+      (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
+      return state, table, finish(jax.tree.map(jnp.sum, step_metrics))
+
+    return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1), compiler_options=compiler_options)
+
+  def per_device_step(state, table, totals, images, indices, valid, step, epoch, key):
+    state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch, key, step)
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2), compiler_options=compiler_options)
+  batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
+  finish_fn = jax.jit(finish)
+  num_steps = math.ceil(num_examples / batch_size)
+
+  def per_device_streamed_step(state, table, totals, codes, rows, ok, step, epoch, key):
+    state, table, step_metrics = step_on(state, table, codes, rows, ok, epoch, key, step)
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  if source is not None:
+    step_fn = jax.jit(shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5)), donate_argnums=(0, 1, 2),
+                      compiler_options=compiler_options)
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  split = jax.sharding.NamedSharding(mesh, P(AXIS))
+
+  def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None):
+    indices, valid = batches_fn(key)
+    if totals is None:
+      totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+    totals = jax.device_put({k: jnp.asarray(v, precision.float_dtype()) for k, v in totals.items()}, replicated)
+    if source is None:
+      for step in range(start, num_steps):
+        state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
+        if after_step is not None:
+          after_step(step + 1, state, table, totals)
+      return state, table, finish_fn(totals)
+    with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start,
+                                workers=workers) as loader:
+      for step, batch in zip(range(start, num_steps), loader):
+        codes, rows, ok = (jax.make_array_from_process_local_data(split, batch[k])
+                           for k in ("images", "indices", "valid"))
+        state, table, totals = step_fn(state, table, totals, codes, rows, ok, np.int32(step), epoch, key)
+        if after_step is not None:
+          after_step(step + 1, state, table, totals)
+    return state, table, finish_fn(totals)
+
+  return epoch_fn

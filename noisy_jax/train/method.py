@@ -1,0 +1,96 @@
+"""What the trainer needs of a method: its batch objective, per-example state and table policy (`Method`).
+
+The trainer (noisy_jax.train) knows a method only through this record; noisy_jax.methods.registry builds one from
+`config.method`.
+
+Methods with per-example state (ELR, SOP) or two networks (Co-teaching) have an *extended* objective
+(`method_lib.Method.extended`), called as objective(logits, soft_labels, weights, valid, axis_name, rows=..., epoch=...)
+and returning (loss, rows_out): `rows` are the batch's method rows {name: [B, ...]} (differentiated when
+`rows_trainable`), `epoch` the 1-based epoch; `row_update(rows, rows_out, row_grads)` gives the rows written
+back. With `num_networks = 2` the logits are the pair's [2, B, C] and the loss the sum of both networks' losses
+(each network's parameters get the gradient of its own).
+
+The batch objective has the signature
+  objective(logits [B, C], soft_labels [B, C], weights [B], valid [B], axis_name) -> scalar
+and returns the loss of the *global* batch: sums are `psum`-ed over `axis_name` (the device axis) and divided by
+the global number of valid rows. Padding rows (valid = 0) contribute nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+
+def _psum(x, axis_name):
+  return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def weighted_batch_mean(per_example: jax.Array, weights: jax.Array, valid: jax.Array, axis_name=None):
+  """sum_i valid_i w_i l_i / sum_i valid_i over the global batch (psum over `axis_name`).
+
+  Dividing by the number of examples (not by sum w_i) follows the truncated-Lq port: pruned examples lower the
+  loss instead of re-scaling the others. The denominator is at least 1.
+  """
+  valid = valid.astype(per_example.dtype)
+  total = _psum(jnp.sum(per_example * weights.astype(per_example.dtype) * valid), axis_name)
+  count = _psum(jnp.sum(valid), axis_name)
+  return total / jnp.maximum(count, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """A batch objective plus the label-table policy applied between epochs.
+
+  Attributes:
+    name: the method's name (for tables and logs).
+    objective: the batch objective (module docstring).
+    history_length: H, the number of epochs of predictions the label table keeps (0: none recorded).
+    table_update: pure `(table, train_probs [N, C] or None) -> table`, applied after the epochs where
+      `update_due(epoch)` is true (epochs are 1-based). None: the table never changes.
+    needs_train_probs: whether `table_update` needs the softmax of the whole training set.
+    prune_params: for truncated Lq, which parameters compute those probabilities ('best_val' or 'current').
+    stage2: whether the trainer runs Joint Optimization's second stage after this one.
+    extended: the objective takes `rows` and `epoch` and returns (loss, rows_out) (module docstring).
+    init_rows: None, or `(key, num_rows, num_classes) -> {name: [num_rows, ...]}`, the method's per-example state
+      (LabelTable.method_rows) before training.
+    row_update: `(rows, rows_out, row_grads) -> rows` of the batch, written back after the step (row_grads: the
+      gradient of the global batch's loss w.r.t. the rows when `rows_trainable`, else None).
+    rows_trainable: differentiate the loss w.r.t. the batch's rows as well (SOP's u, v).
+    num_networks: 1, or 2 (two TrainStates stacked on a leading axis, trained in one step; evaluated by the mean
+      of their logits).
+    member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the
+      epochs where `update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix).
+    epoch_factory: None (train.make_epoch_fn's program), or `(mesh, warmup_epoch_fn, **options) -> epoch_fn`, the
+      method's own epoch program (DivideMix, ELR+), which may call make_epoch_fn's program (`warmup_epoch_fn`).
+    init_state: None, or `(state) -> state`, applied to the new TrainState before training (ELR+: the weight
+      averages, `TrainState.ema_params`).
+    label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
+      for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
+  """
+  name: str
+  objective: Callable[..., jax.Array]
+  history_length: int = 0
+  table_update: Callable | None = None
+  update_due: Callable[[int], bool] = lambda epoch: False
+  needs_train_probs: bool = False
+  prune_params: str = "current"
+  stage2: bool = False
+  extended: bool = False
+  init_rows: Callable | None = None
+  row_update: Callable | None = None
+  rows_trainable: bool = False
+  num_networks: int = 1
+  member_update: Callable | None = None
+  epoch_factory: Callable | None = None
+  init_state: Callable | None = None
+  label_evidence: Callable | None = None
+
+  @property
+  def relabels_from_history(self) -> bool:
+    """Whether the table update relabels from the recorded history (Joint Optimization). A history recorded for
+    another method (label issues: `noisy_jax.core.label_issues.history_length`) is only read, never trained on."""
+    return bool(self.history_length) and self.table_update is not None and not self.needs_train_probs

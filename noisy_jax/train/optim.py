@@ -1,0 +1,130 @@
+"""The optimiser of every run: SGD with momentum, coupled weight decay, a per-epoch lr schedule, optional clipping.
+
+`make_optimizer(config.optimizer, steps_per_epoch, num_epochs)` builds, from the fields of `config.optimizer`:
+
+  learning_rate     base lr
+  momentum          SGD momentum (default 0.9); nesterov (default False)
+  weight_decay      coupled L2 (PyTorch SGD's `weight_decay`): g <- g + wd * w before momentum (default 0)
+  lr_schedule       'piecewise' (default) | 'cosine'; both change the lr only at epoch boundaries:
+    'piecewise'     lr_e = learning_rate * lr_decay ** #{b in lr_boundaries : b <= e}   (0-based epoch e;
+                    lr_decay default 0.1, lr_boundaries default ())
+    'cosine'        lr_e = lr_min + (learning_rate - lr_min) (1 + cos(pi e / T)) / 2, T = cosine_epochs
+                    (default: the stage's num_epochs), lr_min default 0. PyTorch's CosineAnnealingLR(T_max=T,
+                    eta_min=lr_min) with `scheduler.step()` called once after each epoch, as APL's main.py does
+                    (Ma et al., ICML 2020, github.com/HanxunH/Active-Passive-Losses). Epoch 0 trains at
+                    learning_rate; epoch T - 1, the last of a T-epoch run, at lr_min + (lr - lr_min) sin^2(pi/2T).
+  grad_clip_norm    0 (default: off) or c > 0: g <- g * min(1, c / ||g||_2), ||g||_2 the global norm over every
+                    parameter, on the raw device-averaged gradient, before weight decay is added. PyTorch's
+                    `clip_grad_norm_(model.parameters(), c)` before a SGD step with coupled weight decay (APL's
+                    trainer.py, c = 5). PyTorch divides by ||g|| + 1e-6: a clipped norm 1e-6 / ||g|| relative smaller
+                    than here (not reproduced).
+
+The chain is: clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the momentum
+buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0).
+
+`name` = 'sgd' (default, all of the above) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
+main.py), lr `learning_rate` and beta1 0.9 until epoch `decay_start` (0-based), then lr decayed linearly towards 0 at
+the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional clipping first
+(noisy_jax.train.coteaching_adam.adam_schedule: what PyTorch's Adam does with its lr and betas set at each epoch's
+start).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from noisy_jax.core import _checks
+from noisy_jax.core import precision
+from noisy_jax.train import coteaching_adam
+
+LR_SCHEDULES = ("piecewise", "cosine")
+OPTIMIZERS = ("sgd", "coteaching_adam")
+
+
+def _cosine_epochs(config, num_epochs: int | None) -> int:
+  """T of the cosine schedule: config.cosine_epochs when set (> 0), else the stage's num_epochs."""
+  value = config.get("cosine_epochs", None) or num_epochs
+  if value is None:
+    raise ValueError("lr_schedule='cosine' needs optimizer.cosine_epochs or the stage's num_epochs (neither given).")
+  if int(value) != value or value < 1:
+    raise ValueError(f"cosine_epochs={value!r} must be an integer >= 1 (the cosine's period T in epochs).")
+  return int(value)
+
+
+def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None = None) -> optax.Schedule:
+  """The per-epoch lr schedule of `config.lr_schedule` (module docstring) as an optax schedule of the step count.
+
+  Args:
+    config: the optimizer config (learning_rate and the schedule's fields).
+    steps_per_epoch: optimiser steps per epoch (epoch e covers steps [e * steps_per_epoch, (e + 1) * steps_per_epoch)).
+    num_epochs: the stage's epochs, the cosine's default T (unused by 'piecewise').
+
+  Raises:
+    ValueError: an unknown lr_schedule, a negative lr_min, or a missing / non-positive cosine period.
+  """
+  kind = config.get("lr_schedule", "piecewise")
+  _checks.check_choice("lr_schedule", kind, LR_SCHEDULES)
+  learning_rate = float(config.learning_rate)
+  if kind == "piecewise":
+    boundaries = {int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1))
+                  for epoch in config.get("lr_boundaries", ())}
+    return optax.piecewise_constant_schedule(learning_rate, boundaries)
+  period = _cosine_epochs(config, num_epochs)
+  lr_min = float(config.get("lr_min", 0.0))
+  _checks.check_range("lr_min", lr_min, 0.0, np.inf)
+
+  def schedule(count):
+    # (1 + cos(pi e / T)) / 2 written as sin^2(pi (T - e) / 2T): the same value for every e, without float32's
+    # cancellation near e = T (the last epoch's lr, ~2e-4 of the base lr at T = 120, keeps ~1e-7 relative precision).
+    epoch = jnp.asarray(count) // steps_per_epoch
+    remaining = (period - epoch).astype(precision.float_dtype())
+    return lr_min + (learning_rate - lr_min) * jnp.square(jnp.sin((0.5 * math.pi / period) * remaining))
+
+  return schedule
+
+
+def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) -> optax.GradientTransformation:
+  """SGD with momentum, coupled (PyTorch-style, before momentum) weight decay on every parameter, the lr schedule of
+  `learning_rate_schedule` and, when `grad_clip_norm` > 0, global-norm clipping of the raw gradient first.
+
+  Raises:
+    ValueError: a negative or non-finite grad_clip_norm, and the schedule's errors.
+  """
+  clip = float(config.get("grad_clip_norm", 0.0) or 0.0)
+  _checks.check_range("grad_clip_norm", clip, 0.0, np.inf, high_open=True)
+  steps = [optax.clip_by_global_norm(clip)] if clip > 0 else []
+  name = config.get("name", "sgd")
+  _checks.check_choice("optimizer name", name, OPTIMIZERS)
+  if name == "coteaching_adam":
+    if num_epochs is None:
+      raise ValueError("optimizer 'coteaching_adam' needs the stage's num_epochs (its lr decays to 0 there).")
+    return optax.chain(*steps, coteaching_adam.adam_schedule(
+        float(config.learning_rate), int(num_epochs), int(config.get("decay_start", 80)),
+        steps_per_epoch=steps_per_epoch, beta1=float(config.get("beta1", coteaching_adam.ORIGINAL_BETA1)),
+        beta1_after=float(config.get("beta1_after", coteaching_adam.ORIGINAL_BETA1_AFTER))))
+  steps += [
+      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+      optax.sgd(learning_rate_schedule(config, steps_per_epoch, num_epochs),
+                momentum=float(config.get("momentum", 0.9)), nesterov=bool(config.get("nesterov", False))),
+  ]
+  return optax.chain(*steps)
+
+
+def at_epoch(opt_state, count):
+  """`opt_state` with the step count of every lr schedule (optax's ScaleByScheduleState) set to `count` (int, or
+  a traced int), so that the next update uses the schedule's rate at that count: DivideMix (whose epochs have a
+  data-dependent number of steps) sets it to the epoch's first step, (epoch - 1) x steps_per_epoch, so a schedule
+  written in epochs gives the epoch's rate. Other state (momentum, Adam's bias-correction count) is untouched.
+  Works on stacked states (a pair of networks: counts [2])."""
+  def reset(node):
+    if isinstance(node, optax.ScaleByScheduleState):
+      return node._replace(count=jnp.full_like(node.count, count))
+    return node
+
+  return jax.tree.map(reset, opt_state, is_leaf=lambda node: isinstance(node, optax.ScaleByScheduleState))
+

@@ -1,0 +1,55 @@
+"""The compiled per-network step of methods whose networks train in turn, one epoch each (DivideMix, ELR+).
+
+`network_programs(network_step, mesh, ...)` compiles `network_step(state, table, totals, *replicated, m=, shard_table=)`
+once per (network m, table layout) under shard_map over the mesh: the stacked pair and the totals replicated and
+donated, the table replicated or row-sharded (noisy_jax.parallel.table_sharding), every other argument replicated. The
+totals are running sums {"loss", "correct", "count"} of the epoch, kept on the devices (`zero_totals`), read once at
+the end (`mean_metrics`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from noisy_jax.parallel import table_sharding
+
+
+def network_programs(network_step, mesh, *, axis: str, num_replicated: int, compiler_options=None):
+  """`program(m, shard_table)`: the jitted, shard-mapped `network_step` for network m (compiled on first use).
+
+  num_replicated: how many arguments follow (state, table, totals), all replicated.
+  """
+  programs = {}
+
+  def program(m: int, shard_table: bool):
+    if (m, shard_table) not in programs:
+      table_spec = table_sharding.specs(axis, sharded=shard_table)
+      mapped = jax.shard_map(functools.partial(network_step, m=m, shard_table=shard_table), mesh=mesh,
+                             in_specs=(P(), table_spec) + (P(),) * (1 + num_replicated),
+                             out_specs=(P(), table_spec, P()), check_vma=False)
+      programs[(m, shard_table)] = jax.jit(mapped, donate_argnums=(0, 2), compiler_options=compiler_options)
+    return programs[(m, shard_table)]
+
+  return program
+
+
+def zero_totals(mesh) -> dict:
+  """The epoch's running sums, zero, replicated over the mesh."""
+  zeros = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+  return jax.device_put(zeros, jax.sharding.NamedSharding(mesh, P()))
+
+
+def add_to_totals(totals: dict, loss, correct, count) -> dict:
+  """totals + (loss x count, correct, count) of one step (loss: the step's mean)."""
+  return {"loss": totals["loss"] + loss * count, "correct": totals["correct"] + correct,
+          "count": totals["count"] + count}
+
+
+def mean_metrics(totals: dict, accuracy_name: str) -> dict:
+  """{"train_loss": mean loss per row, accuracy_name: correct / count} of the epoch."""
+  count = jnp.maximum(totals["count"], 1.0)
+  return {"train_loss": totals["loss"] / count, accuracy_name: totals["correct"] / count}

@@ -1,0 +1,110 @@
+"""One training step of a method on this device's shard of the batch, reading and writing the label table."""
+
+from __future__ import annotations
+
+
+import jax
+from jax import lax
+import jax.numpy as jnp
+
+from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.core import precision
+from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
+from noisy_jax.train import members as members_lib
+from noisy_jax.train import method as method_lib
+from noisy_jax.train import state as state_lib
+
+
+def train_step(state: state_lib.TrainState, table: label_table_lib.LabelTable, images: jax.Array, indices: jax.Array,
+               valid: jax.Array, *, method: method_lib.Method, epoch, axis_name: str | None = AXIS,
+               table_axis: str | None = None, member_map: str = "loop"):
+  """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
+
+  Args:
+    state: replicated (for a two-network method, the pair's TrainStates stacked on a leading axis of 2).
+    table: replicated, or this device's rows of a row-sharded table (`table_axis`).
+    images: [b, ...] this device's inputs; indices [b] their rows in the table; valid [b] False for padding.
+    epoch: scalar int, the 1-based epoch: the history slot that predictions are recorded into (ring position
+      epoch % H), and the epoch an extended objective sees (Co-teaching's forget rate).
+    axis_name: the device axis (None outside any mapping).
+    table_axis: None (replicated table) or the axis its rows are split over (noisy_jax.parallel.table_sharding): reads
+    and
+      writes then go through label_table.sharded_targets / sharded_record / sharded_*_rows.
+    member_map: how a two-network method maps its forward pass over the pair ('vmap' or 'loop',
+    noisy_jax.train.members).
+
+  A method's per-example state (table.method_rows: ELR's targets, SOP's u and v) is read for the batch, given to the
+  extended objective (differentiated with the parameters when `rows_trainable`), updated by `method.row_update` and
+  written back like the history: the (all-gathered) rows of the global batch, padding rows dropped.
+  """
+  if table_axis is None:
+    soft_labels, weights = label_table_lib.targets(table, indices)
+    rows = label_table_lib.read_rows(table, indices)
+  else:
+    soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
+    rows = label_table_lib.sharded_read_rows(table, indices, axis_name=table_axis)
+  pair = method.num_networks > 1
+
+  def forward(params, batch_stats):
+    logits, updates = state.apply_fn({"params": params, "batch_stats": batch_stats}, images, train=True,
+                                     mutable=["batch_stats"])
+    return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
+
+  if pair:
+    forward = members_lib.map_members(forward, member_map)
+
+  def loss_fn(params, rows):
+    logits, batch_stats = forward(params, state.batch_stats)
+    if method.extended:
+      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch)
+    else:
+      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
+    return loss, (logits, batch_stats, rows_out)
+
+  argnums = (0, 1) if method.rows_trainable else 0
+  (loss, (logits, batch_stats, rows_out)), grads = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)(
+      state.params, rows)
+  grads, row_grads = grads if method.rows_trainable else (grads, None)
+  if axis_name is not None:
+    grads = lax.pmean(grads, axis_name)
+    batch_stats = lax.pmean(batch_stats, axis_name)
+    if row_grads is not None:
+      # Differentiating a psum-ed loss under pmap semantics gives each device D times its rows' gradient (the
+      # parameters' D-fold gradients are averaged by the pmean above); the rows are this device's own: divide.
+      row_grads = jax.tree.map(lambda g: g / lax.psum(1, axis_name), row_grads)
+  if pair:  # each network its own update (a global-norm clip, if any, per network)
+    state = jax.vmap(lambda s, g, b: s.apply_gradients(grads=g, batch_stats=b))(state, grads, batch_stats)
+    logits = jnp.mean(logits, axis=0)  # the pair's prediction: the mean of the two networks' logits
+  else:
+    state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
+
+  probs = jax.nn.softmax(logits)
+  write_rows = None
+  if method.history_length or table.method_rows:
+    # Padding rows are dropped by the write: row N of a replicated table, -1 (owned by no device) of a sharded one.
+    write_rows = jnp.where(valid, indices, table.num_examples if table_axis is None else -1)
+    if axis_name is not None:
+      write_rows = lax.all_gather(write_rows, axis_name, tiled=True)
+  if method.history_length:
+    probs_all = probs if axis_name is None else lax.all_gather(probs, axis_name, tiled=True)
+    if table_axis is None:
+      table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
+    else:
+      table = label_table_lib.sharded_record(table, write_rows, probs_all, slot=epoch, axis_name=table_axis)
+  if table.method_rows and method.row_update is not None:  # a method without row logic leaves them as they are
+    new_rows = method.row_update(rows, rows_out, row_grads)
+    if axis_name is not None:
+      new_rows = jax.tree.map(lambda r: lax.all_gather(r, axis_name, tiled=True), new_rows)
+    if table_axis is None:
+      table = label_table_lib.write_rows(table, write_rows, new_rows)
+    else:
+      table = label_table_lib.sharded_write_rows(table, write_rows, new_rows, axis_name=table_axis)
+
+  given = jnp.argmax(soft_labels, axis=-1)
+  valid_f = valid.astype(precision.float_dtype())
+  correct = jnp.sum((jnp.argmax(logits, axis=-1) == given) * valid_f)
+  count = jnp.sum(valid_f)
+  if axis_name is not None:
+    correct, count = lax.psum(correct, axis_name), lax.psum(count, axis_name)
+  loss = loss / method.num_networks  # a pair reports the mean of its two networks' losses
+  return state, table, {"loss": loss * count, "correct": correct, "count": count}
