@@ -1,0 +1,99 @@
+"""The package's layers import one way: each module imports only its own layer and the layers below it.
+
+Read from the source with `ast`, module-level and function-level imports alike (nothing is imported), so a module
+that reaches up, even inside a function, fails here. From the bottom:
+
+  core        losses, noise, label table, metrics, augmentation, label issues: pure functions of arrays
+  parallel    mesh, processes, sharded table, streamed input, XLA options, host memory
+  data        datasets and the noisy labels a run trains on
+  models      the networks and `models.build`
+  train       state, step, epoch program, prediction, `fit`, optimisers, two-network machinery, checkpoints
+  methods     each method's objective and state, the two-network methods' epoch programs, the registry
+  experiment  runs, comparisons, sweeps, reporting, export, environment
+"""
+
+import ast
+import os
+
+import pytest
+
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "noisy_jax")
+LAYERS = ("core", "parallel", "data", "models", "train", "methods", "experiment")
+
+
+def layer_of(module: str) -> str | None:
+  """The layer (first sub-package) of a dotted noisy_jax module name; None for the package itself or another one."""
+  parts = module.split(".")
+  return parts[1] if parts[0] == "noisy_jax" and len(parts) > 1 else None
+
+
+def imports_of(path: str) -> list[tuple[int, str]]:
+  """(line, noisy_jax module) of every import in the file at any depth: `from P import name` counts as P.name when P
+  is the package itself (`from noisy_jax import models`), else as P."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), filename=path)
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("noisy_jax")]
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("noisy_jax") and not node.level:
+      found += [(node.lineno, f"noisy_jax.{alias.name}" if node.module == "noisy_jax" else node.module)
+                for alias in node.names]
+  return found
+
+
+def package_modules() -> list[tuple[str, str]]:
+  """(path, dotted name) of every module of noisy_jax."""
+  out = []
+  for directory, _, names in os.walk(PACKAGE_DIR):
+    for name in sorted(names):
+      if name.endswith(".py"):
+        path = os.path.join(directory, name)
+        dotted = os.path.relpath(path, os.path.dirname(PACKAGE_DIR))[:-3].replace(os.sep, ".")
+        out.append((path, dotted.removesuffix(".__init__")))
+  return out
+
+
+def upward_imports(modules: list[tuple[str, str]]) -> list[str]:
+  """Each import, in `modules` (path, dotted name), of a module of a higher layer or of no layer."""
+  bad = []
+  for path, module in modules:
+    own = layer_of(module)
+    for line, imported in imports_of(path):
+      theirs = layer_of(imported)
+      if theirs is None or own is None:
+        continue
+      if theirs not in LAYERS:
+        bad.append(f"{module}:{line} imports {imported}, which is in no layer")
+      elif LAYERS.index(theirs) > LAYERS.index(own):
+        bad.append(f"{module}:{line} ({own}) imports {imported} ({theirs}), a higher layer")
+  return bad
+
+
+def test_every_module_sits_in_a_layer():
+  outside = sorted(name for name in os.listdir(PACKAGE_DIR) if name not in LAYERS and name not in
+                   ("__init__.py", "__pycache__"))
+  assert outside == [], f"modules or folders of noisy_jax outside the layers {LAYERS}: {outside}"
+
+
+def test_imports_point_down():
+  assert upward_imports(package_modules()) == []
+
+
+def test_an_upward_import_inside_a_function_is_caught(tmp_path):
+  core_losses = os.path.join(PACKAGE_DIR, "core", "losses.py")
+  with open(core_losses, encoding="utf-8") as f:
+    source = f.read()
+  reaching = tmp_path / "losses.py"
+  reaching.write_text(source + "\n\ndef _late():\n  from noisy_jax.train import loop\n  return loop\n")
+  line = len(source.splitlines()) + 4
+  assert upward_imports([(core_losses, "noisy_jax.core.losses")]) == []
+  assert upward_imports([(str(reaching), "noisy_jax.core.losses")]) == [
+      f"noisy_jax.core.losses:{line} (core) imports noisy_jax.train (train), a higher layer"]
+
+
+@pytest.mark.parametrize("module,layer", [("noisy_jax.core.losses", "core"), ("noisy_jax.train.loop", "train"),
+                                          ("noisy_jax.experiment", "experiment"), ("noisy_jax", None),
+                                          ("numpy", None)])
+def test_layer_of(module, layer):
+  assert layer_of(module) == layer
