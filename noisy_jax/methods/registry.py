@@ -418,6 +418,12 @@ _METHOD_FIELDS = {
 }
 
 
+def _given(method_config, **casts) -> dict:
+  """The fields of `method_config` named in `casts` that the config sets, each cast (name=type): the builder's own
+  signature holds every default, once."""
+  return {name: cast(method_config[name]) for name, cast in casts.items() if name in method_config}
+
+
 def make(method_config, *, num_classes: int, transition=None, num_epochs: int | None = None) -> method_lib.Method:
   """Builds a method_lib.Method from `config.method` (see the module docstring for the fields of each name).
 
@@ -444,12 +450,10 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
                                      relabel=method_config.relabel, relabel_k=method_config.get("relabel_k", 0),
                                      stage2=method_config.get("stage2", True))
   if name == "elr":
-    return elr_method(lam=float(method_config.get("lam", 3.0)), beta=float(method_config.get("beta", 0.7)))
+    return elr_method(**_given(method_config, lam=float, beta=float))
   if name == "sop":
-    return sop_method(lr_u=float(method_config.get("lr_u", 1.0)), lr_v=float(method_config.get("lr_v", 10.0)),
-                      init_std=float(method_config.get("init_std", sop_lib.INIT_STD)),
-                      ratio_balance=float(method_config.get("ratio_balance", 0.0)),
-                      balance_detach_v=bool(method_config.get("balance_detach_v", True)))
+    return sop_method(**_given(method_config, lr_u=float, lr_v=float, init_std=float, ratio_balance=float,
+                               balance_detach_v=bool))
   if name == "dividemix":
     fields = {k: method_config[k] for k in method_config.keys() if k != "name"}
     return dividemix_method(DividemixSettings(**fields))
@@ -464,10 +468,8 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
       raise ValueError("method 'coteaching' needs method.forget_rate (the paper uses the noise rate).")
     return coteaching_method(
         forget_rate=float(method_config.forget_rate), num_epochs=int(num_epochs),
-        num_gradual=int(method_config.get("num_gradual", 10)), exponent=float(method_config.get("exponent", 1.0)),
-        ramp=method_config.get("ramp", "paper"), plus=bool(method_config.get("plus", False)),
-        init_epoch=int(method_config.get("init_epoch", 0)),
-        normalise_twice=bool(method_config.get("normalise_twice", False)))
+        **_given(method_config, num_gradual=int, exponent=float, ramp=str, plus=bool, init_epoch=int,
+                 normalise_twice=bool))
   if name == "loss_correction":
     if transition is None:
       raise ValueError("method 'loss_correction' needs its transition matrix: make(..., transition=T); "
