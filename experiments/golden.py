@@ -59,10 +59,10 @@ REGENERATE = "python -m experiments.golden --write"
 # code and integer draws: equal on AVX-512 and AVX2 machines (an Intel-written file matched an AMD EPYC bit for bit),
 # one float32 ulp apart without FMA.
 TOLERANCES = {
-    "loss": (1e-10, 1e-12),     # one evaluation of a loss and its gradient (float64)
-    "accuracy": (0.0, 1e-9),    # a fraction of 180-359 examples after 2-3 epochs: must not move by one example
-    "run": (1e-8, 1e-10),       # train losses, sums (of squares) of parameters and label tables (float64 runs)
-    "data": (1e-6, 1e-7),       # image statistics, initial parameters (float32)
+  "loss": (1e-10, 1e-12),  # one evaluation of a loss and its gradient (float64)
+  "accuracy": (0.0, 1e-9),  # a fraction of 180-359 examples after 2-3 epochs: must not move by one example
+  "run": (1e-8, 1e-10),  # train losses, sums (of squares) of parameters and label tables (float64 runs)
+  "data": (1e-6, 1e-7),  # image statistics, initial parameters (float32)
 }
 
 
@@ -83,10 +83,15 @@ def checksum(*arrays) -> str:
 def tree_numbers(tree, prefix: str) -> dict:
   """Count, sum, sum of squares (float64) and checksum of every leaf of a pytree, in the tree's leaf order."""
   import jax  # pylint: disable=g-import-not-at-top
+
   leaves = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(tree))]
   flat = np.concatenate([x.astype(np.float64).ravel() for x in leaves]) if leaves else np.zeros(0)
-  return {f"{prefix}_count": int(flat.size), f"{prefix}_sum": float(flat.sum()),
-          f"{prefix}_sum_squares": float(np.sum(flat * flat)), f"{prefix}_sha256": checksum(*leaves)}
+  return {
+    f"{prefix}_count": int(flat.size),
+    f"{prefix}_sum": float(flat.sum()),
+    f"{prefix}_sum_squares": float(np.sum(flat * flat)),
+    f"{prefix}_sha256": checksum(*leaves),
+  }
 
 
 def kind_of(case: str, key: str) -> str:
@@ -106,6 +111,7 @@ def kind_of(case: str, key: str) -> str:
 
 def data_cases() -> dict[str, dict]:
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
+
   out = {}
   for name in ("digits", "mnist5k"):
     dataset = data.load(name)
@@ -127,17 +133,26 @@ def noise_cases() -> dict[str, dict]:
   import jax  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+
   dataset = data.load("digits")
-  settings = {"symmetric": ("symmetric", 0.4, ""), "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
-              "pairflip": ("pairflip", 0.45, ""), "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
-              "pseudo_labels": (inputs.PSEUDO_LABEL_NOISE, 0.4, "")}
+  settings = {
+    "symmetric": ("symmetric", 0.4, ""),
+    "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
+    "pairflip": ("pairflip", 0.45, ""),
+    "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
+    "pseudo_labels": (inputs.PSEUDO_LABEL_NOISE, 0.4, ""),
+  }
   out = {}
   for name, (noise_type, rate, noise_dataset) in settings.items():
-    config = ml_collections.ConfigDict({"noise": {"type": noise_type, "rate": rate, "exact": True,
-                                                  "dataset": noise_dataset, "num_components": 20}})
+    config = ml_collections.ConfigDict(
+      {"noise": {"type": noise_type, "rate": rate, "exact": True, "dataset": noise_dataset, "num_components": 20}}
+    )
     noisy, report = inputs.noisy_training_labels(config, dataset, jax.random.PRNGKey(0))
-    out[f"noise/{name}"] = {"flipped": int(np.sum(noisy != dataset.y_train)), "noisy_labels_sha256": checksum(noisy),
-                            "flip_rate": float(report["flip_rate"])}
+    out[f"noise/{name}"] = {
+      "flipped": int(np.sum(noisy != dataset.y_train)),
+      "noisy_labels_sha256": checksum(noisy),
+      "flip_rate": float(report["flip_rate"]),
+    }
   return out
 
 
@@ -149,11 +164,13 @@ INIT_MODELS = (("mlp", (8, 8, 1)), ("small_cnn", (28, 28, 1)))
 def init_cases() -> dict[str, dict]:
   import jax  # pylint: disable=g-import-not-at-top
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
+
   out = {}
   for name, shape in INIT_MODELS:
     model = models.get(name, num_classes=10)
     variables = jax.jit(lambda key, m=model, s=shape: m.init(key, np.zeros((1, *s), np.float32), train=False))(
-        jax.random.PRNGKey(0))
+      jax.random.PRNGKey(0)
+    )
     out[f"init/{name}"] = tree_numbers(variables["params"], "params")
   return out
 
@@ -163,7 +180,7 @@ def _loss_inputs(num_classes: int = 10):
   float32 values, widened to float64."""
   rng = np.random.default_rng(20261124)
   scale = np.repeat(np.array([1.0, 3.0, 10.0, 30.0], np.float32), 6)[:, None]
-  logits = (rng.standard_normal((24, num_classes)).astype(np.float32) * scale)
+  logits = rng.standard_normal((24, num_classes)).astype(np.float32) * scale
   one_hot = np.eye(num_classes, dtype=np.float32)[rng.integers(0, num_classes, 24)]
   soft = rng.dirichlet(np.ones(num_classes), 24).astype(np.float32)
   return tuple(x.astype(np.float64) for x in (logits, one_hot, soft))
@@ -172,6 +189,7 @@ def _loss_inputs(num_classes: int = 10):
 def loss_settings() -> dict[str, tuple]:
   """case name -> (loss name, keyword hyper-parameters): every loss at its defaults, plus the named conventions."""
   from noisy_jax.core import losses  # pylint: disable=g-import-not-at-top
+
   settings = {name: (name, {}) for name in losses.names()}
   settings["nce_rce_apl_log_zero"] = ("nce_rce", {"log_zero": losses.APL_LOG_ZERO})
   settings["symmetric_cross_entropy_apl_log_zero"] = ("symmetric_cross_entropy", {"log_zero": losses.APL_LOG_ZERO})
@@ -184,6 +202,7 @@ def loss_cases(settings: dict[str, tuple] | None = None, *, x64: bool = True) ->
   """Values and gradients of every loss of `settings` (default `loss_settings()`) and of the JO batch loss, in
   float64 (x64=False: in float32, to measure what float32 would drift; never stored)."""
   import jax  # pylint: disable=g-import-not-at-top
+
   with jax.enable_x64(x64):
     return _loss_cases(settings)
 
@@ -192,6 +211,7 @@ def _loss_cases(settings):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import losses  # pylint: disable=g-import-not-at-top
+
   logits, one_hot, soft = _loss_inputs()
   settings = loss_settings() if settings is None else settings
   prior = np.full((10,), 0.1, np.float64)
@@ -202,8 +222,9 @@ def _loss_cases(settings):
     for case, (name, kwargs) in settings.items():
       per_example = jax.vmap(jax.value_and_grad(lambda z, y, fn=losses.get(name), kw=kwargs: fn(z, y, **kw)))
       results[case] = {"one_hot": per_example(logits, one_hot), "soft": per_example(logits, soft)}
-    results["joint_optimization_loss"] = jax.value_and_grad(lambda z: losses.joint_optimization_loss(
-        z, soft, prior=prior, alpha=1.2, beta=0.8))(logits)
+    results["joint_optimization_loss"] = jax.value_and_grad(
+      lambda z: losses.joint_optimization_loss(z, soft, prior=prior, alpha=1.2, beta=0.8)
+    )(logits)
     return results
 
   results = jax.device_get(every_loss(jnp.asarray(logits), jnp.asarray(one_hot), jnp.asarray(soft)))
@@ -211,15 +232,21 @@ def _loss_cases(settings):
   for case in settings:
     numbers = {}
     for label_name, (values, grads) in results[case].items():
-      numbers.update({f"{label_name}_value_sum": float(values.astype(np.float64).sum()),
-                      f"{label_name}_value_max": float(values.max()),
-                      f"{label_name}_grad_sum_squares": float(np.sum(grads.astype(np.float64) ** 2)),
-                      f"{label_name}_sha256": checksum(values, grads)})
+      numbers.update(
+        {
+          f"{label_name}_value_sum": float(values.astype(np.float64).sum()),
+          f"{label_name}_value_max": float(values.max()),
+          f"{label_name}_grad_sum_squares": float(np.sum(grads.astype(np.float64) ** 2)),
+          f"{label_name}_sha256": checksum(values, grads),
+        }
+      )
     out[f"losses/{case}"] = numbers
   value, grad = results["joint_optimization_loss"]
-  out["losses/joint_optimization_loss"] = {"value": float(value),
-                                           "grad_sum_squares": float(np.sum(np.asarray(grad, np.float64) ** 2)),
-                                           "sha256": checksum(value, grad)}
+  out["losses/joint_optimization_loss"] = {
+    "value": float(value),
+    "grad_sum_squares": float(np.sum(np.asarray(grad, np.float64) ** 2)),
+    "sha256": checksum(value, grad),
+  }
   return out
 
 
@@ -227,8 +254,14 @@ def run_configs() -> dict:
   """name -> config of a 3-epoch run on digits at 40% symmetric noise: every method (loss correction with the known
   and the estimated matrix), JO with stage 2, one CNN."""
   from experiments.configs import ce, encouraging, gce, joint_optimization, truncated_lq  # pylint: disable=g-import-not-at-top
-  modules = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
-             "encouraging": encouraging}
+
+  modules = {
+    "ce": ce,
+    "gce": gce,
+    "truncated_lq": truncated_lq,
+    "joint_optimization": joint_optimization,
+    "encouraging": encouraging,
+  }
   configs = {}
   for name, module in modules.items():
     config = module.get_config()
@@ -246,25 +279,30 @@ def run_configs() -> dict:
       config.stage2.num_epochs = 2
       config.stage2.optimizer.lr_boundaries = (1,)
     configs[name] = config
-  for name, correction, transition in (("forward_correction", "forward", "known"),
-                                       ("backward_correction_estimated", "backward", "estimated")):
+  for name, correction, transition in (
+    ("forward_correction", "forward", "known"),
+    ("backward_correction_estimated", "backward", "estimated"),
+  ):
     config = configs["ce"].copy_and_resolve_references()
-    config.method = ml_collections.ConfigDict({"name": "loss_correction", "correction": correction,
-                                               "transition": transition})
+    config.method = ml_collections.ConfigDict(
+      {"name": "loss_correction", "correction": correction, "transition": transition}
+    )
     configs[name] = config
   # The baselines with their own state: ELR's targets, SOP's u, v (init std 0.1: rows that move in 3 epochs) and the
   # two networks of Co-teaching / Co-teaching+ with the paper's Adam plan.
-  for name, method in (("elr", {"name": "elr", "lam": 3.0, "beta": 0.7}),
-                       ("sop", {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1})):
+  for name, method in (
+    ("elr", {"name": "elr", "lam": 3.0, "beta": 0.7}),
+    ("sop", {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}),
+  ):
     config = configs["ce"].copy_and_resolve_references()
     config.method = ml_collections.ConfigDict(method)
     configs[name] = config
   for name, plus in (("coteaching", False), ("coteaching_plus", True)):
     config = configs["ce"].copy_and_resolve_references()
-    config.method = ml_collections.ConfigDict({"name": "coteaching", "forget_rate": 0.4, "num_gradual": 2,
-                                               "plus": plus})
-    config.optimizer = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-2,
-                                                  "decay_start": 2})
+    config.method = ml_collections.ConfigDict(
+      {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 2, "plus": plus}
+    )
+    config.optimizer = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-2, "decay_start": 2})
     configs[name] = config
   config = configs["ce"].copy_and_resolve_references()  # DivideMix: 1 warm-up epoch, a division, 2 epochs
   config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
@@ -289,6 +327,7 @@ def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
   float32, to measure what float32 would drift; never stored)."""
   import jax  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
   out = {}
   for name, config in run_configs().items():
     if names is not None and name not in names:
@@ -296,11 +335,13 @@ def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
     with jax.enable_x64(x64):
       summary = runs.run_single(config, keep_arrays=True)
     history = summary["history"]
-    case = {"train_loss": [float(r["train_loss"]) for r in history],
-            "test_accuracy": [float(r["test_accuracy"]) for r in history],
-            "val_accuracy": [float(r["val_accuracy"]) for r in history],
-            "realised_noise_rate": float(summary["noise"]["realised_rate"]),
-            "noise_sha256": summary["noise"]["sha256"]}
+    case = {
+      "train_loss": [float(r["train_loss"]) for r in history],
+      "test_accuracy": [float(r["test_accuracy"]) for r in history],
+      "val_accuracy": [float(r["val_accuracy"]) for r in history],
+      "realised_noise_rate": float(summary["noise"]["realised_rate"]),
+      "noise_sha256": summary["noise"]["sha256"],
+    }
     arrays = summary["arrays"]
     case.update(tree_numbers(arrays["stage1"]["params"], "params"))
     table = arrays["label_table"]
@@ -368,8 +409,10 @@ def compare_case(case: str, stored: dict, current: dict, *, exact: bool) -> list
   problems = []
   for key in sorted(set(stored) | set(current)):
     if key not in stored or key not in current:
-      problems.append(f"{case} {key}: {'absent' if key not in stored else stored[key]!r} -> "
-                      f"{'absent' if key not in current else current[key]!r}")
+      problems.append(
+        f"{case} {key}: {'absent' if key not in stored else stored[key]!r} -> "
+        f"{'absent' if key not in current else current[key]!r}"
+      )
       continue
     a, b = stored[key], current[key]
     if exact:
@@ -382,8 +425,10 @@ def compare_case(case: str, stored: dict, current: dict, *, exact: bool) -> list
     a_list, b_list = (a, b) if isinstance(a, list) else ([a], [b])
     if len(a_list) != len(b_list):
       problems.append(f"{case} {key}: {len(a_list)} values -> {len(b_list)}")
-    elif any(x != y if isinstance(x, int) and isinstance(y, int) else not _close(float(x), float(y), rel, abs_)
-             for x, y in zip(a_list, b_list)):
+    elif any(
+      x != y if isinstance(x, int) and isinstance(y, int) else not _close(float(x), float(y), rel, abs_)
+      for x, y in zip(a_list, b_list)
+    ):
       problems.append(f"{case} {key}: {a!r} -> {b!r} (beyond rel {rel:g} / abs {abs_:g})")
   return problems
 
@@ -413,6 +458,7 @@ def drift(stored_cases: dict[str, dict], cases: dict[str, dict]) -> dict[str, di
 def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tuple[bool, list[str], list[str]]:
   """(exact?, environment differences, value differences) of computed `cases` against a stored golden file."""
   from noisy_jax.experiment import environment  # pylint: disable=g-import-not-at-top
+
   env_differences = environment.differences(stored_file["environment"], current_env)
   exact = not env_differences
   problems = []
@@ -426,23 +472,34 @@ def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tup
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(
+    description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   parser.add_argument("--write", action="store_true", help=f"store the computed values in {GOLDEN_FILE}")
   parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated subset of {list(GROUPS)}")
-  parser.add_argument("--runs", default="", help="comma-separated names of the runs to compute (default: all of "
-                      "run_configs())")
-  parser.add_argument("--float32", action="store_true", help="compute the losses and runs in float32 instead of "
-                      "float64: to measure how far float32 drifts (with --dump / --stored); cannot be written")
+  parser.add_argument(
+    "--runs", default="", help="comma-separated names of the runs to compute (default: all of run_configs())"
+  )
+  parser.add_argument(
+    "--float32",
+    action="store_true",
+    help="compute the losses and runs in float32 instead of "
+    "float64: to measure how far float32 drifts (with --dump / --stored); cannot be written",
+  )
   parser.add_argument("--stored", default=GOLDEN_FILE, help="the golden file to compare with (default: %(default)s)")
-  parser.add_argument("--dump", default="", help="also write the computed values with this environment to this path "
-                      "(a golden file of this environment: compare another one with it through --stored)")
+  parser.add_argument(
+    "--dump",
+    default="",
+    help="also write the computed values with this environment to this path "
+    "(a golden file of this environment: compare another one with it through --stored)",
+  )
   args = parser.parse_args(argv)
   groups = tuple(g for g in args.groups.split(",") if g)
   unknown = sorted(set(groups) - set(GROUPS))
   if unknown:
     parser.error(f"unknown group(s) {unknown}; known: {list(GROUPS)}")
   from noisy_jax.experiment import environment  # pylint: disable=g-import-not-at-top
+
   env = environment.describe()
   run_names = tuple(n for n in args.runs.split(",") if n) or None
   unknown = sorted(set(run_names or ()) - set(run_configs()))
@@ -458,18 +515,29 @@ def main(argv=None) -> int:
   if args.dump:
     store(cases, env, args.dump)
   stored = load(args.stored)
-  stored["cases"] = {k: v for k, v in stored["cases"].items() if k.split("/")[0] in groups
-                    and (run_names is None or not k.startswith("runs/") or k.split("/", 1)[1] in run_names)}
+  stored["cases"] = {
+    k: v
+    for k, v in stored["cases"].items()
+    if k.split("/")[0] in groups and (run_names is None or not k.startswith("runs/") or k.split("/", 1)[1] in run_names)
+  }
   exact, env_differences, problems = compare(stored, cases, env)
-  print("environment: " + ("same as the stored one: values must be equal" if exact else
-                           "differs from the stored one (" + "; ".join(env_differences) + "): within tolerances"))
+  print(
+    "environment: "
+    + (
+      "same as the stored one: values must be equal"
+      if exact
+      else "differs from the stored one (" + "; ".join(env_differences) + "): within tolerances"
+    )
+  )
   print("\n".join(problems) if problems else f"all {len(cases)} cases match")
   if not exact:
     print("largest differences from the stored values, by kind (tolerance: relative / absolute):")
     for kind, entry in sorted(drift(stored["cases"], cases).items()):
       rel, abs_ = TOLERANCES[kind]
-      print(f"  {kind:8s} rel {entry['rel']:.2g}, abs {entry['abs']:.2g} ({rel:g} / {abs_:g})"
-            + (f"  at {entry['where']}" if entry["where"] else ""))
+      print(
+        f"  {kind:8s} rel {entry['rel']:.2g}, abs {entry['abs']:.2g} ({rel:g} / {abs_:g})"
+        + (f"  at {entry['where']}" if entry["where"] else "")
+      )
   return 1 if problems else 0
 
 

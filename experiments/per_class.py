@@ -34,8 +34,11 @@ def exported_runs(workdir: str, runs=None, which: str = "final") -> list[tuple[s
   found = []
   for name in names:
     run_dir = os.path.join(workdir, name)
-    seeds = sorted(s for s in os.listdir(run_dir) if os.path.isdir(os.path.join(run_dir, s, "model", which))) \
-        if os.path.isdir(run_dir) else []
+    seeds = (
+      sorted(s for s in os.listdir(run_dir) if os.path.isdir(os.path.join(run_dir, s, "model", which)))
+      if os.path.isdir(run_dir)
+      else []
+    )
     if not seeds and runs:
       raise FileNotFoundError(f"run {name!r} has no exported network ({which!r}) under {run_dir!r}.")
     found += [(f"{name}/{seed}", os.path.join(run_dir, seed, "model", which)) for seed in seeds]
@@ -68,9 +71,14 @@ def report(workdir: str, runs=None, which: str = "final") -> list[dict]:
     x, y = test_split(model)
     predicted = np.argmax(np.asarray(model.predict(x)), -1)
     c = int(model.info["num_classes"])
-    out.append({"label": label, "accuracy": float(np.mean(predicted == y)),
-                "per_class": per_class_accuracy(predicted, y, c),
-                "never_predicted": [k for k in range(c) if not np.any(predicted == k)]})
+    out.append(
+      {
+        "label": label,
+        "accuracy": float(np.mean(predicted == y)),
+        "per_class": per_class_accuracy(predicted, y, c),
+        "never_predicted": [k for k in range(c) if not np.any(predicted == k)],
+      }
+    )
   return out
 
 
@@ -96,7 +104,8 @@ def main(argv):
 if __name__ == "__main__":
   flags.DEFINE_string("workdir", None, "A comparison's workdir (RUN/seedS/model/WHICH) or one run's.")
   flags.DEFINE_string("runs", "", "Comma-separated runs of the comparison (default: all with an export).")
-  flags.DEFINE_enum("which", "final", list(export.WHICH), "Which exported network: the last epoch's or the best "
-                    "validation epoch's.")
+  flags.DEFINE_enum(
+    "which", "final", list(export.WHICH), "Which exported network: the last epoch's or the best validation epoch's."
+  )
   flags.mark_flag_as_required("workdir")
   app.run(main)

@@ -48,8 +48,9 @@ def image_paths(folder: str) -> list[str]:
       if not name.startswith(".") and name.lower().endswith(images.IMAGE_EXTENSIONS):
         found.append(os.path.relpath(os.path.join(root, name), folder))
   if not found:
-    raise ValueError(f"input folder {folder!r} holds no image file ({', '.join(images.IMAGE_EXTENSIONS)}, "
-                     "searched recursively).")
+    raise ValueError(
+      f"input folder {folder!r} holds no image file ({', '.join(images.IMAGE_EXTENSIONS)}, searched recursively)."
+    )
   return sorted(found)
 
 
@@ -57,15 +58,20 @@ def read_folder(folder: str, loaded: export.LoadedModel):
   """(relative paths, image_files.ImageFiles) of the images under `folder`, decoded as the run's loader does."""
   shape, data = loaded.input_shape, loaded.info["data"]
   if len(shape) != 3 or shape[-1] not in (1, 3):
-    raise ValueError(f"this model takes inputs of shape {shape}, not images [H, W, 1 or 3]; give an .npz with an "
-                     f"array x of shape [N, {', '.join(map(str, shape))}].")
+    raise ValueError(
+      f"this model takes inputs of shape {shape}, not images [H, W, 1 or 3]; give an .npz with an "
+      f"array x of shape [N, {', '.join(map(str, shape))}]."
+    )
   if data["pixel_max"] != 255.0 or loaded.info.get("input_dtype", "uint8") != "uint8":
-    raise ValueError(f"this model was trained on {loaded.info.get('input_dtype')} inputs with full intensity "
-                     f"{data['pixel_max']:g} (dataset {data.get('dataset')!r}), but image files decode to uint8 "
-                     "codes 0..255; give an .npz with the inputs encoded as the training data was.")
+    raise ValueError(
+      f"this model was trained on {loaded.info.get('input_dtype')} inputs with full intensity "
+      f"{data['pixel_max']:g} (dataset {data.get('dataset')!r}), but image files decode to uint8 "
+      "codes 0..255; give an .npz with the inputs encoded as the training data was."
+    )
   paths = image_paths(folder)
-  files = image_files.ImageFiles(tuple(os.path.join(folder, p) for p in paths), shape[0], shape[1], shape[2],
-                                 data.get("image_size"))
+  files = image_files.ImageFiles(
+    tuple(os.path.join(folder, p) for p in paths), shape[0], shape[1], shape[2], data.get("image_size")
+  )
   return paths, files
 
 
@@ -74,8 +80,10 @@ def read_npz(path: str):
   with disk.open_npz(path) as archive:
     key = next((k for k in NPZ_KEYS if k in archive.files), None)
     if key is None:
-      raise ValueError(f"npz file {path!r} has the arrays {sorted(archive.files)}; it needs one named "
-                       f"{', '.join(NPZ_KEYS[:-1])} or {NPZ_KEYS[-1]} (read in that order of preference).")
+      raise ValueError(
+        f"npz file {path!r} has the arrays {sorted(archive.files)}; it needs one named "
+        f"{', '.join(NPZ_KEYS[:-1])} or {NPZ_KEYS[-1]} (read in that order of preference)."
+      )
     x = archive[key]
   return [f"npz:{key}[{i}]" for i in range(len(x))], x
 
@@ -121,8 +129,7 @@ def _umask() -> int:
   return mask
 
 
-def run(workdir: str, input_path: str, *, which: str = "final", output: str | None = None,
-        batch_size: int = 500):
+def run(workdir: str, input_path: str, *, which: str = "final", output: str | None = None, batch_size: int = 500):
   """Predicts every input and writes the CSV; returns (CSV path, row names, probabilities float32 [N, C])."""
   loaded = export.load_model(workdir, which, batch_size=batch_size)
   names, x = read_input(input_path, loaded)
@@ -133,10 +140,15 @@ def run(workdir: str, input_path: str, *, which: str = "final", output: str | No
       raise
     h, w, c = loaded.input_shape
     size = loaded.info["data"].get("image_size")
-    how = (f"every image's shorter side resized to {size}, then centre-cropped" if size else
-           "no resizing: the run read its images at their own size")
-    raise ValueError(f"an input image does not fit this model, which takes {w}x{h} "
-                     f"{'grayscale' if c == 1 else 'RGB'} images ({how}): {e}") from e
+    how = (
+      f"every image's shorter side resized to {size}, then centre-cropped"
+      if size
+      else "no resizing: the run read its images at their own size"
+    )
+    raise ValueError(
+      f"an input image does not fit this model, which takes {w}x{h} "
+      f"{'grayscale' if c == 1 else 'RGB'} images ({how}): {e}"
+    ) from e
   output = output or os.path.join(workdir, OUTPUT_FILE)
   write_csv(output, names, probs, loaded.class_names)
   return output, names, probs
@@ -146,10 +158,15 @@ def define_flags() -> None:
   """Defines the command's flags. Called when run as a command only: importing this module defines none, so it can
   share a process with experiments.train, which has a --workdir too."""
   flags.DEFINE_string("workdir", None, "A run's workdir (reads WORKDIR/model/WHICH) or an export directory.")
-  flags.DEFINE_string("input", None, "A folder of images (read recursively) or an .npz with an array x (else "
-                      "x_test, else x_train).")
-  flags.DEFINE_enum("which", "final", list(export.WHICH), "Which exported network of the workdir: the last "
-                    "epoch's (final) or the best validation epoch's (best_val).")
+  flags.DEFINE_string(
+    "input", None, "A folder of images (read recursively) or an .npz with an array x (else x_test, else x_train)."
+  )
+  flags.DEFINE_enum(
+    "which",
+    "final",
+    list(export.WHICH),
+    "Which exported network of the workdir: the last epoch's (final) or the best validation epoch's (best_val).",
+  )
   flags.DEFINE_string("output", None, f"The CSV written (default WORKDIR/{OUTPUT_FILE}).")
   flags.DEFINE_integer("batch_size", 500, "Examples per forward pass (and per chunk of decoded images).")
 
@@ -160,8 +177,9 @@ def main(argv):
   values = {name: getattr(flags.FLAGS, name) for name in ("workdir", "input", "which", "output", "batch_size")}
   if values["batch_size"] < 1:
     raise app.UsageError(f"--batch_size={values['batch_size']} must be >= 1.")
-  output, names, _ = run(values["workdir"], values["input"], which=values["which"], output=values["output"],
-                         batch_size=values["batch_size"])
+  output, names, _ = run(
+    values["workdir"], values["input"], which=values["which"], output=values["output"], batch_size=values["batch_size"]
+  )
   logging.info("Wrote %d predictions to %s.", len(names), output)
   print(f"Wrote {len(names)} predictions to {output}")
 

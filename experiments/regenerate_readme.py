@@ -61,8 +61,7 @@ def with_workdir(command: str, workdir: str) -> str:
 
 def child_environment(env: dict[str, str]) -> dict:
   """`environment.describe()` as a process started with `env` sees it."""
-  out = subprocess.run([sys.executable, "-c", _DESCRIBE], env=env, cwd=REPO, check=True, capture_output=True,
-                       text=True)
+  out = subprocess.run([sys.executable, "-c", _DESCRIBE], env=env, cwd=REPO, check=True, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -85,15 +84,20 @@ def run_recorded(command: str, workdir: str, output_dir: str | None = None) -> d
     shutil.rmtree(workdir)
   os.makedirs(workdir)
   env = environment.clean_environ()
-  record = {"command": command, "run_as": with_output_dir(command, workdir, output_dir),
-            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "load_before": environment.load_average(), "cpu_count": len(os.sched_getaffinity(0)),
-            "environment": child_environment(env)}
+  record = {
+    "command": command,
+    "run_as": with_output_dir(command, workdir, output_dir),
+    "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "load_before": environment.load_average(),
+    "cpu_count": len(os.sched_getaffinity(0)),
+    "environment": child_environment(env),
+  }
   start = time.perf_counter()
   load_samples = []  # the 1-minute load average every LOAD_SAMPLE_SECONDS while the command runs
   with open(os.path.join(workdir, STDOUT), "w") as log:
-    process = subprocess.Popen(["bash", "-c", record["run_as"]], env=env, cwd=REPO, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+      ["bash", "-c", record["run_as"]], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+    )
     while True:
       try:
         returncode = process.wait(timeout=LOAD_SAMPLE_SECONDS)
@@ -102,16 +106,19 @@ def run_recorded(command: str, workdir: str, output_dir: str | None = None) -> d
         load = environment.load_average()
         if load:
           load_samples.append(load[0])
-  record.update(seconds=round(time.perf_counter() - start, 1), load_after=environment.load_average(),
-                returncode=returncode)
+  record.update(
+    seconds=round(time.perf_counter() - start, 1), load_after=environment.load_average(), returncode=returncode
+  )
   if load_samples:
-    record["load_during"] = {"mean": round(sum(load_samples) / len(load_samples), 2), "max": max(load_samples),
-                             "samples": len(load_samples)}
+    record["load_during"] = {
+      "mean": round(sum(load_samples) / len(load_samples), 2),
+      "max": max(load_samples),
+      "samples": len(load_samples),
+    }
   with open(os.path.join(workdir, RUN_RECORD), "w") as f:
     json.dump(record, f, indent=1)
   if returncode:
-    raise RuntimeError(f"{command!r} failed with exit code {returncode}; its output: "
-                       f"{os.path.join(workdir, STDOUT)}")
+    raise RuntimeError(f"{command!r} failed with exit code {returncode}; its output: {os.path.join(workdir, STDOUT)}")
   return record
 
 
@@ -135,6 +142,7 @@ ENV_SUFFIX = "</sub>"
 @dataclasses.dataclass(frozen=True)
 class Block:
   """Where a table is in a README's lines: table lines [start, end), its environment line (None if absent)."""
+
   start: int
   end: int
   env: int | None
@@ -164,14 +172,14 @@ def current_table(text: str, name: str, path: str = "README") -> tuple[str, str 
   """(table, environment line or None) of `name` in a README's text."""
   lines = text.split("\n")
   block = find_block(lines, name, path)
-  return "\n".join(lines[block.start:block.end]), (lines[block.env] if block.env is not None else None)
+  return "\n".join(lines[block.start : block.end]), (lines[block.env] if block.env is not None else None)
 
 
 def replace_table(text: str, name: str, table: str, env_line: str, path: str = "README") -> str:
   """`text` with table `name` and its environment line replaced (inserted after a blank line if it had none)."""
   lines = text.split("\n")
   block = find_block(lines, name, path)
-  return "\n".join(lines[:block.start] + table.split("\n") + ["", env_line] + lines[block.after():])
+  return "\n".join(lines[: block.start] + table.split("\n") + ["", env_line] + lines[block.after() :])
 
 
 def parse_table(table: str) -> list[list[str]]:
@@ -215,11 +223,16 @@ def env_line(record: dict) -> str:
   started = datetime.datetime.fromisoformat(record["started"]).astimezone(datetime.timezone.utc)
   cores = f" on {record['cpu_count']} cores" if record.get("cpu_count") else ""
   during = record.get("load_during")
-  load = (f"1-minute load {during['mean']:.1f} mean, {during['max']:.1f} max while it ran" if during else
-          f"1-minute load {_format_load(record.get('load_before'))} -> {_format_load(record.get('load_after'))}")
-  return (f"{ENV_PREFIX}measured {started:%Y-%m-%d %H:%M} UTC by experiments/regenerate_readme.py, "
-          f"{record['seconds']:,.0f} s, {load}{cores}; {environment.summary_line(record['environment'])}"
-          f"{ENV_SUFFIX}")
+  load = (
+    f"1-minute load {during['mean']:.1f} mean, {during['max']:.1f} max while it ran"
+    if during
+    else f"1-minute load {_format_load(record.get('load_before'))} -> {_format_load(record.get('load_after'))}"
+  )
+  return (
+    f"{ENV_PREFIX}measured {started:%Y-%m-%d %H:%M} UTC by experiments/regenerate_readme.py, "
+    f"{record['seconds']:,.0f} s, {load}{cores}; {environment.summary_line(record['environment'])}"
+    f"{ENV_SUFFIX}"
+  )
 
 
 def cell_changes(old: str, new: str) -> list[str] | None:
@@ -264,23 +277,34 @@ def stale_prose_numbers(prose: str, old_table: str, new_table: str) -> list[str]
 def comparison(table: readme_tables.Table, text: str, new_table: str, new_env: str, path: str) -> str:
   """The report of one table: old and new tables, the changed cells, the environment lines, stale prose numbers."""
   old_table, old_env = current_table(text, table.name, path)
-  out = [f"== {table.name} ({table.readme}) ==", f"command: {table.command}", "", "README now:", old_table, "",
-         "regenerated:", new_table, ""]
+  out = [
+    f"== {table.name} ({table.readme}) ==",
+    f"command: {table.command}",
+    "",
+    "README now:",
+    old_table,
+    "",
+    "regenerated:",
+    new_table,
+    "",
+  ]
   if old_table == new_table:
     out.append("table unchanged.")
   else:
     changes = cell_changes(old_table, new_table)
     if changes is None:
       out.append("the tables differ in shape:")
-      out += list(difflib.unified_diff(old_table.split("\n"), new_table.split("\n"), "README", "regenerated",
-                                       lineterm=""))
+      out += list(
+        difflib.unified_diff(old_table.split("\n"), new_table.split("\n"), "README", "regenerated", lineterm="")
+      )
     else:
       out.append(f"{len(changes)} changed cell(s):")
       out += [f"  {change}" for change in changes]
     stale = stale_prose_numbers(prose_after(text, table.name, path), old_table, new_table)
     if stale:
-      out.append("numbers of the prose after the table that the new table does not hold (re-read it): "
-                 + ", ".join(stale))
+      out.append(
+        "numbers of the prose after the table that the new table does not hold (re-read it): " + ", ".join(stale)
+      )
   out += ["", f"environment now: {old_env or '(none)'}", f"environment new: {new_env}", ""]
   return "\n".join(out)
 
@@ -313,8 +337,9 @@ def obtain_run(table: readme_tables.Table, root: str, reuse: bool) -> tuple[str,
     raise FileNotFoundError(f"workdir {workdir} does not exist: run {table.name!r} without --reuse first.")
   record = read_record(workdir)
   if record.get("returncode"):
-    raise RuntimeError(f"the run in {workdir} failed (exit code {record['returncode']}); see "
-                       f"{os.path.join(workdir, STDOUT)}.")
+    raise RuntimeError(
+      f"the run in {workdir} failed (exit code {record['returncode']}); see {os.path.join(workdir, STDOUT)}."
+    )
   return workdir, record
 
 
@@ -337,12 +362,16 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--list", action="store_true", help="list the tables, their commands and environment lines")
   parser.add_argument("--only", default="", help="comma-separated table names (default: all)")
-  parser.add_argument("--root", default=DEFAULT_REGEN_ROOT, help="where the runs go, one workdir per table "
-                      "(default %(default)s, relative to the repository root)")
+  parser.add_argument(
+    "--root",
+    default=DEFAULT_REGEN_ROOT,
+    help="where the runs go, one workdir per table (default %(default)s, relative to the repository root)",
+  )
   parser.add_argument("--reuse", action="store_true", help="render from ROOT/NAME's earlier run instead of running")
   parser.add_argument("--write", action="store_true", help="replace the tables and environment lines in place")
-  parser.add_argument("--readme-root", default=REPO, help="directory the README paths are relative to "
-                      "(default: the repository root)")
+  parser.add_argument(
+    "--readme-root", default=REPO, help="directory the README paths are relative to (default: the repository root)"
+  )
   return parser.parse_args(argv)
 
 

@@ -21,16 +21,22 @@ from noisy_jax.parallel import distributed
 from noisy_jax.parallel import host_memory
 from noisy_jax.train import checkpoint
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.",
-                                          lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, summaries (and checkpoints).")
-_MULTIHOST = flags.DEFINE_bool("multihost", None, "Initialize jax.distributed for a multi-host run. Default: when "
-                               f"{distributed.ENV_MULTIHOST}=1 or JAX_COORDINATOR_ADDRESS is set.")
+_MULTIHOST = flags.DEFINE_bool(
+  "multihost",
+  None,
+  "Initialize jax.distributed for a multi-host run. Default: when "
+  f"{distributed.ENV_MULTIHOST}=1 or JAX_COORDINATOR_ADDRESS is set.",
+)
 _HOST_MALLOC = flags.DEFINE_enum(
-    "host_malloc", "auto", list(host_memory.MODES),
-    "glibc malloc policy, set before JAX starts: 'retain' keeps freed memory for reuse, so that XLA:CPU's per-step "
-    "scratch buffer is not page-faulted in again every step (ResNet-32 step on CPU: 447 -> 335 ms); 'system' leaves "
-    "the C library's defaults; 'auto' retains unless a TPU/GPU plugin is installed (noisy_jax.parallel.host_memory).")
+  "host_malloc",
+  "auto",
+  list(host_memory.MODES),
+  "glibc malloc policy, set before JAX starts: 'retain' keeps freed memory for reuse, so that XLA:CPU's per-step "
+  "scratch buffer is not page-faulted in again every step (ResNet-32 step on CPU: 447 -> 335 ms); 'system' leaves "
+  "the C library's defaults; 'auto' retains unless a TPU/GPU plugin is installed (noisy_jax.parallel.host_memory).",
+)
 
 
 def main(argv):

@@ -28,8 +28,9 @@ from noisy_jax.train import state as state_lib
 
 
 def _max_diff(a, b):
-  diffs = jax.tree.map(lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)), initial=0.0)),
-                       a, b)
+  diffs = jax.tree.map(
+    lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)), initial=0.0)), a, b
+  )
   return max(jax.tree.leaves(diffs), default=0.0)
 
 
@@ -40,36 +41,38 @@ def main(num_devices: int, epochs: int):
   images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
   noisy = rng.integers(0, c, n)
   model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=mesh_lib.AXIS)
-  opt = ml_collections.ConfigDict({"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4,
-                                   "lr_boundaries": (1,), "lr_decay": 0.5})
+  opt = ml_collections.ConfigDict(
+    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
+  )
   tx = optim.make_optimizer(opt, steps_per_epoch=3)
   state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
   variants = {
-      "cross_entropy": registry.loss_method("cross_entropy"),
-      "truncated_lq": registry.truncated_lq_method(prune_start=1, prune_every=1),
-      "joint_optimization": registry.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2),
-      # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
-      # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
-      "cross_entropy_augmented": registry.loss_method("cross_entropy"),
-      "cross_entropy_augmented_scan": registry.loss_method("cross_entropy"),
-      # Streamed input (noisy_jax.parallel.streaming) on N devices against resident input on 1: the host's batches split
-      # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
-      "joint_optimization_streamed": registry.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2),
-      # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
-      # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table, there with
-      # SOP+'s balance term (a mean over the global batch).
-      "elr": registry.elr_method(lam=3.0, beta=0.7),
-      "sop": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
-      "sop_sharded": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
-      # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
-      "coteaching": registry.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
+    "cross_entropy": registry.loss_method("cross_entropy"),
+    "truncated_lq": registry.truncated_lq_method(prune_start=1, prune_every=1),
+    "joint_optimization": registry.joint_optimization_method(
+      alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+    ),
+    # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
+    # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
+    "cross_entropy_augmented": registry.loss_method("cross_entropy"),
+    "cross_entropy_augmented_scan": registry.loss_method("cross_entropy"),
+    # Streamed input (noisy_jax.parallel.streaming) on N devices against resident input on 1: the host's batches split
+    # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
+    "joint_optimization_streamed": registry.joint_optimization_method(
+      alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+    ),
+    # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
+    # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table, there with
+    # SOP+'s balance term (a mean over the global batch).
+    "elr": registry.elr_method(lam=3.0, beta=0.7),
+    "sop": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
+    "sop_sharded": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
+    # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
+    "coteaching": registry.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
   }
   state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
   codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
-  normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0),
-                                "per_channel")
+  normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0), "per_channel")
   augment = augment_lib.make_augment({"crop_padding": 1, "flip": True})
   pruned = jnp.asarray(rng.random(n) > 0.3, jnp.float32)  # truncated Lq: some examples weigh 0
   out = {}
@@ -90,11 +93,17 @@ def main(num_devices: int, epochs: int):
       x = mesh_lib.replicate(jnp.asarray(codes if streamed else images), mesh)
       augmented = name.startswith("cross_entropy_augmented") or streamed
       source = codes if streamed and devices > 1 else None
-      epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=128, num_examples=n,
-                                     mode="scan" if name.endswith("_scan") else "auto",
-                                     augment=augment if augmented else None,
-                                     normalize=normalize if streamed else None, source=source,
-                                     shard_table=sharded)
+      epoch_fn = epoch_lib.make_epoch_fn(
+        method,
+        mesh,
+        batch_size=128,
+        num_examples=n,
+        mode="scan" if name.endswith("_scan") else "auto",
+        augment=augment if augmented else None,
+        normalize=normalize if streamed else None,
+        source=source,
+        shard_table=sharded,
+      )
       if source is not None:
         x = None
       losses = []
@@ -106,14 +115,23 @@ def main(num_devices: int, epochs: int):
         table = label_table_lib.relabel(table, mode="soft")
       if sharded:
         table = table_sharding.host_table(table, n)
-      results.append({"params": jax.device_get(state.params), "batch_stats": jax.device_get(state.batch_stats),
-                      "table": jax.device_get(table), "losses": losses, "start": start})
+      results.append(
+        {
+          "params": jax.device_get(state.params),
+          "batch_stats": jax.device_get(state.batch_stats),
+          "table": jax.device_get(table),
+          "losses": losses,
+          "start": start,
+        }
+      )
     one, many = results
-    out[name] = {"params": _max_diff(one["params"], many["params"]),
-                 "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
-                 "table": _max_diff(one["table"], many["table"]),
-                 "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
-                 "param_change": _max_diff(one["start"].params, one["params"])}
+    out[name] = {
+      "params": _max_diff(one["params"], many["params"]),
+      "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
+      "table": _max_diff(one["table"], many["table"]),
+      "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
+      "param_change": _max_diff(one["start"].params, one["params"]),
+    }
     if method.init_rows is not None:  # the rows really changed in training
       out[name]["rows_change"] = _max_diff(method.init_rows(jax.random.PRNGKey(7), n, c), one["table"].method_rows)
     out[name]["first_params"] = one["params"]
@@ -127,11 +145,15 @@ def main(num_devices: int, epochs: int):
   sop = variants["sop"]
   mesh = mesh_lib.make_mesh(num_devices)
   built = table_sharding.add_method_rows(
-      table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=mesh_lib.AXIS),
-      lambda rows: sop.init_rows(jax.random.PRNGKey(7), rows, c), mesh=mesh, axis=mesh_lib.AXIS)
+    table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=mesh_lib.AXIS),
+    lambda rows: sop.init_rows(jax.random.PRNGKey(7), rows, c),
+    mesh=mesh,
+    axis=mesh_lib.AXIS,
+  )
   out["sop_rows_built_sharded"] = {
-      "sharded": not built.method_rows["sop_v"].is_fully_replicated,
-      "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c))}
+    "sharded": not built.method_rows["sop_v"].is_fully_replicated,
+    "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c)),
+  }
   out["dividemix"] = _dividemix(num_devices)
   out["elr_plus"] = _elr_plus(num_devices)
   out["dividemix_sharded"] = _dividemix(num_devices, sharded=True)
@@ -139,14 +161,22 @@ def main(num_devices: int, epochs: int):
   print("RESULT " + json.dumps(out))
 
 
+_ONE_DEVICE_RUNS = {}  # method name -> its 1-device run (one per method: it does not depend on `sharded`)
+
+
 def _pair_runs(num_devices: int, method: dict, *, sharded: bool = False) -> tuple:
   """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices (with `sharded`, the N-device
   run's label table row-sharded): (arrays of the 1-device run, arrays of the N-device run, their differences)."""
   from noisy_jax.experiment import runs  # pylint: disable=import-outside-toplevel
+
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
   from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
+
   results = []
   for devices in (1, num_devices):
+    if devices == 1 and method["name"] in _ONE_DEVICE_RUNS:  # the sharded variant's 1-device run is the same run
+      results.append(_ONE_DEVICE_RUNS[method["name"]])
+      continue
     config = ce.get_config()
     config.dataset, config.noise.rate, config.num_epochs, config.batch_size = "digits", 0.3, 3, 32
     config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (32,)}
@@ -155,12 +185,15 @@ def _pair_runs(num_devices: int, method: dict, *, sharded: bool = False) -> tupl
     config.method = ml_collections.ConfigDict(method)
     config.label_table_sharding = "sharded" if sharded and devices > 1 else "replicated"
     results.append(runs.run_single(config, keep_arrays=True))
+    if devices == 1:
+      _ONE_DEVICE_RUNS[method["name"]] = results[-1]
   one, many = (r["arrays"] for r in results)
-  diffs = {"params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
-           "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
-           "table": _max_diff(one["label_table"], many["label_table"]),
-           "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"],
-                                                                               results[1]["history"]))}
+  diffs = {
+    "params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
+    "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
+    "table": _max_diff(one["label_table"], many["label_table"]),
+    "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"], results[1]["history"])),
+  }
   return one, many, diffs
 
 
@@ -175,10 +208,14 @@ def _dividemix(num_devices: int, sharded: bool = False) -> dict:
 def _elr_plus(num_devices: int, sharded: bool = False) -> dict:
   """ELR+'s whole run (a warm-up epoch, two ELR+ epochs) on 1 and on N devices: the mixup permutation and the batch
   mean are over the global batch, the peer's average and the targets as one device computes them."""
-  one, many, diffs = _pair_runs(num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20},
-                                sharded=sharded)
-  return {**diffs, "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
-          "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"])))}
+  one, many, diffs = _pair_runs(
+    num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20}, sharded=sharded
+  )
+  return {
+    **diffs,
+    "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
+    "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"]))),
+  }
 
 
 if __name__ == "__main__":

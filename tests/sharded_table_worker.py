@@ -40,7 +40,8 @@ AXIS = mesh_lib.AXIS
 
 def _max_diff(a, b):
   diffs = jax.tree.map(
-      lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)), initial=0.0)), a, b)
+    lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)), initial=0.0)), a, b
+  )
   return max(jax.tree.leaves(diffs), default=0.0)
 
 
@@ -56,7 +57,8 @@ def check_reads_and_writes(mesh) -> dict:
   devices = mesh.devices.size
   batch = devices * per_device
   table = label_table_lib.create(rng.integers(0, c, n), c, history_length=h).replace(
-      soft_labels=jnp.asarray(rng.random((n, c)), jnp.float32), weights=jnp.asarray(rng.random(n), jnp.float32))
+    soft_labels=jnp.asarray(rng.random((n, c)), jnp.float32), weights=jnp.asarray(rng.random(n), jnp.float32)
+  )
   read_rows = rng.integers(0, n, batch).astype(np.int32)
   write_rows = rng.permutation(n)[:batch].astype(np.int32)
   write_rows[::7] = -1
@@ -70,11 +72,23 @@ def check_reads_and_writes(mesh) -> dict:
     return soft, weights, t
 
   spec = table_sharding.specs(AXIS, sharded=True)
-  fn = jax.jit(jax.shard_map(per_device_fn, mesh=mesh, in_specs=(spec, P(AXIS), P(), P(), P()),
-                             out_specs=(P(AXIS), P(AXIS), spec), check_vma=False))
+  fn = jax.jit(
+    jax.shard_map(
+      per_device_fn,
+      mesh=mesh,
+      in_specs=(spec, P(AXIS), P(), P(), P()),
+      out_specs=(P(AXIS), P(AXIS), spec),
+      check_vma=False,
+    )
+  )
   put = lambda x, s: jax.device_put(x, NamedSharding(mesh, s))
-  soft, weights, written = fn(table_sharding.shard(table, mesh, AXIS), put(read_rows, P(AXIS)),
-                              put(write_rows, P()), put(probs, P()), put(new_weights, P()))
+  soft, weights, written = fn(
+    table_sharding.shard(table, mesh, AXIS),
+    put(read_rows, P(AXIS)),
+    put(write_rows, P()),
+    put(probs, P()),
+    put(new_weights, P()),
+  )
 
   ok = write_rows >= 0
   history = np.zeros((h, n, c), np.float32)
@@ -85,14 +99,17 @@ def check_reads_and_writes(mesh) -> dict:
   real = table_sharding.unpad(host, n)
   padding = [np.abs(np.asarray(x)[n:]).max(initial=0.0) for x in (host.soft_labels, host.weights)]
   padding.append(np.abs(np.asarray(host.history)[:, n:]).max(initial=0.0))
-  return {"read_soft": _max_diff(soft, np.asarray(table.soft_labels)[read_rows]),
-          "read_weights": _max_diff(weights, np.asarray(table.weights)[read_rows]),
-          "history": _max_diff(real.history, history),
-          "filled": [bool(v) for v in np.asarray(host.history_filled)],
-          "weights": _max_diff(real.weights, ref_weights),
-          "soft_unchanged": _max_diff(real.soft_labels, table.soft_labels),
-          "padding_rows": int(host.num_examples - n), "padding_max": float(max(padding)),
-          "create_in_place": check_create_in_place(mesh)}
+  return {
+    "read_soft": _max_diff(soft, np.asarray(table.soft_labels)[read_rows]),
+    "read_weights": _max_diff(weights, np.asarray(table.weights)[read_rows]),
+    "history": _max_diff(real.history, history),
+    "filled": [bool(v) for v in np.asarray(host.history_filled)],
+    "weights": _max_diff(real.weights, ref_weights),
+    "soft_unchanged": _max_diff(real.soft_labels, table.soft_labels),
+    "padding_rows": int(host.num_examples - n),
+    "padding_max": float(max(padding)),
+    "create_in_place": check_create_in_place(mesh),
+  }
 
 
 def check_create_in_place(mesh) -> bool:
@@ -101,8 +118,10 @@ def check_create_in_place(mesh) -> bool:
   labels = np.random.default_rng(5).integers(0, 4, 31)
   built = table_sharding.create(labels, 4, history_length=2, mesh=mesh, axis=AXIS)
   expected = table_sharding.shard(label_table_lib.create(labels, 4, history_length=2), mesh, AXIS)
-  return all(x.sharding == y.sharding and x.dtype == y.dtype and np.array_equal(x, y)
-             for x, y in zip(jax.tree.leaves(built), jax.tree.leaves(expected)))
+  return all(
+    x.sharding == y.sharding and x.dtype == y.dtype and np.array_equal(x, y)
+    for x, y in zip(jax.tree.leaves(built), jax.tree.leaves(expected))
+  )
 
 
 def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs, mode="auto"):
@@ -114,8 +133,9 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
   if sharded:
     table = table_sharding.shard(table, mesh, AXIS)
     update = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
-    top_k = table_sharding.sharded_update(lambda t, p: label_table_lib.relabel_top_k(t, 40), mesh, AXIS,
-                                          table.num_examples)
+    top_k = table_sharding.sharded_update(
+      lambda t, p: label_table_lib.relabel_top_k(t, 40), mesh, AXIS, table.num_examples
+    )
   else:
     table = mesh_lib.replicate(table, mesh)
     update = jax.jit(method.table_update)
@@ -134,10 +154,14 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
     table = jax.block_until_ready(update(table, probs))
   rows = sorted(int(s.data.shape[0]) for s in table.soft_labels.addressable_shards)
   history_rows = sorted(int(s.data.shape[1]) for s in table.history.addressable_shards)
-  out = {"params": jax.device_get(state.params), "losses": losses, "rows_per_device": rows,
-         "history_rows_per_device": history_rows, "devices_holding": len({s.device for s in
-                                                                          table.soft_labels.addressable_shards}),
-         "table": table_sharding.host_table(table, n)}
+  out = {
+    "params": jax.device_get(state.params),
+    "losses": losses,
+    "rows_per_device": rows,
+    "history_rows_per_device": history_rows,
+    "devices_holding": len({s.device for s in table.soft_labels.addressable_shards}),
+    "table": table_sharding.host_table(table, n),
+  }
   if method.history_length:
     out["top_k"] = table_sharding.host_table(jax.block_until_ready(top_k(table, None)), n)
   return out
@@ -149,37 +173,48 @@ def compare_training(num_devices: int, epochs: int) -> dict:
   images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
   noisy = rng.integers(0, c, n)
   model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=AXIS)
-  opt = ml_collections.ConfigDict({"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4,
-                                   "lr_boundaries": (1,), "lr_decay": 0.5})
-  state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:],
-                                    optim.make_optimizer(opt, steps_per_epoch=3))
+  opt = ml_collections.ConfigDict(
+    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
+  )
+  state0 = state_lib.create_train_state(
+    model, jax.random.PRNGKey(1), images.shape[1:], optim.make_optimizer(opt, steps_per_epoch=3)
+  )
   variants = {
-      "joint_optimization": (registry.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "auto"),
-      "joint_optimization_scan": (registry.joint_optimization_method(
-          alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2), "scan"),
-      "truncated_lq": (registry.truncated_lq_method(k=0.3, prune_start=1, prune_every=1,
-                                                       prune_params="current"), "auto"),
+    "joint_optimization": (
+      registry.joint_optimization_method(
+        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      ),
+      "auto",
+    ),
+    "joint_optimization_scan": (
+      registry.joint_optimization_method(
+        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      ),
+      "scan",
+    ),
+    "truncated_lq": (registry.truncated_lq_method(k=0.3, prune_start=1, prune_every=1, prune_params="current"), "auto"),
   }
   out = {}
   for name, (method, mode) in variants.items():
     one = _train(method, images, noisy, c, state0, model, devices=1, sharded=False, epochs=epochs, mode=mode)
-    many = _train(method, images, noisy, c, state0, model, devices=num_devices, sharded=True, epochs=epochs,
-                  mode=mode)
+    many = _train(method, images, noisy, c, state0, model, devices=num_devices, sharded=True, epochs=epochs, mode=mode)
     table_one, table_many = one["table"], many["table"]
-    out[name] = {"params": _max_diff(one["params"], many["params"]),
-                 "table": _max_diff(table_one, table_many),
-                 "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
-                 "param_change": _max_diff(state0.params, one["params"]),
-                 "rows_per_device": many["rows_per_device"],
-                 "history_rows_per_device": many["history_rows_per_device"],
-                 "devices_holding": many["devices_holding"],
-                 "table_rows": int(table_many.num_examples)}
+    out[name] = {
+      "params": _max_diff(one["params"], many["params"]),
+      "table": _max_diff(table_one, table_many),
+      "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
+      "param_change": _max_diff(state0.params, one["params"]),
+      "rows_per_device": many["rows_per_device"],
+      "history_rows_per_device": many["history_rows_per_device"],
+      "devices_holding": many["devices_holding"],
+      "table_rows": int(table_many.num_examples),
+    }
     if method.history_length:
       out[name]["relabelled"] = float(np.mean(np.argmax(table_one.soft_labels, -1) != noisy))
       out[name]["top_k"] = _max_diff(one["top_k"], many["top_k"])
-      out[name]["top_k_changed"] = int(np.sum(np.any(np.asarray(one["top_k"].soft_labels)
-                                                     != np.asarray(table_one.soft_labels), axis=-1)))
+      out[name]["top_k_changed"] = int(
+        np.sum(np.any(np.asarray(one["top_k"].soft_labels) != np.asarray(table_one.soft_labels), axis=-1))
+      )
     else:
       out[name]["pruned"] = float(np.mean(np.asarray(table_one.weights) == 0))
   return out
@@ -199,6 +234,7 @@ def check_resume(num_devices: int) -> dict:
   place. The same again with a replicated table: the padded checkpoint is read on the host, its real rows kept."""
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import resume_worker  # pylint: disable=g-import-not-at-top
+
   config = resume_worker.tiny_config("truncated_lq", checkpoint_every=1)
   config.num_epochs, config.num_devices, config.label_table_sharding = 3, num_devices, "sharded"
   config.method.prune_start, config.method.prune_every = 2, 1  # prunes after every epoch (best-val params)
@@ -218,26 +254,35 @@ def check_resume(num_devices: int) -> dict:
   leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
   n = int(inputs.load_dataset(config).x_train.shape[0])
   labels = a["table"]["noisy_labels"]
-  return {"epoch": epoch, "resumed_epochs": [r["epoch"] for r in logged],
-          "bit_identical": len(leaves_a) == len(leaves_b) and all(
-              x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b)),
-          "checkpoint_rows": int(a["table"]["soft_labels"].shape[0]), "dataset_rows": n,
-          "real_rows_labelled": bool(np.all(labels[:n] >= 0)), "padding_labels": labels[n:].tolist(),
-          "padding_weights": a["table"]["weights"][n:].tolist(),
-          "other_layout_rows": int(c["table"]["soft_labels"].shape[0]),
-          "other_layout_params_diff": max(float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
-                                          for x, y in zip(jax.tree.leaves(a["state"]["params"]),
-                                                          jax.tree.leaves(c["state"]["params"]))),
-          "other_layout_weights_equal": bool(np.array_equal(a["table"]["weights"][:n], c["table"]["weights"])),
-          "pruned_fraction": summary["stage1"]["pruned_fraction"],
-          "other_pruned_fraction": other_summary["stage1"]["pruned_fraction"],
-          "pruned_numpy": float(np.mean(a["table"]["weights"][:n] == 0))}
+  return {
+    "epoch": epoch,
+    "resumed_epochs": [r["epoch"] for r in logged],
+    "bit_identical": len(leaves_a) == len(leaves_b)
+    and all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b)),
+    "checkpoint_rows": int(a["table"]["soft_labels"].shape[0]),
+    "dataset_rows": n,
+    "real_rows_labelled": bool(np.all(labels[:n] >= 0)),
+    "padding_labels": labels[n:].tolist(),
+    "padding_weights": a["table"]["weights"][n:].tolist(),
+    "other_layout_rows": int(c["table"]["soft_labels"].shape[0]),
+    "other_layout_params_diff": max(
+      float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
+      for x, y in zip(jax.tree.leaves(a["state"]["params"]), jax.tree.leaves(c["state"]["params"]))
+    ),
+    "other_layout_weights_equal": bool(np.array_equal(a["table"]["weights"][:n], c["table"]["weights"])),
+    "pruned_fraction": summary["stage1"]["pruned_fraction"],
+    "other_pruned_fraction": other_summary["stage1"]["pruned_fraction"],
+    "pruned_numpy": float(np.mean(a["table"]["weights"][:n] == 0)),
+  }
 
 
 def main(num_devices: int, epochs: int):
   assert jax.device_count() >= num_devices, jax.devices()
-  result = {"reads_and_writes": check_reads_and_writes(mesh_lib.make_mesh(num_devices)),
-            "training": compare_training(num_devices, epochs), "resume": check_resume(num_devices)}
+  result = {
+    "reads_and_writes": check_reads_and_writes(mesh_lib.make_mesh(num_devices)),
+    "training": compare_training(num_devices, epochs),
+    "resume": check_resume(num_devices),
+  }
   print("RESULT " + json.dumps(result))
 
 

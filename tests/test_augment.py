@@ -28,7 +28,7 @@ def numpy_crop(images, offsets, padding):
   images = np.asarray(images)
   _, h, w, _ = images.shape
   padded = np.pad(images, ((0, 0), (padding, padding), (padding, padding), (0, 0)))
-  return np.stack([p[t:t + h, l:l + w] for p, (t, l) in zip(padded, np.asarray(offsets))])
+  return np.stack([p[t : t + h, l : l + w] for p, (t, l) in zip(padded, np.asarray(offsets))])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_augment_batch_is_crop_then_flip_with_per_example_keys():
   for b_ in range(b):
     u = np.asarray(jax.random.bits(jax.random.fold_in(key, int(indices[b_])), (3,), jnp.uint32)).astype(np.int64)
     np.testing.assert_array_equal(offsets[b_], u[:2] % (2 * padding + 1))
-    assert mask[b_] == (u[2] >= 2 ** 31)
+    assert mask[b_] == (u[2] >= 2**31)
   assert 0 < mask.sum() < b
 
 
@@ -176,14 +176,17 @@ def test_make_augment_config():
   assert augment.make_augment(ce.get_config().augment) is None
 
 
-@pytest.mark.parametrize("config,match", [
+@pytest.mark.parametrize(
+  "config,match",
+  [
     ({"crop_padding": 4, "flip": True, "cutout": 8}, r"cutout.*allowed: 'crop_padding', 'flip'"),
     ({"padding": 4}, r"'padding'.*allowed"),
     ({"crop_padding": -1}, r"padding=-1 must be an int >= 0"),
     ({"crop_padding": 2.5}, r"padding=2.5 must be an int >= 0"),
     ({"crop_padding": True}, r"padding=True must be an int >= 0"),
     ({"flip": "yes"}, r"flip='yes' must be True or False"),
-])
+  ],
+)
 def test_bad_config_raises(config, match):
   with pytest.raises(ValueError, match=match):
     augment.make_augment(config)
@@ -211,8 +214,9 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
 
   def probe(key, x, rows):
     out = augment.augment_batch(key, x, rows, crop_padding=padding, flip=True)
-    jax.debug.callback(lambda k, r, o: seen.append((np.asarray(k), np.asarray(r), np.asarray(o))), key, rows, out,
-                       ordered=False)
+    jax.debug.callback(
+      lambda k, r, o: seen.append((np.asarray(k), np.asarray(r), np.asarray(o))), key, rows, out, ordered=False
+    )
     return out
 
   model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=mesh_lib.AXIS)
@@ -220,8 +224,9 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
   tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1}), 3)
   state = mesh_lib.replicate(state_lib.create_train_state(model, jax.random.PRNGKey(0), (6, 6, 1), tx), mesh)
   table = mesh_lib.replicate(label_table_lib.create(np.arange(n) % 3, 3), mesh)
-  epoch_fn = epoch_lib.make_epoch_fn(registry.loss_method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n,
-                                 mode=mode, augment=probe)
+  epoch_fn = epoch_lib.make_epoch_fn(
+    registry.loss_method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n, mode=mode, augment=probe
+  )
   epoch_key = jax.random.PRNGKey(21)
   state, table, _ = epoch_fn(state, table, mesh_lib.replicate(images, mesh), epoch_key, jnp.int32(1))
   jax.block_until_ready(state)
@@ -231,8 +236,9 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
   for step, (key, rows, out) in enumerate(seen):
     np.testing.assert_array_equal(rows, np.asarray(indices[step]))
     np.testing.assert_array_equal(key, np.asarray(epoch_lib.augmentation_key(epoch_key, step)))
-    want = augment.augment_batch(epoch_lib.augmentation_key(epoch_key, step), images[rows], jnp.asarray(rows),
-                                 crop_padding=padding, flip=True)
+    want = augment.augment_batch(
+      epoch_lib.augmentation_key(epoch_key, step), images[rows], jnp.asarray(rows), crop_padding=padding, flip=True
+    )
     np.testing.assert_array_equal(out, np.asarray(want))
   # Steps get different keys, and the augmentation key is not the data-order key.
   assert not np.array_equal(seen[0][0], seen[1][0])
@@ -255,8 +261,11 @@ def digits_runs():
   timing = ("seconds", "steps_per_second")
   strip = lambda s: [{k: v for k, v in r.items() if k not in timing} for r in s["history"]]
   augmented = _digits_cnn_config(crop_padding=1, flip=True)
-  return {"augmented": strip(runs.run_single(augmented)), "again": strip(runs.run_single(augmented)),
-          "plain": strip(runs.run_single(_digits_cnn_config()))}
+  return {
+    "augmented": strip(runs.run_single(augmented)),
+    "again": strip(runs.run_single(augmented)),
+    "plain": strip(runs.run_single(_digits_cnn_config())),
+  }
 
 
 def test_training_with_augmentation_runs_is_deterministic_and_differs(digits_runs):

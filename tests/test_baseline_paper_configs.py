@@ -40,14 +40,22 @@ def _lr_per_epoch(optimizer_config, num_epochs):
 # Co-teaching / Co-teaching+ (REFERENCE §7)
 
 # REFERENCE §7: the three noise settings of both papers; forget rate tau = the noise rate.
-COTEACHING_SETTINGS = {"symmetric50": ("symmetric", 0.5), "symmetric20": ("symmetric", 0.2),
-                       "pairflip45": ("pairflip", 0.45)}
+COTEACHING_SETTINGS = {
+  "symmetric50": ("symmetric", 0.5),
+  "symmetric20": ("symmetric", 0.2),
+  "pairflip45": ("pairflip", 0.45),
+}
 # REFERENCE §7: Adam decay start, Co-teaching 80 (CIFAR-100: 100), Co-teaching+ 80 everywhere;
 # Co-teaching+ init_epoch CIFAR-10 20, CIFAR-100 5 (0 = plain Co-teaching has none).
-COTEACHING_ROWS = {("cifar10", "coteaching"): (80, 0), ("cifar100", "coteaching"): (100, 0),
-                   ("cifar10", "coteaching_plus"): (80, 20), ("cifar100", "coteaching_plus"): (80, 5)}
-COTEACHING_VARIANTS = [f"{d},{m},{s}{o}" for (d, m) in COTEACHING_ROWS for s in COTEACHING_SETTINGS
-                       for o in ("", ",original")]
+COTEACHING_ROWS = {
+  ("cifar10", "coteaching"): (80, 0),
+  ("cifar100", "coteaching"): (100, 0),
+  ("cifar10", "coteaching_plus"): (80, 20),
+  ("cifar100", "coteaching_plus"): (80, 5),
+}
+COTEACHING_VARIANTS = [
+  f"{d},{m},{s}{o}" for (d, m) in COTEACHING_ROWS for s in COTEACHING_SETTINGS for o in ("", ",original")
+]
 
 
 @pytest.mark.parametrize("arg", COTEACHING_VARIANTS)
@@ -71,9 +79,15 @@ def test_coteaching_paper_values(arg):
   assert config.noise.to_dict() == {"type": noise_type, "rate": rate, "exact": True, "dataset": ""}
   # REFERENCE §7: tau = noise rate, T_k 10, c 1; the `original` flag = main.py's ramp and loss.py's extra 1/n.
   assert config.method.to_dict() == {
-      "name": "coteaching", "forget_rate": rate, "num_gradual": 10, "exponent": 1.0,
-      "ramp": "original" if original else "paper", "plus": method == "coteaching_plus", "init_epoch": init_epoch,
-      "normalise_twice": original}
+    "name": "coteaching",
+    "forget_rate": rate,
+    "num_gradual": 10,
+    "exponent": 1.0,
+    "ramp": "original" if original else "paper",
+    "plus": method == "coteaching_plus",
+    "init_epoch": init_epoch,
+    "normalise_twice": original,
+  }
   if method == "coteaching_plus":
     assert init_epoch == coteaching.COTEACHING_PLUS_INIT_EPOCH[dataset]
   built = registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=config.num_epochs)
@@ -84,9 +98,13 @@ def test_coteaching_paper_values(arg):
 def test_coteaching_paper_schedules(original):
   """The forget-rate ramp and the Adam plan the config produces, against REFERENCE §7 written out."""
   config = coteaching_paper.get_config("cifar100,coteaching,symmetric50" + (",original" if original else ""))
-  schedule = coteaching.forget_rate_schedule(config.num_epochs, config.method.forget_rate,
-                                             num_gradual=config.method.num_gradual,
-                                             exponent=config.method.exponent, ramp=config.method.ramp)
+  schedule = coteaching.forget_rate_schedule(
+    config.num_epochs,
+    config.method.forget_rate,
+    num_gradual=config.method.num_gradual,
+    exponent=config.method.exponent,
+    ramp=config.method.ramp,
+  )
   if original:  # main.py: tau everywhere, the first 10 entries linspace(0, tau, 10): tau reached at index 9
     want = np.full(200, 0.5)
     want[:10] = np.arange(10) * 0.5 / 9
@@ -105,13 +123,12 @@ def test_coteaching_paper_schedules(original):
 
 # REFERENCE §6 (config_cifar10.json / config_cifar10_asym.json / config_cifar100.json):
 # row -> (beta, lambda, epochs, lr boundaries or None for the cosine).
-ELR_ROWS = {"c10_sym": (0.7, 3.0, 150, None), "c10_asym": (0.9, 1.0, 120, (40, 80)),
-            "c100": (0.9, 7.0, 150, (80, 120))}
+ELR_ROWS = {"c10_sym": (0.7, 3.0, 150, None), "c10_asym": (0.9, 1.0, 120, (40, 80)), "c100": (0.9, 7.0, 150, (80, 120))}
 # Default noise rates: the configs' "percent" (C10 0.8, C100 0.6); asymmetric 0.4 (the config's stated choice).
 ELR_RATES = {("cifar10", "sym"): 0.8, ("cifar100", "sym"): 0.6, ("cifar10", "asym"): 0.4, ("cifar100", "asym"): 0.4}
-ELR_VARIANTS = ([f"{d},{n}" for d in ("cifar10", "cifar100")
-                 for n in ("symmetric", "symmetric_include_true", "asymmetric")]
-                + ["cifar10,symmetric,paper_schedule", "cifar10,symmetric_include_true,paper_schedule"])
+ELR_VARIANTS = [
+  f"{d},{n}" for d in ("cifar10", "cifar100") for n in ("symmetric", "symmetric_include_true", "asymmetric")
+] + ["cifar10,symmetric,paper_schedule", "cifar10,symmetric_include_true,paper_schedule"]
 
 
 @pytest.mark.parametrize("arg", ELR_VARIANTS)
@@ -134,8 +151,12 @@ def test_elr_paper_values(arg):
   assert config.dataset == dataset and config.dataset_kwargs.validation_size == 5000
   # ELR data_loaders.py: crop 4 + flip, per-channel normalisation.
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True} and config.normalization == "per_channel"
-  assert config.noise.to_dict() == {"type": noise, "rate": ELR_RATES[(dataset, "asym" if asym else "sym")],
-                                    "exact": True, "dataset": dataset if asym else ""}
+  assert config.noise.to_dict() == {
+    "type": noise,
+    "rate": ELR_RATES[(dataset, "asym" if asym else "sym")],
+    "exact": True,
+    "dataset": dataset if asym else "",
+  }
   if boundaries is None:
     assert (opt.lr_schedule, opt.cosine_epochs, opt.lr_min) == ("cosine", 10, 1e-3)
   else:  # MultiStepLR(gamma 0.01)
@@ -167,8 +188,12 @@ def test_elr_paper_cosine_against_warm_restarts():
 
 # REFERENCE §9 / README@4d991ce: (lr_u, lr_v, rate); symmetric lr_u 1 lr_v 10 at 50%, asymmetric 0.1 / 100 at 40%,
 # the paper's asymmetric lr_u 1.
-SOP_VARIANTS = {"symmetric": (1.0, 10.0, 0.5), "symmetric_include_true": (1.0, 10.0, 0.5),
-                "asymmetric": (0.1, 100.0, 0.4), "asymmetric,paper_lr_u": (1.0, 100.0, 0.4)}
+SOP_VARIANTS = {
+  "symmetric": (1.0, 10.0, 0.5),
+  "symmetric_include_true": (1.0, 10.0, 0.5),
+  "asymmetric": (0.1, 100.0, 0.4),
+  "asymmetric,paper_lr_u": (1.0, 100.0, 0.4),
+}
 
 
 @pytest.mark.parametrize("arg", sorted(SOP_VARIANTS))
@@ -186,19 +211,25 @@ def test_sop_paper_values(arg):
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 1e-3, False)
   assert (opt.lr_schedule, opt.cosine_epochs, opt.lr_min) == ("cosine", 300, 2e-4)
   e = np.arange(300)
-  np.testing.assert_allclose(_lr_per_epoch(opt, 300), 2e-4 + (0.02 - 2e-4) * (1 + np.cos(np.pi * e / 300)) / 2,
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+    _lr_per_epoch(opt, 300), 2e-4 + (0.02 - 2e-4) * (1 + np.cos(np.pi * e / 300)) / 2, rtol=1e-5
+  )
   # SOP data_loaders.py / config: crop 4 + flip, per channel, "validation_split": 0.
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True} and config.normalization == "per_channel"
   assert config.dataset_kwargs.validation_size == 0
-  assert config.noise.to_dict() == {"type": noise, "rate": rate, "exact": True,
-                                    "dataset": "cifar100" if noise == "asymmetric" else ""}
+  assert config.noise.to_dict() == {
+    "type": noise,
+    "rate": rate,
+    "exact": True,
+    "dataset": "cifar100" if noise == "asymmetric" else "",
+  }
   registry.make(config.method, num_classes=100)
 
 
 def preact_resnet18_parameters(num_classes):
-  """Parameter count of SOP's model/PreResNet.py PreActResNet18 (and DivideMix's PreResNet.py ResNet18, the same): conv stem + BN, 4 stages x 2 PreActBlocks (BN,
-  conv3x3, BN, conv3x3, a 1x1 shortcut where the shape changes), no final BN, Linear with bias."""
+  """Parameter count of SOP's model/PreResNet.py PreActResNet18 (and DivideMix's PreResNet.py ResNet18, the same):
+  conv stem + BN, 4 stages x 2 PreActBlocks (BN, conv3x3, BN, conv3x3, a 1x1 shortcut where the shape changes), no
+  final BN, Linear with bias."""
   total = 27 * 64 + 2 * 64
   c_in = 64
   for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
@@ -214,8 +245,9 @@ def test_sop_paper_network_is_a_preact_resnet18():
   """Same stages and shortcuts as SOP's PreActResNet18; ours has no stem BN (-128) and a final BN (+1024)."""
   config = sop_paper.get_config()
   model = models.get(config.model.name, num_classes=100, **config.model.kwargs)
-  shapes = jax.eval_shape(lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
-                          jnp.zeros((1, 32, 32, 3), jnp.float32))
+  shapes = jax.eval_shape(
+    lambda x: model.init(jax.random.PRNGKey(0), x, train=False), jnp.zeros((1, 32, 32, 3), jnp.float32)
+  )
   count = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes["params"]))
   assert count == preact_resnet18_parameters(100) - 2 * 64 + 2 * 512
 
@@ -224,21 +256,21 @@ def test_sop_paper_network_is_a_preact_resnet18():
 # Refusals and the docstrings' commands
 
 BAD = [
-    (coteaching_paper, "cifar10,coteaching", r"DATASET,METHOD,SETTING\[,original\]"),
-    (coteaching_paper, "svhn,coteaching,pairflip45", r"'svhn'.*allowed: cifar10, cifar100"),
-    (coteaching_paper, "cifar10,coteach,pairflip45", r"'coteach'.*allowed: coteaching, coteaching_plus"),
-    (coteaching_paper, "cifar10,coteaching,symmetric40", r"'symmetric40'.*symmetric50, symmetric20, pairflip45"),
-    (coteaching_paper, "cifar10,coteaching,pairflip45,orig", r"'orig'.*allowed: original"),
-    (elr_paper, "cifar10", r"DATASET,NOISE\[,paper_schedule\]"),
-    (elr_paper, "mnist,symmetric", r"'mnist'.*allowed: cifar10, cifar100"),
-    (elr_paper, "cifar10,pairflip", r"'pairflip'.*symmetric, symmetric_include_true, asymmetric"),
-    (elr_paper, "cifar10,symmetric,cosine", r"'cosine'.*allowed: paper_schedule"),
-    (elr_paper, "cifar100,symmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
-    (elr_paper, "cifar10,asymmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
-    (sop_paper, "symmetric,asymmetric,paper_lr_u", r"NOISE\[,paper_lr_u\]"),
-    (sop_paper, "pairflip", r"'pairflip'.*symmetric, symmetric_include_true, asymmetric"),
-    (sop_paper, "asymmetric,lr_u", r"'lr_u'.*allowed: paper_lr_u"),
-    (sop_paper, "symmetric,paper_lr_u", r"paper_lr_u.*asymmetric only"),
+  (coteaching_paper, "cifar10,coteaching", r"DATASET,METHOD,SETTING\[,original\]"),
+  (coteaching_paper, "svhn,coteaching,pairflip45", r"'svhn'.*allowed: cifar10, cifar100"),
+  (coteaching_paper, "cifar10,coteach,pairflip45", r"'coteach'.*allowed: coteaching, coteaching_plus"),
+  (coteaching_paper, "cifar10,coteaching,symmetric40", r"'symmetric40'.*symmetric50, symmetric20, pairflip45"),
+  (coteaching_paper, "cifar10,coteaching,pairflip45,orig", r"'orig'.*allowed: original"),
+  (elr_paper, "cifar10", r"DATASET,NOISE\[,paper_schedule\]"),
+  (elr_paper, "mnist,symmetric", r"'mnist'.*allowed: cifar10, cifar100"),
+  (elr_paper, "cifar10,pairflip", r"'pairflip'.*symmetric, symmetric_include_true, asymmetric"),
+  (elr_paper, "cifar10,symmetric,cosine", r"'cosine'.*allowed: paper_schedule"),
+  (elr_paper, "cifar100,symmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
+  (elr_paper, "cifar10,asymmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
+  (sop_paper, "symmetric,asymmetric,paper_lr_u", r"NOISE\[,paper_lr_u\]"),
+  (sop_paper, "pairflip", r"'pairflip'.*symmetric, symmetric_include_true, asymmetric"),
+  (sop_paper, "asymmetric,lr_u", r"'lr_u'.*allowed: paper_lr_u"),
+  (sop_paper, "symmetric,paper_lr_u", r"paper_lr_u.*asymmetric only"),
 ]
 
 
@@ -260,14 +292,22 @@ def test_docstring_commands_and_defaults_load(module):
 def test_flag_path_locked_config():
   """experiments/train.py's path: the whole string after ':' (commas included) reaches get_config, and the locked
   config takes the docstrings' overrides."""
-  argv = ["prog", "--config=experiments/configs/coteaching_paper.py:cifar100,coteaching_plus,symmetric20,original",
-          "--config.noise.exact=False", "--config.dataset_kwargs.data_dir=/data/tfds"]
+  argv = [
+    "prog",
+    "--config=experiments/configs/coteaching_paper.py:cifar100,coteaching_plus,symmetric20,original",
+    "--config.noise.exact=False",
+    "--config.dataset_kwargs.data_dir=/data/tfds",
+  ]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
   flag_values(argv)
   config = flag_values.config
   assert (config.dataset, config.method.plus, config.method.ramp, config.method.init_epoch) == (
-      "cifar100", True, "original", 5)
+    "cifar100",
+    True,
+    "original",
+    5,
+  )
   assert config.noise.exact is False and config.dataset_kwargs.data_dir == "/data/tfds"
 
 
@@ -303,8 +343,10 @@ def _check(summary, method):
 def test_smoke_coteaching_plus_original(mock_tfds):
   """Two Co-teaching CNNs (nine convolutions, tiny widths) on 32x32 mock CIFAR-100 with the original's ramp and
   loss; init_epoch 0 so the single epoch runs the disagreement phase."""
-  config = _tiny(coteaching_paper.get_config("cifar100,coteaching_plus,pairflip45,original"),
-                 {"widths": (4, 4, 4, 8, 8, 8, 8, 8, 4), "dropout_rate": 0.0})
+  config = _tiny(
+    coteaching_paper.get_config("cifar100,coteaching_plus,pairflip45,original"),
+    {"widths": (4, 4, 4, 8, 8, 8, 8, 8, 4), "dropout_rate": 0.0},
+  )
   config.method.init_epoch = 0
   summary = runs.run_single(config)
   _check(summary, "coteaching_plus")

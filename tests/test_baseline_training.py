@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from noisy_jax import models
+from noisy_jax.core import gmm
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import losses
 from noisy_jax.data import inputs
 from noisy_jax.experiment import export
 from noisy_jax.experiment import runs
-from noisy_jax.experiment import sweep
+from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import elr
 from noisy_jax.methods import registry
@@ -65,16 +66,16 @@ def test_elr_step_updates_targets_first_and_trains_on_them():
   table = label_table_lib.with_method_rows(table, method.init_rows(None, N, C))
   old = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(C), N) * 0.5, jnp.float32)  # some history already
   table = table.replace(method_rows={"elr_targets": old})
-  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
-                                             axis_name=None)
+  new_state, new_table, _ = step_lib.train_step(
+    state, table, images, indices, valid, method=method, epoch=1, axis_name=None
+  )
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
   logits = _logits(model, state, state.params, images)
   # The rows the original writes: beta t + (1 - beta) clamp(p) / sum, from this step's prediction; padding untouched.
   expected = elr.update_targets(old, jnp.where(valid, indices, N), jax.nn.softmax(logits), beta=0.7)
   _close(new_table.method_rows["elr_targets"], expected)
   untouched = np.setdiff1d(np.arange(N), np.asarray(indices)[np.asarray(valid)])
-  np.testing.assert_array_equal(np.asarray(new_table.method_rows["elr_targets"])[untouched],
-                                np.asarray(old)[untouched])
+  np.testing.assert_array_equal(np.asarray(new_table.method_rows["elr_targets"])[untouched], np.asarray(old)[untouched])
   rows = expected[indices]
 
   def loss(params):  # the batch mean over the valid rows of CE + lam log(1 - <t, p>) with the updated rows
@@ -90,8 +91,9 @@ def test_sop_step_trains_u_v_by_their_own_sgd():
   method = registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
-  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
-                                             axis_name=None)
+  new_state, new_table, _ = step_lib.train_step(
+    state, table, images, indices, valid, method=method, epoch=1, axis_name=None
+  )
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
 
   def loss(params, u_rows, v_rows):
@@ -113,15 +115,17 @@ def test_sop_balance_term_adds_its_gradient_and_reaches_v_only_when_asked(detach
   method = registry.sop_method(init_std=0.3, ratio_balance=0.1, balance_detach_v=detach_v)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
-  new_state, new_table, _ = step_lib.train_step(state, table, images, indices, valid, method=method, epoch=1,
-                                             axis_name=None)
+  new_state, new_table, _ = step_lib.train_step(
+    state, table, images, indices, valid, method=method, epoch=1, axis_name=None
+  )
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
 
   def loss(params, u_rows, v_rows, balance=0.1):
     z = _logits(model, state, params, images)
     ce, mse = sop.sop_loss(z, labels, u_rows, v_rows)
     return jnp.sum((ce + mse) * valid) / jnp.sum(valid) + balance * sop.balance_loss(
-        z, labels, u_rows, v_rows, detach_v=detach_v, where=valid)
+      z, labels, u_rows, v_rows, detach_v=detach_v, where=valid
+    )
 
   g_params, g_u, g_v = jax.grad(loss, argnums=(0, 1, 2))(state.params, u0[indices], v0[indices])
   expected_u, expected_v = sop.sgd_update(u0, v0, (g_u, g_v), 1.0, 10.0, indices=jnp.where(valid, indices, N))
@@ -139,31 +143,37 @@ def test_pair_step_equals_two_single_steps_with_exchanged_masks(member_map, plus
   model, pair, table, images, indices, valid = _setup(num_networks=2)
   epoch = 3  # forget rate R(2) = 0.6 * 2 / 10 on the paper's ramp; Co-teaching+ from 0-based epoch 1
   method = registry.coteaching_method(forget_rate=0.6, num_epochs=5, plus=plus, init_epoch=1)
-  new_pair, _, metrics = step_lib.train_step(pair, table, images, indices, valid, method=method, epoch=epoch,
-                                          axis_name=None, member_map=member_map)
+  new_pair, _, metrics = step_lib.train_step(
+    pair, table, images, indices, valid, method=method, epoch=epoch, axis_name=None, member_map=member_map
+  )
   labels = jax.nn.one_hot(table.noisy_labels[indices], C)
   nets = [jax.tree.map(lambda x, m=m: x[m], pair) for m in range(2)]
   logits = [_logits(model, s, s.params, images) for s in nets]
   ce = [losses.cross_entropy(z, labels) for z in logits]
   rate = 0.6 * 2 / 10
   if plus:
-    keep_1, keep_2 = coteaching.disagreement_selection(logits[0], logits[1], ce[0], ce[1], valid, rate, epoch=2,
-                                                       init_epoch=1)
+    keep_1, keep_2 = coteaching.disagreement_selection(
+      logits[0], logits[1], ce[0], ce[1], valid, rate, epoch=2, init_epoch=1
+    )
   else:
     keep_1, keep_2 = coteaching.small_loss_selection(ce[0], ce[1], valid, rate)
   if not plus:
     assert int(jnp.sum(keep_1)) == int(np.floor((1 - rate) * int(jnp.sum(valid)) + 1e-6))
   for m, keep in enumerate((keep_1, keep_2)):  # network m alone, on its peer's selection
-    single = method_lib.Method(name="fixed_mask", objective=lambda z, y, w, v, a=None, keep=keep:
-                            coteaching.coteaching_loss(losses.cross_entropy(z, y), keep))
-    expected, _, _ = step_lib.train_step(nets[m], table, images, indices, valid, method=single, epoch=epoch,
-                                      axis_name=None)
+    single = method_lib.Method(
+      name="fixed_mask",
+      objective=lambda z, y, w, v, a=None, keep=keep: coteaching.coteaching_loss(losses.cross_entropy(z, y), keep),
+    )
+    expected, _, _ = step_lib.train_step(
+      nets[m], table, images, indices, valid, method=single, epoch=epoch, axis_name=None
+    )
     _close(jax.tree.map(lambda x, m=m: x[m], new_pair.params), expected.params)
   assert float(metrics["count"]) == int(jnp.sum(valid))
 
 
 def _digits_config(method, **overrides):
   from experiments.configs import base  # pylint: disable=import-outside-toplevel
+
   run = ml_collections.ConfigDict()
   run.method = method
   run.num_epochs = 3
@@ -198,15 +208,16 @@ def test_coteaching_run_exports_its_pair_and_the_export_predicts_as_the_run(tmp_
   assert json.loads((tmp_path / "summary.json").read_text())["method"] == "coteaching"
 
 
-@pytest.mark.parametrize("method", [{"name": "elr", "lam": 3.0, "beta": 0.7},
-                                    {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}])
+@pytest.mark.parametrize(
+  "method", [{"name": "elr", "lam": 3.0, "beta": 0.7}, {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}]
+)
 def test_row_state_methods_run_and_move_their_rows(method):
   summary = runs.run_single(_digits_config(method), keep_arrays=True)
   rows = summary["arrays"]["label_table"].method_rows
   assert set(rows) == ({"elr_targets"} if method["name"] == "elr" else {"sop_u", "sop_v"})
   assert summary["last_test_accuracy"] > 0.6
   if method["name"] == "elr":  # every example visited 3 times: its target sums to 1 - beta^3
-    np.testing.assert_allclose(np.sum(np.asarray(rows["elr_targets"]), -1), 1 - 0.7 ** 3, rtol=1e-5)
+    np.testing.assert_allclose(np.sum(np.asarray(rows["elr_targets"]), -1), 1 - 0.7**3, rtol=1e-5)
   else:
     assert float(np.max(np.abs(np.asarray(rows["sop_v"])))) > 0.11  # grew from N(0, 0.1^2) draws
 
@@ -227,7 +238,7 @@ def test_bad_baseline_configs_are_refused_by_name():
   config = _digits_config({"name": "elr", "lam": 3.0, "beta": 0.7})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
   with pytest.raises(ValueError, match="comparison config"):
-    sweep.check_sweep(config)
+    sweep_grid.check_sweep(config)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,6 +248,7 @@ def test_bad_baseline_configs_are_refused_by_name():
 def test_dividemix_division_equals_the_building_blocks():
   from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
   from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
+
   rng = np.random.default_rng(0)
   labels = rng.integers(0, C, N)
   table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 2))
@@ -246,10 +258,14 @@ def test_dividemix_division_equals_the_building_blocks():
   second = dividemix_train.divide(first, probs[1], epoch=4, warm_up=3, window=2, num_examples=N)
   for m in range(2):
     norm = [dm.normalize_losses(-jnp.log(p[m, np.arange(N), labels])) for p in probs]
-    np.testing.assert_allclose(first.method_rows[dividemix_train.CLEAN_PROB][:, m],
-                               dm.fit_two_component_gmm(norm[0]).clean_prob, atol=1e-6)
-    np.testing.assert_allclose(second.method_rows[dividemix_train.CLEAN_PROB][:, m],
-                               dm.fit_two_component_gmm((norm[0] + norm[1]) / 2).clean_prob, atol=1e-6)
+    np.testing.assert_allclose(
+      first.method_rows[dividemix_train.CLEAN_PROB][:, m], gmm.fit_two_component_gmm(norm[0]).clean_prob, atol=1e-6
+    )
+    np.testing.assert_allclose(
+      second.method_rows[dividemix_train.CLEAN_PROB][:, m],
+      gmm.fit_two_component_gmm((norm[0] + norm[1]) / 2).clean_prob,
+      atol=1e-6,
+    )
   assert float(jnp.std(second.method_rows[dividemix_train.CLEAN_PROB])) > 0.05  # a real split
 
 
@@ -259,6 +275,7 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
   network 1's train-mode passes; network 2 unchanged."""
   from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
   from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
+
   model, pair, _, _, _, _ = _setup(num_networks=2)
   rng = np.random.default_rng(1)
   images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
@@ -268,14 +285,18 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
   clean = jnp.asarray(rng.random((N, 2)), jnp.float32)
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean})
   mesh = mesh_lib.make_mesh(1)
-  epoch_fn = dividemix_train.make_epoch_fn(mesh, settings=settings, batch_size=8, num_examples=N,
-                                           warmup_epoch_fn=None)
+  epoch_fn = dividemix_train.make_epoch_fn(mesh, settings=settings, batch_size=8, num_examples=N, warmup_epoch_fn=None)
   key = jax.random.PRNGKey(4)
   new_pair, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
   # What the epoch does first for network 1: labelled = network 2's w > 0.5, the first full batch of each order.
   labelled = np.asarray(clean[:, 1] > 0.5)
-  rows_l, rows_u = dividemix_train._orders(jax.random.fold_in(key, 0), jnp.asarray(labelled),  # pylint: disable=protected-access
-                                           int(labelled.sum()) // 4, int((~labelled).sum()), 4)
+  rows_l, rows_u = dividemix_train._orders(
+    jax.random.fold_in(key, 0),
+    jnp.asarray(labelled),  # pylint: disable=protected-access
+    int(labelled.sum()) // 4,
+    int((~labelled).sum()),
+    4,
+  )
   assert set(np.asarray(rows_l).ravel()) <= set(np.nonzero(labelled)[0])
   assert set(np.asarray(rows_u).ravel()) <= set(np.nonzero(~labelled)[0])
   own, other = (jax.tree.map(lambda x, m=m: x[m], pair) for m in range(2))
@@ -285,8 +306,7 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
     x, u = images[rows_l[step]], images[rows_u[step]]
     y = jax.nn.one_hot(labels[np.asarray(rows_l[step])], C)
     w = clean[rows_l[step], 1]
-    step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, dividemix_train.AUGMENT_STREAM), 0),
-                                  step)
+    step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, dividemix_train.AUGMENT_STREAM), 0), step)
     mix_key = jax.random.split(step_key, 5)[4]
 
     def forward(params, stats, inputs, state=state):
@@ -335,16 +355,23 @@ def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   """An epoch with more steps (32 labelled rows: 8 batches of 4) than the schedule's steps per epoch (ceil(40 / 8)
   = 5): a piecewise schedule that decays at the next epoch must not decay inside this one."""
   from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
+
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
   rng = np.random.default_rng(2)
   images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
-  table = label_table_lib.with_method_rows(label_table_lib.create(rng.integers(0, C, N), C),
-                                          dividemix_train.init_rows(N, 1))
+  table = label_table_lib.with_method_rows(
+    label_table_lib.create(rng.integers(0, C, N), C), dividemix_train.init_rows(N, 1)
+  )
   clean = np.full((N, 2), 0.1, np.float32)
   clean[:32] = 0.9
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
-  epoch_fn = dividemix_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=registry.DividemixSettings(warm_up=1),
-                                           batch_size=8, num_examples=N, warmup_epoch_fn=None)
+  epoch_fn = dividemix_train.make_epoch_fn(
+    mesh_lib.make_mesh(1),
+    settings=registry.DividemixSettings(warm_up=1),
+    batch_size=8,
+    num_examples=N,
+    warmup_epoch_fn=None,
+  )
   finals = []
   for boundaries in ((), (3,)):
     tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries}), 5, 4)

@@ -11,14 +11,19 @@ from noisy_jax.models.batch_norm import BatchNorm
 
 def _both(shape, seed=0):
   x = jax.random.normal(jax.random.PRNGKey(seed), shape) * 3.0 + 1.5  # mean far from 0: tests the one-pass variance
-  ours, ref = BatchNorm(momentum=0.9, epsilon=1e-5), nn.BatchNorm(momentum=0.9, epsilon=1e-5,
-                                                                  use_running_average=False)
+  ours, ref = BatchNorm(momentum=0.9, epsilon=1e-5), nn.BatchNorm(momentum=0.9, epsilon=1e-5, use_running_average=False)
   variables = ref.init(jax.random.PRNGKey(1), x)
   c = shape[-1]
-  variables = {"params": {"scale": jax.random.uniform(jax.random.PRNGKey(2), (c,), minval=0.5, maxval=2.0),
-                          "bias": jax.random.normal(jax.random.PRNGKey(3), (c,))},
-               "batch_stats": {"mean": jax.random.normal(jax.random.PRNGKey(4), (c,)),
-                               "var": jax.random.uniform(jax.random.PRNGKey(5), (c,), minval=0.5, maxval=2.0)}}
+  variables = {
+    "params": {
+      "scale": jax.random.uniform(jax.random.PRNGKey(2), (c,), minval=0.5, maxval=2.0),
+      "bias": jax.random.normal(jax.random.PRNGKey(3), (c,)),
+    },
+    "batch_stats": {
+      "mean": jax.random.normal(jax.random.PRNGKey(4), (c,)),
+      "var": jax.random.uniform(jax.random.PRNGKey(5), (c,), minval=0.5, maxval=2.0),
+    },
+  }
   return x, ours, ref, variables
 
 
@@ -32,8 +37,9 @@ def test_train_mode_matches_flax(shape):
     np.testing.assert_allclose(stats["batch_stats"][k], stats_ref["batch_stats"][k], rtol=1e-5, atol=1e-6)
   # Running averages against NumPy: 0.9 old + 0.1 batch value, biased variance.
   xs = np.asarray(x, np.float64).reshape(-1, shape[-1])
-  np.testing.assert_allclose(stats["batch_stats"]["var"],
-                             0.9 * np.asarray(variables["batch_stats"]["var"]) + 0.1 * xs.var(0), rtol=1e-4)
+  np.testing.assert_allclose(
+    stats["batch_stats"]["var"], 0.9 * np.asarray(variables["batch_stats"]["var"]) + 0.1 * xs.var(0), rtol=1e-4
+  )
 
 
 @pytest.mark.parametrize("shape", [(16, 5, 5, 3), (32, 7)])
@@ -64,6 +70,7 @@ def test_same_variable_names_as_flax_and_bf16_output():
   ours = jax.tree.map(jnp.shape, BatchNorm().init(jax.random.PRNGKey(0), x))
   ref = jax.tree.map(jnp.shape, nn.BatchNorm(use_running_average=False).init(jax.random.PRNGKey(0), x))
   assert ours == ref
-  y, _ = BatchNorm(dtype=jnp.bfloat16).apply(BatchNorm().init(jax.random.PRNGKey(0), x), x * 2.0,
-                                             mutable=["batch_stats"])
+  y, _ = BatchNorm(dtype=jnp.bfloat16).apply(
+    BatchNorm().init(jax.random.PRNGKey(0), x), x * 2.0, mutable=["batch_stats"]
+  )
   assert y.dtype == jnp.bfloat16 and bool(jnp.all(jnp.isfinite(y)))

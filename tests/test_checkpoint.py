@@ -12,6 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 import flax
 import ml_collections
@@ -36,21 +38,62 @@ def _worker_cmd(workdir, method, **flags):
   return cmd + [f"--{k}={v}" for k, v in flags.items()]
 
 
-def _run_all(cmds):
-  """Runs the commands concurrently (each bounded by WORKER_TIMEOUT); returns [(returncode, stdout, stderr)]."""
+def _group_alive(pgid: int) -> bool:
+  """Whether a process of group `pgid` is running. Zombies do not count: an orphan's exit status waits for an init
+  process that, in some containers, never reaps it (read from /proc where there is one)."""
+  if not os.path.isdir("/proc"):
+    try:
+      os.killpg(pgid, 0)
+      return True
+    except ProcessLookupError:
+      return False
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+    except OSError:
+      continue
+    if int(fields[2]) == pgid and fields[0] != "Z":
+      return True
+  return False
+
+
+def _run_all(cmds, lingering: list | None = None):
+  """Runs the commands one after another (each bounded by WORKER_TIMEOUT); returns [(returncode, stdout, stderr)].
+
+  One after another, not side by side: the workers of a test compile the same programs, and the first one's
+  compilations reach the next ones through the test run's compilation cache (tests/conftest.py), where side by side
+  every worker would compile them all on the same two cores. Each worker gets its own process group and writes to
+  files, not pipes: a worker killed with SIGKILL leaves its input pipeline's processes (Grain's) orphaned, and reading
+  a pipe to its end would wait as long as one of them held it. The whole group is killed once the worker has ended.
+  lingering: if given, gets for each worker whether processes of its group were still alive 5 s after it ended.
+  """
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for cmd in cmds]
   results = []
-  try:
-    for proc in procs:
-      out, err = proc.communicate(timeout=WORKER_TIMEOUT)
-      results.append((proc.returncode, out, err))
-  finally:
-    for proc in procs:
-      if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+  with tempfile.TemporaryDirectory() as logs:
+    for i, cmd in enumerate(cmds):
+      with open(os.path.join(logs, f"{i}.out"), "w+") as out, open(os.path.join(logs, f"{i}.err"), "w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, start_new_session=True)
+        try:
+          proc.wait(timeout=WORKER_TIMEOUT)
+          if lingering is not None:
+            deadline = time.monotonic() + 5
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+              time.sleep(0.1)
+            lingering.append(_group_alive(proc.pid))
+        finally:
+          if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+          try:
+            os.killpg(proc.pid, signal.SIGKILL)  # what the worker left behind (start_new_session: pgid == pid)
+          except ProcessLookupError:
+            pass
+        out.seek(0)
+        err.seek(0)
+        results.append((proc.returncode, out.read(), err.read()))
   return results
 
 
@@ -74,8 +117,16 @@ def _assert_bit_identical(workdir_a, workdir_b, stage):
   epoch_b, b = _final_arrays(workdir_b, stage)
   assert epoch_a == epoch_b
   assert sorted(a) == sorted(b)
-  for group in ("state/params/", "state/batch_stats/", "state/opt_state/", "state/step", "table/soft_labels",
-                "table/weights", "table/noisy_labels", "best_variables/params/"):
+  for group in (
+    "state/params/",
+    "state/batch_stats/",
+    "state/opt_state/",
+    "state/step",
+    "table/soft_labels",
+    "table/weights",
+    "table/noisy_labels",
+    "best_variables/params/",
+  ):
     assert any(name.startswith(group) for name in a), (group, sorted(a))  # the checkpoint holds every part
   unequal = [name for name in a if a[name].dtype != b[name].dtype or not np.array_equal(a[name], b[name])]
   assert not unequal, f"{stage}: arrays differ after resume: {unequal}"
@@ -102,19 +153,36 @@ def joint_optimization_runs(tmp_path_factory):
   root = tmp_path_factory.mktemp("jo")
   ref, kill1, kill2 = str(root / "reference"), str(root / "killed_stage1"), str(root / "killed_stage2")
   method = "joint_optimization"
-  first = _run_all([_worker_cmd(ref, method),
-                    _worker_cmd(kill1, method, stop_stage="stage1", stop_after_epoch=3),
-                    _worker_cmd(kill2, method, stop_stage="stage2", stop_after_epoch=2)])
+  first = _run_all(
+    [
+      _worker_cmd(ref, method),
+      _worker_cmd(kill1, method, stop_stage="stage1", stop_after_epoch=3),
+      _worker_cmd(kill2, method, stop_stage="stage2", stop_after_epoch=2),
+    ]
+  )
   _check(first, (0, -signal.SIGKILL, -signal.SIGKILL))
-  at_kill = {"stage1": (checkpoint_lib.latest_epoch(checkpoint_lib.open_manager(
-                 checkpoint_lib.stage_dir(kill1, "stage1"), keep=100)), len(_records(kill1))),
-             "stage2": (checkpoint_lib.latest_epoch(checkpoint_lib.open_manager(
-                 checkpoint_lib.stage_dir(kill2, "stage2"), keep=100)), len(_records(kill2)))}
+  at_kill = {
+    "stage1": (
+      checkpoint_lib.latest_epoch(checkpoint_lib.open_manager(checkpoint_lib.stage_dir(kill1, "stage1"), keep=100)),
+      len(_records(kill1)),
+    ),
+    "stage2": (
+      checkpoint_lib.latest_epoch(checkpoint_lib.open_manager(checkpoint_lib.stage_dir(kill2, "stage2"), keep=100)),
+      len(_records(kill2)),
+    ),
+  }
   stage2_started = os.path.isdir(checkpoint_lib.stage_dir(kill1, "stage2"))
   second = _run_all([_worker_cmd(kill1, method), _worker_cmd(kill2, method)])
   _check(second, (0, 0))
-  return {"ref": ref, "kill1": kill1, "kill2": kill2, "first": first, "second": second, "at_kill": at_kill,
-          "stage2_started_before_kill1": stage2_started}
+  return {
+    "ref": ref,
+    "kill1": kill1,
+    "kill2": kill2,
+    "first": first,
+    "second": second,
+    "at_kill": at_kill,
+    "stage2_started_before_kill1": stage2_started,
+  }
 
 
 def test_killed_in_stage1_resumes_bit_identical(joint_optimization_runs):
@@ -140,7 +208,8 @@ def test_killed_in_stage2_skips_stage1_and_resumes_bit_identical(joint_optimizat
     _assert_bit_identical(runs["ref"], runs["kill2"], stage)
   records = _records(runs["kill2"])
   assert [(r["stage"], r["epoch"]) for r in records] == [("stage1", e) for e in range(1, 6)] + [
-      ("stage2", e) for e in range(1, 5)]
+    ("stage2", e) for e in range(1, 5)
+  ]
   assert records == _records(runs["ref"])
   summary = json.loads(open(os.path.join(runs["kill2"], "summary.json")).read())
   reference = json.loads(open(os.path.join(runs["ref"], "summary.json")).read())
@@ -153,8 +222,9 @@ def test_truncated_lq_killed_between_checkpoints_resumes_bit_identical(tmp_path)
   epoch 3, the run resumes from epoch 2's checkpoint, retrains epoch 3 and ends bit-identical."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
   flags = {"model": "small_cnn", "checkpoint_every": 2}
-  first = _run_all([_worker_cmd(ref, "truncated_lq", **flags),
-                    _worker_cmd(killed, "truncated_lq", stop_after_epoch=3, **flags)])
+  first = _run_all(
+    [_worker_cmd(ref, "truncated_lq", **flags), _worker_cmd(killed, "truncated_lq", stop_after_epoch=3, **flags)]
+  )
   _check(first, (0, -signal.SIGKILL))
   manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(killed, "stage1"), keep=100)
   assert manager.all_steps() == [2]
@@ -177,8 +247,9 @@ def test_baseline_state_killed_between_checkpoints_resumes_bit_identical(tmp_pat
   epoch 3 with checkpoints every 2 epochs, the run resumes from epoch 2 and ends
   bit-identical (params of both networks, the table with its rows, every record)."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
-  first = _run_all([_worker_cmd(ref, method, checkpoint_every=2),
-                    _worker_cmd(killed, method, stop_after_epoch=3, checkpoint_every=2)])
+  first = _run_all(
+    [_worker_cmd(ref, method, checkpoint_every=2), _worker_cmd(killed, method, stop_after_epoch=3, checkpoint_every=2)]
+  )
   _check(first, (0, -signal.SIGKILL))
   (second,) = _run_all([_worker_cmd(killed, method, checkpoint_every=2)])
   _check([second], (0,))
@@ -298,10 +369,22 @@ def test_half_written_checkpoint_is_ignored(finished_run, tmp_path):
 
 
 def test_config_differences_ignore_only_cosmetic_fields():
-  saved = {"seed": 0, "plots": False, "optimizer": {"learning_rate": 0.1}, "stage2": {"eval_train": False},
-           "seeds": [0], "checkpoint_every": 1}
-  current = {"seed": 0, "plots": True, "optimizer": {"learning_rate": 0.1}, "stage2": {"eval_train": True},
-             "seeds": [0, 1, 2], "checkpoint_every": 5}
+  saved = {
+    "seed": 0,
+    "plots": False,
+    "optimizer": {"learning_rate": 0.1},
+    "stage2": {"eval_train": False},
+    "seeds": [0],
+    "checkpoint_every": 1,
+  }
+  current = {
+    "seed": 0,
+    "plots": True,
+    "optimizer": {"learning_rate": 0.1},
+    "stage2": {"eval_train": True},
+    "seeds": [0, 1, 2],
+    "checkpoint_every": 5,
+  }
   assert checkpoint_lib.config_differences(saved, current) == []
   current["optimizer"]["learning_rate"] = 0.2
   current["augment"] = {"flip": True}
@@ -324,13 +407,16 @@ def test_due_epochs_and_argument_checks():
 def test_orbax_info_records_are_dropped_but_warnings_kept():
   import logging as std_logging
   from noisy_jax.train import checkpoint as checkpoint_lib
+
   checkpoint_lib.quiet_orbax_info_logs()
   checkpoint_lib.quiet_orbax_info_logs()  # idempotent: one filter
   logger = std_logging.getLogger("absl")
   filters = [f for f in logger.filters if isinstance(f, checkpoint_lib._DropOrbaxInfo)]
   assert len(filters) == 1
+
   def record(path, level):
     return std_logging.LogRecord("absl", level, path, 1, "msg", None, None)
+
   orbax_path = os.path.join(os.sep, "site-packages", "orbax", "checkpoint", "x.py")
   assert not filters[0].filter(record(orbax_path, std_logging.INFO))
   assert filters[0].filter(record(orbax_path, std_logging.WARNING))

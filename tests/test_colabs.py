@@ -19,13 +19,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLABS = os.path.join(REPO, "colabs")
 # Each notebook and the figures it saves, FIGDIR/NAME.png.
 FIGURES = {
-    "quickstart.ipynb": ("quickstart_noisy_labels", "quickstart_memorisation", "quickstart_comparison"),
-    "losses.ipynb": ("losses_values_and_gradients", "losses_transition_matrices"),
-    "label_correction.ipynb": ("label_correction_recovery", "label_correction_gallery",
-                               "label_correction_most_confident", "label_correction_least_confident",
-                               "label_correction_confidence", "label_correction_confusion"),
-    "find_label_errors.ipynb": ("find_label_errors_gallery", "find_label_errors_precision_at_k",
-                                "find_label_errors_quality"),
+  "quickstart.ipynb": ("quickstart_noisy_labels", "quickstart_memorisation", "quickstart_comparison"),
+  "losses.ipynb": ("losses_values_and_gradients", "losses_transition_matrices"),
+  "label_correction.ipynb": (
+    "label_correction_recovery",
+    "label_correction_gallery",
+    "label_correction_most_confident",
+    "label_correction_least_confident",
+    "label_correction_confidence",
+    "label_correction_confusion",
+  ),
+  "find_label_errors.ipynb": (
+    "find_label_errors_gallery",
+    "find_label_errors_precision_at_k",
+    "find_label_errors_quality",
+  ),
 }
 CELL_TIMEOUT_S = 300
 MIN_PNG_BYTES = 5_000
@@ -33,8 +41,9 @@ MIN_PNG_BYTES = 5_000
 
 def _execute(notebook):
   """Runs every cell in a fresh `python3` kernel started in colabs/; raises on the first failing cell."""
-  client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                          resources={"metadata": {"path": COLABS}})
+  client = NotebookClient(
+    notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": COLABS}}
+  )
   client.execute()
   return notebook
 

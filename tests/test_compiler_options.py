@@ -63,8 +63,9 @@ def small_resnet_loss_and_input():
   variables = model.init(jax.random.key(1), x, train=False)
 
   def loss(params):
-    logits, _ = model.apply({"params": params, "batch_stats": variables["batch_stats"]}, x, train=True,
-                            mutable=["batch_stats"])
+    logits, _ = model.apply(
+      {"params": params, "batch_stats": variables["batch_stats"]}, x, train=True, mutable=["batch_stats"]
+    )
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
   return model, jax.value_and_grad(loss), variables["params"]

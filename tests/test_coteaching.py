@@ -32,7 +32,7 @@ from noisy_jax.train import coteaching_adam
 def original_rate_schedule(n_epoch, forget_rate, num_gradual=10, exponent=1.0):
   """main.py: rate_schedule = ones * tau; rate_schedule[:num_gradual] = linspace(0, tau ** c, num_gradual)."""
   rate_schedule = np.ones(n_epoch) * forget_rate
-  rate_schedule[:num_gradual] = np.linspace(0, forget_rate ** exponent, num_gradual)
+  rate_schedule[:num_gradual] = np.linspace(0, forget_rate**exponent, num_gradual)
   return rate_schedule
 
 
@@ -80,7 +80,7 @@ def original_loss_coteaching_plus(logits, logits2, loss_1, loss_2, forget_rate, 
   temp_disagree = ind * logical_disagree_id.astype(np.int64)
   ind_disagree = np.asarray([i for i in temp_disagree if i != 0]).transpose()
   if ind_disagree.shape[0] != len(disagree_id):
-    disagree_id = disagree_id[:ind_disagree.shape[0]]
+    disagree_id = disagree_id[: ind_disagree.shape[0]]
   if len(disagree_id) > 0:
     disagree_id = np.asarray(disagree_id)
     u1, u2, _ = original_loss_coteaching(loss_1[disagree_id], loss_2[disagree_id], forget_rate, plus_repo=True)
@@ -137,8 +137,9 @@ def test_schedule_values_at_chosen_epochs():
   # main.py trains epochs 1..199: its first trained epoch already forgets tau / 9.
   assert original[1] == pytest.approx(0.05)
   # The exponent: the paper's tau min(e^c / T_k, 1); the original ramps to tau^c then jumps to tau.
-  np.testing.assert_allclose(coteaching.forget_rate_schedule(12, 0.5, exponent=2.0)[[0, 1, 2, 3, 4]],
-                             [0, 0.05, 0.2, 0.45, 0.5])
+  np.testing.assert_allclose(
+    coteaching.forget_rate_schedule(12, 0.5, exponent=2.0)[[0, 1, 2, 3, 4]], [0, 0.05, 0.2, 0.45, 0.5]
+  )
   orig2 = coteaching.forget_rate_schedule(12, 0.5, exponent=2.0, ramp="original")
   assert orig2[9] == pytest.approx(0.25) and orig2[10] == 0.5
 
@@ -279,8 +280,9 @@ def test_coteaching_loss_mean_and_original_double_normalisation():
   loss_1_update, loss_2_update = ce_1[u2].mean(), ce_2[u1].mean()
   np.testing.assert_allclose(coteaching.coteaching_loss(ce_1, keep_1), loss_1_update, rtol=1e-6)
   np.testing.assert_allclose(coteaching.coteaching_loss(ce_2, keep_2), loss_2_update, rtol=1e-6)
-  np.testing.assert_allclose(coteaching.coteaching_loss(ce_1, keep_1, normalise_twice=True), loss_1_update / n,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    coteaching.coteaching_loss(ce_1, keep_1, normalise_twice=True), loss_1_update / n, rtol=1e-6
+  )
   assert float(coteaching.coteaching_loss(ce_1, np.zeros(b, bool))) == 0.0
 
   # The gradient reaches exactly the kept rows, with weight 1 / n (1 / n^2 twice normalised); finite despite NaN.
@@ -288,10 +290,11 @@ def test_coteaching_loss_mean_and_original_double_normalisation():
 
   def objective(z, twice):
     from noisy_jax.core import losses
+
     per_example = jnp.where(jnp.asarray(valid), losses.cross_entropy(z, one_hot), jnp.nan)
     return coteaching.coteaching_loss(per_example, keep_1, normalise_twice=twice)
 
-  for twice, scale in ((False, 1 / n), (True, 1 / n ** 2)):
+  for twice, scale in ((False, 1 / n), (True, 1 / n**2)):
     grad = np.asarray(jax.grad(objective)(jnp.asarray(logits_1), twice))
     want = (softmax_numpy(logits_1) - np.eye(c)[labels]) * scale * mask(u2, b)[:, None]
     np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-7)
@@ -304,8 +307,9 @@ def test_double_softmax_cross_entropy_is_the_original_defect():
   labels = rng.integers(0, c, 16)
   got = coteaching.double_softmax_cross_entropy(logits, jax.nn.one_hot(labels, c))
   np.testing.assert_allclose(got, ce_numpy(softmax_numpy(logits.astype(np.float64)), labels), rtol=1e-5)
-  want_torch = torch.nn.functional.cross_entropy(torch.softmax(torch.from_numpy(logits), 1),
-                                                 torch.from_numpy(labels), reduction="none").numpy()
+  want_torch = torch.nn.functional.cross_entropy(
+    torch.softmax(torch.from_numpy(logits), 1), torch.from_numpy(labels), reduction="none"
+  ).numpy()
   np.testing.assert_allclose(got, want_torch, rtol=1e-5)
   low, high = np.log(c - 1 + np.e) - 1, np.log(c - 1 + np.e)
   assert np.all(np.asarray(got) >= low - 1e-5) and np.all(np.asarray(got) <= high + 1e-5)
@@ -334,12 +338,20 @@ def test_disagreement_selection_before_and_after_init_epoch(seed):
   for epoch in (1, 19, 20, 150):  # traced epoch: one compilation
     keep_1, keep_2 = select(logits_1, logits_2, losses_1, losses_2, valid, rate, epoch=epoch)
     if epoch < init_epoch:
-      u1, u2 = on_valid_rows(valid, lambda a, d: original_loss_coteaching(a, d, rate, plus_repo=True)[:2],
-                             losses_1, losses_2)
+      u1, u2 = on_valid_rows(
+        valid, lambda a, d: original_loss_coteaching(a, d, rate, plus_repo=True)[:2], losses_1, losses_2
+      )
       want_1, want_2 = u2, u1
     else:
-      want_1, want_2 = on_valid_rows(valid, lambda z1, z2, a, d, i: original_loss_coteaching_plus(
-          z1, z2, a, d, rate, i, step=10_000), logits_1, logits_2, losses_1, losses_2, ind)
+      want_1, want_2 = on_valid_rows(
+        valid,
+        lambda z1, z2, a, d, i: original_loss_coteaching_plus(z1, z2, a, d, rate, i, step=10_000),
+        logits_1,
+        logits_2,
+        losses_1,
+        losses_2,
+        ind,
+      )
       disagree = (np.argmax(logits_1, 1) != np.argmax(logits_2, 1)) & valid
       assert 0 < len(want_1) < disagree.sum() and set(want_1) <= set(np.flatnonzero(disagree))
     np.testing.assert_array_equal(np.asarray(keep_1), mask(want_1, b), err_msg=f"epoch {epoch}")
@@ -354,18 +366,21 @@ def test_disagreement_small_sets_and_no_disagreement_fallback():
   # One disagreeing example: int(0.55 * 1) = 0, the original keeps the whole (one-example) set.
   logits_2 = logits_1.copy()
   logits_2[4] = -logits_2[4]
-  keep_1, keep_2 = coteaching.disagreement_selection(logits_1, logits_2, losses_1, losses_2, valid, 0.45, epoch=5,
-                                                     init_epoch=0)
+  keep_1, keep_2 = coteaching.disagreement_selection(
+    logits_1, logits_2, losses_1, losses_2, valid, 0.45, epoch=5, init_epoch=0
+  )
   want_1, want_2 = original_loss_coteaching_plus(logits_1, logits_2, losses_1, losses_2, 0.45, ind, step=10_000)
   assert np.flatnonzero(keep_1).tolist() == want_1.tolist() == [4] and np.flatnonzero(keep_2).tolist() == [4]
-  keep_1, _ = coteaching.disagreement_selection(logits_1, logits_2, losses_1, losses_2, valid, 0.45, epoch=5,
-                                                init_epoch=0, keep_all_if_none=False)
+  keep_1, _ = coteaching.disagreement_selection(
+    logits_1, logits_2, losses_1, losses_2, valid, 0.45, epoch=5, init_epoch=0, keep_all_if_none=False
+  )
   assert not np.any(keep_1)
   # No disagreement: no update by default; the original's step < 5000 branch trains on the whole batch.
   for step, fallback in ((10_000, False), (3, True)):
     want_1, want_2 = original_loss_coteaching_plus(logits_1, logits_1, losses_1, losses_2, 0.45, ind, step)
-    keep_1, keep_2 = coteaching.disagreement_selection(logits_1, logits_1, losses_1, losses_2, valid, 0.45, epoch=5,
-                                                       init_epoch=0, fallback_all=jnp.asarray(step < 5000))
+    keep_1, keep_2 = coteaching.disagreement_selection(
+      logits_1, logits_1, losses_1, losses_2, valid, 0.45, epoch=5, init_epoch=0, fallback_all=jnp.asarray(step < 5000)
+    )
     np.testing.assert_array_equal(keep_1, mask(want_1, 10))
     np.testing.assert_array_equal(keep_2, mask(want_2, 10))
     assert int(np.sum(keep_1)) == (10 if fallback else 0)
@@ -381,8 +396,9 @@ def test_index_zero_defect_is_not_reproduced():
   ind[disagree[0]] = 0  # dataset row 0 sits at the first disagreeing position
   buggy_1, _ = original_loss_coteaching_plus(logits_1, logits_2, losses_1, losses_2, 0.0, ind, step=10_000)
   assert set(buggy_1) == set(disagree[:-1])  # the last one is gone, not the one holding index 0
-  keep_1, _ = coteaching.disagreement_selection(logits_1, logits_2, losses_1, losses_2, np.ones(16), 0.0, epoch=1,
-                                                init_epoch=0)
+  keep_1, _ = coteaching.disagreement_selection(
+    logits_1, logits_2, losses_1, losses_2, np.ones(16), 0.0, epoch=1, init_epoch=0
+  )
   assert np.flatnonzero(keep_1).tolist() == disagree.tolist()
 
 
@@ -414,8 +430,9 @@ def test_axis_name_gives_the_global_selection_and_loss():
   for rate, epoch in ((0.3, 1), (0.45, 5)):
     small, plus, loss = mapped(*map(split, (logits_1, logits_2, losses_1, losses_2, valid)), rate, epoch)
     want_small = coteaching.small_loss_selection(losses_1, losses_2, valid, rate)
-    want_plus = coteaching.disagreement_selection(logits_1, logits_2, losses_1, losses_2, valid, rate, epoch=epoch,
-                                                  init_epoch=3)
+    want_plus = coteaching.disagreement_selection(
+      logits_1, logits_2, losses_1, losses_2, valid, rate, epoch=epoch, init_epoch=3
+    )
     for got, want in zip((*small, *plus), (*want_small, *want_plus)):
       np.testing.assert_array_equal(np.asarray(got).reshape(-1), np.asarray(want))
     want_loss = coteaching.coteaching_loss(losses_1, want_small[0], normalise_twice=True)
@@ -455,8 +472,9 @@ def test_adam_schedule_matches_torch_adam_with_per_epoch_adjustment(epoch_offset
 
   w_torch = torch.tensor(w0, requires_grad=True)
   opt = torch.optim.Adam([w_torch], lr=base_lr)
-  tx = coteaching_adam.adam_schedule(base_lr, n_epoch, decay_start, steps_per_epoch=steps_per_epoch,
-                                epoch_offset=epoch_offset)
+  tx = coteaching_adam.adam_schedule(
+    base_lr, n_epoch, decay_start, steps_per_epoch=steps_per_epoch, epoch_offset=epoch_offset
+  )
   w = jnp.asarray(w0, jnp.float32)
   state = tx.init(w)
   update = jax.jit(tx.update)
@@ -502,7 +520,8 @@ class TorchCoteachingCNN(torch.nn.Module):
     self.dropout_rate = dropout_rate
     chans = [in_channels, *widths]
     self.convs = torch.nn.ModuleList(
-        torch.nn.Conv2d(chans[i], chans[i + 1], 3, stride=1, padding=1 if i < 6 else 0) for i in range(9))
+      torch.nn.Conv2d(chans[i], chans[i + 1], 3, stride=1, padding=1 if i < 6 else 0) for i in range(9)
+    )
     self.bns = torch.nn.ModuleList(torch.nn.BatchNorm2d(w) for w in widths)
     self.fc = torch.nn.Linear(widths[-1], num_classes)
 
@@ -545,8 +564,9 @@ def test_coteaching_cnn_parameter_count(shape, num_classes):
   assert n == {(3, 10): 4_434_570, (3, 100): 4_446_180, (1, 10): 4_432_266}[(shape[-1], num_classes)]
   assert _count(variables["batch_stats"]) == 2 * (3 * 128 + 3 * 256 + 512 + 256 + 128)
   assert variables["params"]["conv7"]["kernel"].shape == (3, 3, 256, 512)
-  out = jax.eval_shape(lambda v: models.get("coteaching_cnn", num_classes=num_classes).apply(
-      v, jnp.zeros(shape), train=False), variables)
+  out = jax.eval_shape(
+    lambda v: models.get("coteaching_cnn", num_classes=num_classes).apply(v, jnp.zeros(shape), train=False), variables
+  )
   assert (out.shape, out.dtype) == ((2, num_classes), jnp.float32)
 
 
@@ -568,16 +588,18 @@ def test_coteaching_cnn_forward_matches_torch():
   assert jax.tree.structure(variables) == jax.tree.structure(_abstract(model, (1, hw, hw, 3)))
   x = np.random.default_rng(0).normal(size=(4, hw, hw, 3))
   test_paper_models.assert_same_logits(net, model, variables, x)  # eval and train mode; leaves net in train mode
-  new_stats = model.apply(variables, jnp.asarray(x, jnp.float32), train=True, mutable=["batch_stats"])[1][
-      "batch_stats"]
+  new_stats = model.apply(variables, jnp.asarray(x, jnp.float32), train=True, mutable=["batch_stats"])[1]["batch_stats"]
   sides = (32, 32, 32, 16, 16, 16, 6, 4, 2)
   for i, (bn, side) in enumerate(zip(net.bns, sides), start=1):
     old = variables["batch_stats"][f"bn{i}"]
     np.testing.assert_allclose(new_stats[f"bn{i}"]["mean"], bn.running_mean.numpy(), rtol=1e-4, atol=1e-5)
     m = len(x) * side * side
-    np.testing.assert_allclose(new_stats[f"bn{i}"]["var"] - 0.9 * old["var"],
-                               (bn.running_var.numpy() - 0.9 * np.asarray(old["var"])) * (m - 1) / m,
-                               rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(
+      new_stats[f"bn{i}"]["var"] - 0.9 * old["var"],
+      (bn.running_var.numpy() - 0.9 * np.asarray(old["var"])) * (m - 1) / m,
+      rtol=1e-3,
+      atol=1e-6,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -614,13 +636,22 @@ def test_coteaching_cnn_dropout_train_only_whole_channels(cnn_and_variables):
 
   @jax.jit
   def run(variables, x):
-    train = functools.partial(model.apply, train=True, mutable=["batch_stats", "intermediates"],
-                              capture_intermediates=lambda mdl, _: isinstance(mdl, nn.Dropout))
+    train = functools.partial(
+      model.apply,
+      train=True,
+      mutable=["batch_stats", "intermediates"],
+      capture_intermediates=lambda mdl, _: isinstance(mdl, nn.Dropout),
+    )
     logits_a, state_a = train(variables, x, rngs={"dropout": jax.random.key(2)})
     logits_b, _ = train(variables, x, rngs={"dropout": jax.random.key(3)})
-    return (logits_a, state_a["intermediates"], logits_b, model.apply(variables, x, train=False),
-            no_dropout.apply(variables, x, train=False),
-            no_dropout.apply(variables, x, train=True, mutable=["batch_stats"])[0])
+    return (
+      logits_a,
+      state_a["intermediates"],
+      logits_b,
+      model.apply(variables, x, train=False),
+      no_dropout.apply(variables, x, train=False),
+      no_dropout.apply(variables, x, train=True, mutable=["batch_stats"])[0],
+    )
 
   logits_a, intermediates, logits_b, eval_logits, eval_no_dropout, train_no_dropout = run(variables, x)
   dropped = [np.asarray(v["__call__"][0]) for k, v in intermediates.items() if k.startswith("Dropout")]

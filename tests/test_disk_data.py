@@ -37,7 +37,7 @@ def folder(tmp_path_factory):
   root = tmp_path_factory.mktemp("digits")
   expected = {}
   for split, x, y in (("train", mnist.x_train, mnist.y_train), ("test", mnist.x_test, mnist.y_test)):
-    rows = np.concatenate([np.flatnonzero(y == c)[:PER_CLASS[split]] for c in range(10)])
+    rows = np.concatenate([np.flatnonzero(y == c)[: PER_CLASS[split]] for c in range(10)])
     expected[split] = {}
     for row in rows:
       source = f"{split}/{WORDS[y[row]]}/{row:04d}.png"
@@ -74,8 +74,11 @@ def test_image_folder_rows_are_the_files_pixels_labels_and_sources(folder):
   root, expected = folder
   ds = data.load("image_folder", root=root, validation_size=0)
   assert ds.name == "image_folder" and ds.num_classes == 10 and ds.input_shape == (28, 28, 1)  # grayscale: 1 channel
-  assert ds.class_names == tuple(sorted(WORDS)) == ("eight", "five", "four", "nine", "one", "seven", "six", "three",
-                                                    "two", "zero")
+  assert (
+    ds.class_names
+    == tuple(sorted(WORDS))
+    == ("eight", "five", "four", "nine", "one", "seven", "six", "three", "two", "zero")
+  )
   assert ds.sizes == {"train": 200, "val": 0, "test": 50}
   for split in ("train", "test"):
     _check_rows(ds, root, expected[split], split)
@@ -111,15 +114,19 @@ def test_manifest_gives_the_same_dataset_as_the_folder(folder, tmp_path):
     writer.writerows([source, label, split] for split, rows in listing.items() for source, label in rows)
   try:
     for kwargs in ({}, {"validation_size": 0}, {"validation_size": 30, "seed": 3}):
-      _dataset_equal(data.load("image_folder", manifest=manifest, **kwargs),
-                     data.load("image_folder", root=root, **kwargs))
+      _dataset_equal(
+        data.load("image_folder", manifest=manifest, **kwargs), data.load("image_folder", root=root, **kwargs)
+      )
   finally:
     os.remove(manifest)  # the folder is shared by the module's tests
   # Rows marked 'val' are the validation split (nothing carved); paths are relative to the CSV's folder.
   moved = tmp_path / "lists" / "m.csv"
   moved.parent.mkdir()
-  rows = [(os.path.join("..", os.path.relpath(root, tmp_path), s), label, "val" if s.endswith(("0.png",)) else split)
-          for split, split_rows in listing.items() for s, label in split_rows]
+  rows = [
+    (os.path.join("..", os.path.relpath(root, tmp_path), s), label, "val" if s.endswith(("0.png",)) else split)
+    for split, split_rows in listing.items()
+    for s, label in split_rows
+  ]
   moved.write_text("path,label,split\n" + "".join(f"{p},{label},{split}\n" for p, label, split in rows))
   ds = data.load("image_folder", manifest=str(moved))
   assert ds.num_val == sum(split == "val" for _, _, split in rows) > 0
@@ -162,8 +169,11 @@ def test_mixed_sizes_need_image_size_then_resize_and_centre_crop(tmp_path):
   _save(tmp_path / "train/b/tall.png", (30, 50), seed=1)
   gray = _save(tmp_path / "test/a/gray.png", (36, 32), mode="L", seed=2)
   _save(tmp_path / "test/b/square.png", (32, 32), seed=3)
-  with pytest.raises(ValueError, match=r"images differ in size: '.*wide.png' is 40x30 .* but '.*tall.png' is 30x50; "
-                                       r"pass image_size"):
+  with pytest.raises(
+    ValueError,
+    match=r"images differ in size: '.*wide.png' is 40x30 .* but '.*tall.png' is 30x50; "
+    r"pass image_size",
+  ):
     data.load("image_folder", root=str(tmp_path), validation_size=0)
   ds = data.load("image_folder", root=str(tmp_path), image_size=32, validation_size=0)
   assert ds.input_shape == (32, 32, 3) and ds.sizes == {"train": 2, "val": 0, "test": 2}  # a colour image: RGB
@@ -190,40 +200,80 @@ def _manifest(root, rows):
 
 
 BAD_INPUTS = {  # case -> (break the tiny folder [and return the loader's kwargs], the error, its message's regex)
-    "undecodable file": (lambda r: (r / "train/a/0.png").write_bytes(b"not a png"),
-                         ValueError, r"cannot decode image file '.*train/a/0.png'"),
-    "truncated file": (lambda r: (r / "test/b/1.png").write_bytes((r / "test/b/1.png").read_bytes()[:60]),
-                       ValueError, r"cannot decode image file '.*test/b/1.png'"),
-    "manifest names a missing file": (
-        lambda r: _manifest(r, ["path,label,split", "train/a/0.png,a,train", "train/a/gone.png,a,train",
-                                "test/a/0.png,a,test"]),
-        FileNotFoundError, r"m.csv, line 3: image file '.*train/a/gone.png' does not exist"),
-    "label outside the class list": (lambda r: _save(r / "test/c/0.png", (8, 8), mode="L"),
-                                     ValueError, r"label 'c' of 'test/c/0.png' is not in the class list \('a', 'b'\)"),
-    "manifest label outside the class list": (
-        lambda r: _manifest(r, ["path,label,split", "train/a/0.png,a,train", "test/a/0.png,cat,test"]),
-        ValueError, r"label 'cat' of 'test/a/0.png' is not in the class list \('a'\)"),
-    "empty class folder": (lambda r: (r / "train/empty").mkdir(), ValueError, r"class folder '.*train/empty' is empty"),
-    "unknown split folder": (lambda r: os.rename(r / "test", r / "testing"), ValueError,
-                           r"'.*testing' is not a split folder"),
-    "no train folder": (lambda r: os.rename(r / "train", r / ".train"), FileNotFoundError,
-                        r"'.*/train' is missing: an image folder needs ROOT/train/LABEL/"),
-    "non-image file": (lambda r: (r / "train/a/notes.txt").write_text("x"), ValueError,
-                       r"'.*train/a/notes.txt' is not an image file"),
-    "file outside a class folder": (lambda r: (r / "train/x.png").write_bytes(b""), ValueError,
-                                    r"'.*train/x.png' is a file, but images belong in class folders"),
-    "manifest unknown split": (lambda r: _manifest(r, ["path,label,split", "train/a/0.png,a,training"]),
-                               ValueError, r"m.csv, line 2: split 'training' is not one of train, val, test"),
-    "manifest bad header": (lambda r: _manifest(r, ["file,label", "train/a/0.png,a"]), ValueError,
-                            r"m.csv' has the columns \['file', 'label'\]; expected path,label"),
-    "manifest without train rows": (lambda r: _manifest(r, ["path,label,split", "test/a/0.png,a,test"]),
-                                    ValueError, r"m.csv' has no train row"),
-    "root and manifest": (lambda r: {"manifest": str(r / "m.csv"), "root": str(r)}, ValueError,
-                          r"root=DIR or manifest=FILE.csv, exactly one"),
-    "missing root": (lambda r: {"root": str(r / "nowhere")}, FileNotFoundError, r"root '.*nowhere' is not a folder"),
-    "val folder and validation_size": (
-        lambda r: [_save(r / "val/a/0.png", (8, 8), mode="L"), {"validation_size": 2}][1],
-        ValueError, r"validation_size=2 carves .* has a val split already"),
+  "undecodable file": (
+    lambda r: (r / "train/a/0.png").write_bytes(b"not a png"),
+    ValueError,
+    r"cannot decode image file '.*train/a/0.png'",
+  ),
+  "truncated file": (
+    lambda r: (r / "test/b/1.png").write_bytes((r / "test/b/1.png").read_bytes()[:60]),
+    ValueError,
+    r"cannot decode image file '.*test/b/1.png'",
+  ),
+  "manifest names a missing file": (
+    lambda r: _manifest(
+      r, ["path,label,split", "train/a/0.png,a,train", "train/a/gone.png,a,train", "test/a/0.png,a,test"]
+    ),
+    FileNotFoundError,
+    r"m.csv, line 3: image file '.*train/a/gone.png' does not exist",
+  ),
+  "label outside the class list": (
+    lambda r: _save(r / "test/c/0.png", (8, 8), mode="L"),
+    ValueError,
+    r"label 'c' of 'test/c/0.png' is not in the class list \('a', 'b'\)",
+  ),
+  "manifest label outside the class list": (
+    lambda r: _manifest(r, ["path,label,split", "train/a/0.png,a,train", "test/a/0.png,cat,test"]),
+    ValueError,
+    r"label 'cat' of 'test/a/0.png' is not in the class list \('a'\)",
+  ),
+  "empty class folder": (lambda r: (r / "train/empty").mkdir(), ValueError, r"class folder '.*train/empty' is empty"),
+  "unknown split folder": (
+    lambda r: os.rename(r / "test", r / "testing"),
+    ValueError,
+    r"'.*testing' is not a split folder",
+  ),
+  "no train folder": (
+    lambda r: os.rename(r / "train", r / ".train"),
+    FileNotFoundError,
+    r"'.*/train' is missing: an image folder needs ROOT/train/LABEL/",
+  ),
+  "non-image file": (
+    lambda r: (r / "train/a/notes.txt").write_text("x"),
+    ValueError,
+    r"'.*train/a/notes.txt' is not an image file",
+  ),
+  "file outside a class folder": (
+    lambda r: (r / "train/x.png").write_bytes(b""),
+    ValueError,
+    r"'.*train/x.png' is a file, but images belong in class folders",
+  ),
+  "manifest unknown split": (
+    lambda r: _manifest(r, ["path,label,split", "train/a/0.png,a,training"]),
+    ValueError,
+    r"m.csv, line 2: split 'training' is not one of train, val, test",
+  ),
+  "manifest bad header": (
+    lambda r: _manifest(r, ["file,label", "train/a/0.png,a"]),
+    ValueError,
+    r"m.csv' has the columns \['file', 'label'\]; expected path,label",
+  ),
+  "manifest without train rows": (
+    lambda r: _manifest(r, ["path,label,split", "test/a/0.png,a,test"]),
+    ValueError,
+    r"m.csv' has no train row",
+  ),
+  "root and manifest": (
+    lambda r: {"manifest": str(r / "m.csv"), "root": str(r)},
+    ValueError,
+    r"root=DIR or manifest=FILE.csv, exactly one",
+  ),
+  "missing root": (lambda r: {"root": str(r / "nowhere")}, FileNotFoundError, r"root '.*nowhere' is not a folder"),
+  "val folder and validation_size": (
+    lambda r: [_save(r / "val/a/0.png", (8, 8), mode="L"), {"validation_size": 2}][1],
+    ValueError,
+    r"validation_size=2 carves .* has a val split already",
+  ),
 }
 
 
@@ -252,8 +302,12 @@ def test_sixteen_bit_images_are_refused(tmp_path):
 
 def test_npz_round_trip_equals_from_arrays(tmp_path):
   mnist = data.load("mnist5k")
-  arrays = {"x_train": mnist.x_train[:100], "y_train": mnist.y_train[:100], "x_test": mnist.x_test[:30],
-            "y_test": mnist.y_test[:30]}
+  arrays = {
+    "x_train": mnist.x_train[:100],
+    "y_train": mnist.y_train[:100],
+    "x_test": mnist.x_test[:30],
+    "y_test": mnist.y_test[:30],
+  }
   np.savez(tmp_path / "d.npz", **arrays)
   for validation_size in (None, 0, 25):
     ds = data.load("npz", path=str(tmp_path / "d.npz"), validation_size=validation_size)
@@ -305,8 +359,16 @@ def test_dataset_checks_class_names_and_sources(folder):
   standardized = data.standardize(ds, "per_channel")
   assert standardized.class_names == ds.class_names
   np.testing.assert_array_equal(standardized.train_sources, ds.train_sources)
-  fields = dict(name="x", num_classes=10, x_train=ds.x_train, y_train=ds.y_train, x_val=ds.x_val, y_val=ds.y_val,
-                x_test=ds.x_test, y_test=ds.y_test)
+  fields = dict(
+    name="x",
+    num_classes=10,
+    x_train=ds.x_train,
+    y_train=ds.y_train,
+    x_val=ds.x_val,
+    y_val=ds.y_val,
+    x_test=ds.x_test,
+    y_test=ds.y_test,
+  )
   with pytest.raises(ValueError, match=r"train_sources must hold one string per row .* expected \[180\]"):
     data.Dataset(**fields, train_sources=ds.train_sources[:5])
   with pytest.raises(ValueError, match=r"test_sources must hold one string per row .* dtype int64"):
@@ -401,8 +463,12 @@ def test_no_test_split_trains_and_records_no_test_metric(folder, tmp_path):
 
 def test_documented_flag_form_reaches_the_loader(folder):
   root, _ = folder
-  argv = ["prog", "--config=experiments/configs/default.py", "--config.shared.dataset=image_folder",
-          f"--config.shared.dataset_kwargs={{'root': '{root}', 'image_size': 20}}"]
+  argv = [
+    "prog",
+    "--config=experiments/configs/default.py",
+    "--config.shared.dataset=image_folder",
+    f"--config.shared.dataset_kwargs={{'root': '{root}', 'image_size': 20}}",
+  ]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
   flag_values(argv)

@@ -14,6 +14,7 @@ from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
+from noisy_jax.core import gmm as gmm_lib
 from noisy_jax.methods import dividemix
 
 # ------------------------------------------------------------------------------------------------------------
@@ -83,15 +84,15 @@ N = 8000
 
 def loss_distribution(kind: str, n: int = N) -> np.ndarray:
   rng = np.random.default_rng({"sym50": 0, "sym90": 1, "asym40": 2, "sym20": 3, "unimodal": 4}[kind])
-  if kind == "sym20":     # 80% clean: small losses; 20% noisy: large, spread
+  if kind == "sym20":  # 80% clean: small losses; 20% noisy: large, spread
     raw = np.concatenate([np.abs(rng.normal(0.01, 0.03, int(0.8 * n))), rng.gamma(5.0, 0.7, n - int(0.8 * n))])
   elif kind == "sym50":
     raw = np.concatenate([np.abs(rng.normal(0.02, 0.05, n // 2)), rng.gamma(4.0, 0.6, n - n // 2)])
-  elif kind == "sym90":   # 10% clean, overlapping heavily with the noisy mode
+  elif kind == "sym90":  # 10% clean, overlapping heavily with the noisy mode
     raw = np.concatenate([np.abs(rng.normal(0.1, 0.2, n // 10)), rng.gamma(9.0, 0.3, n - n // 10)])
   elif kind == "asym40":  # ~20% flipped into a similar class: a broad, close noisy mode
     raw = np.concatenate([rng.exponential(0.05, int(0.8 * n)), rng.normal(1.0, 0.5, n - int(0.8 * n)).clip(0)])
-  else:                   # no second mode at all
+  else:  # no second mode at all
     raw = rng.exponential(1.0, n)
   return (raw - raw.min()) / (raw.max() - raw.min())
 
@@ -117,7 +118,7 @@ def sklearn_clean_prob(gmm, x):
   return gmm.predict_proba(x.reshape(-1, 1))[:, gmm.means_.argmin()]
 
 
-fit_jit = jax.jit(dividemix.fit_two_component_gmm, static_argnames=("max_iter",))
+fit_jit = jax.jit(gmm_lib.fit_two_component_gmm, static_argnames=("max_iter",))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def test_gmm_equals_sklearn_from_the_same_kmeans_labels_float64(kind):
   gmm = sklearn_fit(x, seed=seed)
   labels = sklearn_kmeans_labels(x, seed=seed)
   with jax.enable_x64(True):
-    fit = dividemix.fit_two_component_gmm(jnp.asarray(x), init=jnp.asarray(labels))
+    fit = gmm_lib.fit_two_component_gmm(jnp.asarray(x), init=jnp.asarray(labels))
     assert fit.means.dtype == jnp.float64
     np.testing.assert_allclose(fit.means, gmm.means_.ravel(), rtol=0, atol=1e-9)
     np.testing.assert_allclose(fit.variances, gmm.covariances_.ravel(), rtol=0, atol=1e-9)
@@ -141,8 +142,9 @@ def test_gmm_equals_sklearn_from_the_same_kmeans_labels_float64(kind):
     np.testing.assert_allclose(fit.lower_bound, gmm.lower_bound_, rtol=0, atol=1e-9)
     assert int(fit.n_iter) == gmm.n_iter_ and bool(fit.converged) == gmm.converged_
     for p_threshold in (0.5, 0.6):
-      np.testing.assert_array_equal(dividemix.split(fit.clean_prob, p_threshold=p_threshold),
-                                    sklearn_clean_prob(gmm, x) > p_threshold)
+      np.testing.assert_array_equal(
+        dividemix.split(fit.clean_prob, p_threshold=p_threshold), sklearn_clean_prob(gmm, x) > p_threshold
+      )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -168,7 +170,7 @@ def test_gmm_iteration_count_and_stopping_rule_match_sklearn(max_iter, tol):
   gmm = sklearn_fit(x, seed=3, max_iter=max_iter, tol=tol)
   labels = sklearn_kmeans_labels(x, seed=3)
   with jax.enable_x64(True):
-    fit = dividemix.fit_two_component_gmm(jnp.asarray(x), init=jnp.asarray(labels), max_iter=max_iter, tol=tol)
+    fit = gmm_lib.fit_two_component_gmm(jnp.asarray(x), init=jnp.asarray(labels), max_iter=max_iter, tol=tol)
     assert int(fit.n_iter) == gmm.n_iter_
     if max_iter:
       assert bool(fit.converged) == gmm.converged_
@@ -194,7 +196,7 @@ def test_kmeans_init_is_the_exact_two_means_partition_and_near_sklearns():
   for kind in KINDS:
     x = loss_distribution(kind)
     with jax.enable_x64(True):
-      ours = np.asarray(dividemix.kmeans_labels(jnp.asarray(x)))
+      ours = np.asarray(gmm_lib.kmeans_labels(jnp.asarray(x)))
     np.testing.assert_array_equal(ours, np_two_means_labels(x))
     assert ours[np.argmin(x)] == 0 and ours[np.argmax(x)] == 1
     theirs = sklearn_kmeans_labels(x, seed=0)
@@ -202,12 +204,12 @@ def test_kmeans_init_is_the_exact_two_means_partition_and_near_sklearns():
     # sklearn's Lloyd stops at tol=1e-4 x variance: a few points next to the threshold differ.
     assert np.mean(ours != theirs) < 0.02, kind
   f32 = loss_distribution("sym50").astype(np.float32)
-  assert np.mean(np.asarray(dividemix.kmeans_labels(f32)) != np_two_means_labels(f32)) < 1e-3
+  assert np.mean(np.asarray(gmm_lib.kmeans_labels(f32)) != np_two_means_labels(f32)) < 1e-3
 
 
 def test_default_init_split_is_deterministic_and_within_sklearns_own_spread():
   for kind in KINDS:
-    x = loss_distribution(kind).astype(np.float32)   # float32, as the original
+    x = loss_distribution(kind).astype(np.float32)  # float32, as the original
     fit = fit_jit(x)
     again = fit_jit(x)
     np.testing.assert_array_equal(fit.clean_prob, again.clean_prob)
@@ -216,7 +218,7 @@ def test_default_init_split_is_deterministic_and_within_sklearns_own_spread():
     theirs = [sklearn_clean_prob(sklearn_fit(x, seed=s), x) > 0.5 for s in range(4)]
     spread = max(np.sum(a != b) for a in theirs for b in theirs)
     ours_vs_theirs = max(np.sum(ours != t) for t in theirs)
-    if kind in ("sym20", "sym50", "asym40"):   # well separated: one split whatever the start
+    if kind in ("sym20", "sym50", "asym40"):  # well separated: one split whatever the start
       assert ours_vs_theirs == 0, kind
     else:
       assert ours_vs_theirs <= max(spread, 0.01 * x.size), (kind, ours_vs_theirs, spread)
@@ -224,12 +226,12 @@ def test_default_init_split_is_deterministic_and_within_sklearns_own_spread():
 
 def test_gmm_jit_vmap_and_traced_hyper_parameters():
   x = np.stack([loss_distribution("sym50"), loss_distribution("asym40")]).astype(np.float32)
-  eager = [dividemix.fit_two_component_gmm(row) for row in x]
-  traced = jax.jit(lambda v, tol, reg: dividemix.fit_two_component_gmm(v, tol=tol, reg_covar=reg))
+  eager = [gmm_lib.fit_two_component_gmm(row) for row in x]
+  traced = jax.jit(lambda v, tol, reg: gmm_lib.fit_two_component_gmm(v, tol=tol, reg_covar=reg))
   for row, ref in zip(x, eager):
     np.testing.assert_allclose(traced(row, 1e-2, 5e-4).clean_prob, ref.clean_prob, atol=1e-6)
   # Two networks stacked on a leading axis: one vmapped fit (the while_loop runs until both have converged).
-  both = jax.jit(jax.vmap(dividemix.fit_two_component_gmm))(x)
+  both = jax.jit(jax.vmap(gmm_lib.fit_two_component_gmm))(x)
   for i, ref in enumerate(eager):
     np.testing.assert_allclose(both.clean_prob[i], ref.clean_prob, atol=1e-5)  # float32 reduction order
     assert int(both.n_iter[i]) == int(ref.n_iter)
@@ -239,14 +241,14 @@ def test_gmm_degenerate_and_invalid_inputs():
   fit = fit_jit(np.full(100, 0.3, np.float32))
   assert np.all(np.isfinite(fit.clean_prob))
   with pytest.raises(ValueError, match="N >= 2"):
-    dividemix.fit_two_component_gmm(np.zeros(1))
+    gmm_lib.fit_two_component_gmm(np.zeros(1))
   with pytest.raises(ValueError, match="tol"):
-    dividemix.fit_two_component_gmm(np.arange(4.0), tol=-1)
+    gmm_lib.fit_two_component_gmm(np.arange(4.0), tol=-1)
   with pytest.raises(ValueError, match="init"):
-    dividemix.fit_two_component_gmm(np.arange(4.0), init=np.array([0, 1, 2, 0]))
+    gmm_lib.fit_two_component_gmm(np.arange(4.0), init=np.array([0, 1, 2, 0]))
   with pytest.raises(ValueError, match="init"):
-    dividemix.fit_two_component_gmm(np.arange(4.0), init="random")
-  column = dividemix.fit_two_component_gmm(np.arange(6.0).reshape(-1, 1))
+    gmm_lib.fit_two_component_gmm(np.arange(4.0), init="random")
+  column = gmm_lib.fit_two_component_gmm(np.arange(6.0).reshape(-1, 1))
   assert column.clean_prob.shape == (6,)
 
 
@@ -274,7 +276,7 @@ def test_average_loss_history_matches_the_original():
   filled = np.zeros(5, bool)
   for epoch, losses in enumerate(all_loss):
     ring[epoch % 5], filled[epoch % 5] = losses, True
-    expected = np.stack(all_loss[:epoch + 1])[-5:].mean(0)
+    expected = np.stack(all_loss[: epoch + 1])[-5:].mean(0)
     got = jax.jit(functools.partial(dividemix.average_loss_history, window=5))(ring, filled=filled)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
   with pytest.raises(ValueError, match="ring"):
@@ -307,8 +309,9 @@ def test_sharpen_refine_and_co_guess_match_the_original():
   np.testing.assert_allclose(jax.jit(dividemix.refine_labels)(labels, w[:, None], px), refined, atol=1e-7)
   u11, u12, u21, u22 = (rng.normal(size=(b, c)) for _ in range(4))
   pu = (np_softmax(u11) + np_softmax(u12) + np_softmax(u21) + np_softmax(u22)) / 4
-  guessed = jax.jit(dividemix.co_guess)(np.stack([np_softmax(u11), np_softmax(u12)]),
-                                        np.stack([np_softmax(u21), np_softmax(u22)]))
+  guessed = jax.jit(dividemix.co_guess)(
+    np.stack([np_softmax(u11), np_softmax(u12)]), np.stack([np_softmax(u21), np_softmax(u22)])
+  )
   np.testing.assert_allclose(guessed, np_sharpen(pu, 0.5), rtol=1e-5, atol=1e-7)
   # Targets carry no gradient (the original computes them under torch.no_grad()).
   grad = jax.grad(lambda q: jnp.sum(dividemix.refine_labels(labels, w, q) ** 2))(px)
@@ -319,7 +322,7 @@ def test_sharpen_refine_and_co_guess_match_the_original():
 
 def test_mixmatch_matches_the_original_with_the_same_draws():
   rng = np.random.default_rng(3)
-  bx, bu, c = 3, 5, 4   # labelled and unlabelled batch sizes may differ (the original's last labelled batch)
+  bx, bu, c = 3, 5, 4  # labelled and unlabelled batch sizes may differ (the original's last labelled batch)
   x1, x2 = rng.normal(size=(bx, 2, 2, 3)).astype(np.float32), rng.normal(size=(bx, 2, 2, 3)).astype(np.float32)
   u1, u2 = rng.normal(size=(bu, 2, 2, 3)).astype(np.float32), rng.normal(size=(bu, 2, 2, 3)).astype(np.float32)
   tx, tu = _probs(rng, (bx, c)), _probs(rng, (bu, c))
@@ -363,7 +366,8 @@ def test_losses_x_u_match_the_original_and_the_paper_option():
   assert float(lu_paper) == pytest.approx(np_paper, rel=1e-5) and float(lu_paper) == pytest.approx(c * np_lu, rel=1e-5)
   # Sharded over a named axis (the per-device step): the same global means.
   sharded = jax.vmap(functools.partial(dividemix.losses_x_u, axis_name="d"), axis_name="d")(
-      logits_x.reshape(2, 4, c), tx.reshape(2, 4, c), logits_u.reshape(2, 3, c), tu.reshape(2, 3, c))
+    logits_x.reshape(2, 4, c), tx.reshape(2, 4, c), logits_u.reshape(2, 3, c), tu.reshape(2, 3, c)
+  )
   np.testing.assert_allclose(sharded[0], np.full(2, np_lx), rtol=1e-5)
   np.testing.assert_allclose(sharded[1], np.full(2, np_lu), rtol=1e-5)
   grads = jax.grad(lambda z: sum(dividemix.losses_x_u(z, tx, logits_u, tu)))(jnp.asarray(logits_x * 1e4))
@@ -383,7 +387,7 @@ def test_linear_rampup_matches_the_original():
         ours = rampup(current, warm_up, lambda_u)
         assert float(ours) == pytest.approx(np_linear_rampup(current, warm_up, lambda_u), rel=1e-6, abs=1e-6)
   with pytest.raises(TypeError):
-    dividemix.linear_rampup(12.0, 10)   # lambda_u is required: the ramp alone is not the weight
+    dividemix.linear_rampup(12.0, 10)  # lambda_u is required: the ramp alone is not the weight
 
 
 def test_uniform_prior_penalty_and_negative_entropy_match_the_original():
@@ -393,12 +397,11 @@ def test_uniform_prior_penalty_and_negative_entropy_match_the_original():
   assert float(jax.jit(dividemix.negative_entropy)(logits)) == pytest.approx(np_neg_entropy(logits), rel=1e-5)
   # Masked rows and sharding: the mean over the valid rows of the global batch.
   where = np.arange(12) < 9
-  assert float(dividemix.negative_entropy(logits, where=where)) == pytest.approx(np_neg_entropy(logits[:9]),
-                                                                                  rel=1e-5)
-  assert float(dividemix.uniform_prior_penalty(logits, where=where)) == pytest.approx(np_penalty(logits[:9]),
-                                                                                       rel=1e-5)
+  assert float(dividemix.negative_entropy(logits, where=where)) == pytest.approx(np_neg_entropy(logits[:9]), rel=1e-5)
+  assert float(dividemix.uniform_prior_penalty(logits, where=where)) == pytest.approx(np_penalty(logits[:9]), rel=1e-5)
   sharded = jax.vmap(functools.partial(dividemix.negative_entropy, axis_name="d"), axis_name="d")(
-      logits.reshape(3, 4, 7))
+    logits.reshape(3, 4, 7)
+  )
   np.testing.assert_allclose(sharded, np.full(3, np_neg_entropy(logits)), rtol=1e-5)
   # Confident logits: the original's probs.log() * probs is NaN (0 * -inf); ours stays finite, value and gradient.
   extreme = jnp.asarray([[1e4, -1e4, 0.0]], jnp.float32)
@@ -415,12 +418,17 @@ def test_uniform_prior_penalty_and_negative_entropy_match_the_original():
 
 def test_settings_table_follows_reference_section_8():
   expected = {
-      ("cifar10", "sym", 0.2): (0.0, 0.5), ("cifar10", "sym", 0.5): (25.0, 0.5),
-      ("cifar10", "sym", 0.8): (25.0, 0.5), ("cifar10", "sym", 0.9): (50.0, 0.6),
-      ("cifar10", "asym", 0.4): (0.0, 0.5), ("cifar100", "sym", 0.2): (25.0, 0.5),
-      ("cifar100", "sym", 0.5): (150.0, 0.5), ("cifar100", "sym", 0.8): (150.0, 0.5),
-      ("cifar100", "sym", 0.9): (150.0, 0.6),
-      ("clothing1m", "real", None): (0.0, 0.5), ("webvision", "real", None): (0.0, 0.5),
+    ("cifar10", "sym", 0.2): (0.0, 0.5),
+    ("cifar10", "sym", 0.5): (25.0, 0.5),
+    ("cifar10", "sym", 0.8): (25.0, 0.5),
+    ("cifar10", "sym", 0.9): (50.0, 0.6),
+    ("cifar10", "asym", 0.4): (0.0, 0.5),
+    ("cifar100", "sym", 0.2): (25.0, 0.5),
+    ("cifar100", "sym", 0.5): (150.0, 0.5),
+    ("cifar100", "sym", 0.8): (150.0, 0.5),
+    ("cifar100", "sym", 0.9): (150.0, 0.6),
+    ("clothing1m", "real", None): (0.0, 0.5),
+    ("webvision", "real", None): (0.0, 0.5),
   }
   assert {k: (s.lambda_u, s.p_threshold) for k, s in dividemix.SETTINGS.items()} == expected
   assert dividemix.SETTINGS[("cifar10", "sym", 0.8)].unverified == {"lambda_u": "recalled"}

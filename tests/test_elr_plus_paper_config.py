@@ -30,9 +30,11 @@ STEPS = math.ceil(45000 / 128)  # 352: only the epoch boundaries matter to the s
 
 # Code config_*.json ("train_loss" beta / lambda, "coef_step", "trainer" epochs, MultiStepLR milestones) and
 # REFERENCE §6: row -> (beta, lambda, coef_step, epochs, lr x0.1 from this 0-based epoch).
-ROWS = {"c10_sym": (0.7, 3.0, 0, 200, 150),  # config_cifar10.json
-        "c10_asym": (0.9, 1.0, 0, 200, 150),  # config_cifar10_asym.json
-        "c100": (0.9, 7.0, 40000, 250, 200)}  # config_cifar100.json (the only CIFAR-100 one; asym via --asym)
+ROWS = {
+  "c10_sym": (0.7, 3.0, 0, 200, 150),  # config_cifar10.json
+  "c10_asym": (0.9, 1.0, 0, 200, 150),  # config_cifar10_asym.json
+  "c100": (0.9, 7.0, 40000, 250, 200),
+}  # config_cifar100.json (the only CIFAR-100 one; asym via --asym)
 # Default noise rates: the configs' "percent" (C10 sym 0.8, C10 asym 0.4 with "asym" true, C100 0.8); CIFAR-100
 # asymmetric 0.4 is the config's stated choice (no config of its own).
 RATES = {("cifar10", "sym"): 0.8, ("cifar10", "asym"): 0.4, ("cifar100", "sym"): 0.8, ("cifar100", "asym"): 0.4}
@@ -52,8 +54,17 @@ def test_elr_plus_paper_values(arg):
   # Code config_*.json / REFERENCE §6: mixup 1, EMA 0.997 ramped over 40000 global steps, no warm-up; loss.py
   # re-weights the mixed labels by the targets iff num_classes == 100.
   assert config.method.to_dict() == {
-      "name": "elr_plus", "beta": beta, "lam": lam, "mixup_alpha": 1.0, "coef_step": coef_step, "ema_alpha": 0.997,
-      "ema_update": True, "ema_step": 40000, "warm_up": 0, "reweight_labels": dataset == "cifar100"}
+    "name": "elr_plus",
+    "beta": beta,
+    "lam": lam,
+    "mixup_alpha": 1.0,
+    "coef_step": coef_step,
+    "ema_alpha": 0.997,
+    "ema_update": True,
+    "ema_step": 40000,
+    "warm_up": 0,
+    "reweight_labels": dataset == "cifar100",
+  }
   # Code config_*.json: SGD lr 0.02, momentum 0.9, weight decay 5e-4 (both networks), batch 128,
   # MultiStepLR(gamma 0.1) stepped per epoch.
   assert config.num_epochs == epochs and runs.total_epochs(config) == epochs and config.batch_size == 128
@@ -66,15 +77,21 @@ def test_elr_plus_paper_values(arg):
   np.testing.assert_allclose(lr, np.where(np.arange(epochs) < boundary, 0.02, 0.002), rtol=1e-6)
   # Code config_*.json "arch1" / "arch2": PreActResNet18 (the registry's pre-activation ResNet built with its
   # widths and blocks, as dividemix_paper.py).
-  assert config.model.to_dict() == {"name": "preact_resnet32",
-                                    "kwargs": {"widths": (64, 128, 256, 512), "blocks_per_stage": (2, 2, 2, 2)}}
+  assert config.model.to_dict() == {
+    "name": "preact_resnet32",
+    "kwargs": {"widths": (64, 128, 256, 512), "blocks_per_stage": (2, 2, 2, 2)},
+  }
   # Code data_loaders.py: crop 4 + flip, per-channel normalisation; cifar10.py / cifar100.py: 45k / 5k split.
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True} and config.normalization == "per_channel"
   assert config.dataset == dataset and config.dataset_kwargs.validation_size == 5000
   assert config.dataset_kwargs.data_dir is None
   # REFERENCE §4: exact-rate injection; the asymmetric map is the dataset's.
-  assert config.noise.to_dict() == {"type": noise, "rate": RATES[(dataset, "asym" if asym else "sym")],
-                                    "exact": True, "dataset": dataset if asym else ""}
+  assert config.noise.to_dict() == {
+    "type": noise,
+    "rate": RATES[(dataset, "asym" if asym else "sym")],
+    "exact": True,
+    "dataset": dataset if asym else "",
+  }
   built = registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10, num_epochs=epochs)
   assert built.name == "elr_plus" and built.num_networks == 2
 
@@ -82,11 +99,18 @@ def test_elr_plus_paper_values(arg):
 def test_rows_of_the_docstring():
   """The docstring's table of rows carries the values written out above."""
   doc = elr_plus_paper.__doc__
-  for label, key in (("CIFAR-10 symmetric", "c10_sym"), ("CIFAR-10 asymmetric", "c10_asym"),
-                     ("CIFAR-100 \\(any NOISE\\)", "c100")):
+  for label, key in (
+    ("CIFAR-10 symmetric", "c10_sym"),
+    ("CIFAR-10 asymmetric", "c10_asym"),
+    ("CIFAR-100 \\(any NOISE\\)", "c100"),
+  ):
     beta, lam, coef_step, epochs, boundary = ROWS[key]
-    assert re.search(rf"^ +{label} +beta {beta:g} +lambda {lam:g} +coef_step {coef_step} +{epochs} epochs +lr x0\.1 "
-                     rf"at epoch {boundary} ", doc, re.M), key
+    assert re.search(
+      rf"^ +{label} +beta {beta:g} +lambda {lam:g} +coef_step {coef_step} +{epochs} epochs +lr x0\.1 "
+      rf"at epoch {boundary} ",
+      doc,
+      re.M,
+    ), key
 
 
 def test_step_units_are_the_originals():
@@ -102,18 +126,19 @@ def test_network_is_a_preact_resnet18():
   """Same stages and shortcuts as the code's PreActResNet18; ours has no stem BN (-128) and a final BN (+1024)."""
   config = elr_plus_paper.get_config("cifar100,symmetric")
   model = models.get(config.model.name, num_classes=100, **config.model.kwargs)
-  shapes = jax.eval_shape(lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
-                          jnp.zeros((1, 32, 32, 3), jnp.float32))
+  shapes = jax.eval_shape(
+    lambda x: model.init(jax.random.PRNGKey(0), x, train=False), jnp.zeros((1, 32, 32, 3), jnp.float32)
+  )
   count = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(shapes["params"]))
   assert count == test_baseline_paper_configs.preact_resnet18_parameters(100) - 2 * 64 + 2 * 512
 
 
 BAD = [
-    ("cifar10", r"DATASET,NOISE"),
-    ("cifar10,symmetric,80", r"DATASET,NOISE"),
-    ("svhn,symmetric", r"'svhn'.*allowed: cifar10, cifar100"),
-    ("cifar10,pairflip", r"'pairflip'.*allowed: symmetric, symmetric_include_true, asymmetric"),
-    ("cifar100,sym", r"'sym'.*allowed: symmetric, symmetric_include_true, asymmetric"),
+  ("cifar10", r"DATASET,NOISE"),
+  ("cifar10,symmetric,80", r"DATASET,NOISE"),
+  ("svhn,symmetric", r"'svhn'.*allowed: cifar10, cifar100"),
+  ("cifar10,pairflip", r"'pairflip'.*allowed: symmetric, symmetric_include_true, asymmetric"),
+  ("cifar100,sym", r"'sym'.*allowed: symmetric, symmetric_include_true, asymmetric"),
 ]
 
 

@@ -15,7 +15,7 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import inputs
 from noisy_jax.experiment import export
 from noisy_jax.experiment import runs
-from noisy_jax.experiment import sweep
+from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import registry
@@ -31,12 +31,14 @@ def _pair_and_table(seed=0):
   rng = np.random.default_rng(seed)
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
   tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9}), 6, 4)
-  pair = elr_plus_train.with_averages(state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx,
-                                                               num_networks=2))
+  pair = elr_plus_train.with_averages(
+    state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
+  )
   # Averages that differ from the networks, confident enough that some probabilities fall below the clamp of ELR's
   # own update (1e-4; ELR+'s update has none), and targets with some history already.
-  pair = pair.replace(ema_params=jax.tree.map(
-      lambda p: 8.0 * p + 0.05 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), pair.ema_params))
+  pair = pair.replace(
+    ema_params=jax.tree.map(lambda p: 8.0 * p + 0.05 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), pair.ema_params)
+  )
   labels = rng.integers(0, C, N)
   old = jnp.asarray(rng.dirichlet(np.ones(C), (N, 2)) * 0.5, jnp.float32)
   table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), {elr_plus_train.TARGETS: old})
@@ -49,10 +51,20 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
   unmixed batch (train mode) updates the targets, mixup with the step's key, softCE (re-weighted) + ramped ELR term,
   SGD with momentum, then the average with the ramped decay. Both networks, both averages, the targets, the steps."""
   model, pair, table, images, labels = _pair_and_table()
-  settings = registry.ElrPlusSettings(beta=0.7, lam=3.0, mixup_alpha=1.0, coef_step=12, ema_alpha=0.99,
-                                     ema_update=True, ema_step=15, warm_up=1, reweight_labels=True)
-  epoch_fn = elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
-                                          warmup_epoch_fn=None)
+  settings = registry.ElrPlusSettings(
+    beta=0.7,
+    lam=3.0,
+    mixup_alpha=1.0,
+    coef_step=12,
+    ema_alpha=0.99,
+    ema_update=True,
+    ema_step=15,
+    warm_up=1,
+    reweight_labels=True,
+  )
+  epoch_fn = elr_plus_train.make_epoch_fn(
+    mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N, warmup_epoch_fn=None
+  )
   key = jax.random.PRNGKey(4)
   new_pair, new_table, metrics = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, key, jnp.int32(3))
 
@@ -64,7 +76,7 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
   targets = np.array(table.method_rows[elr_plus_train.TARGETS])
   losses = []
   for m in range(2):
-    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, m), N))[:5 * B].reshape(5, B)
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, m), N))[: 5 * B].reshape(5, B)
     own, peer = nets[m], nets[1 - m]
     for step in range(5):
       rows = order[step]
@@ -72,8 +84,7 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
       z_peer, _ = forward(peer.ema_params, peer.batch_stats, x)
       t = elr.updated_rows(targets[rows, m], jax.nn.softmax(z_peer), beta=0.7, clamp=None)
       targets[rows, m] = np.asarray(t)
-      step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, elr_plus_train.AUGMENT_STREAM), m),
-                                    step)
+      step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, elr_plus_train.AUGMENT_STREAM), m), step)
       x_mix, y_mix, perm, lam_mix = elr.mixup(x, y, jax.random.split(step_key)[1], 1.0)
       q = elr.mix_targets(t, perm, lam_mix)
       s = 1 * 5 + step + 1  # the ELR+ epochs' 1-based step: epoch 3 is the second after the warm-up
@@ -87,8 +98,7 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
       losses.append(float(value))
       own = own.apply_gradients(grads=grads, batch_stats=stats)
       decay = 0.99 * elr.sigmoid_ramp(s + 1, 15)  # the original's update_ema_variables: global_step + 1
-      own = own.replace(ema_params=jax.tree.map(lambda e, p, a=decay: a * e + (1 - a) * p, own.ema_params,
-                                                own.params))
+      own = own.replace(ema_params=jax.tree.map(lambda e, p, a=decay: a * e + (1 - a) * p, own.ema_params, own.params))
     nets[m] = own
   for m in range(2):
     got = jax.tree.map(lambda x, m=m: x[m], new_pair)
@@ -99,8 +109,9 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
   np.testing.assert_allclose(np.asarray(new_table.method_rows[elr_plus_train.TARGETS]), targets, atol=1e-6)
   assert float(metrics["train_loss"]) == pytest.approx(np.mean(losses), rel=1e-5)
   # Something really moved: the averages, and the targets of the visited rows only.
-  moved = np.abs(np.asarray(new_table.method_rows[elr_plus_train.TARGETS]) -
-                 np.asarray(table.method_rows[elr_plus_train.TARGETS])).sum((1, 2))
+  moved = np.abs(
+    np.asarray(new_table.method_rows[elr_plus_train.TARGETS]) - np.asarray(table.method_rows[elr_plus_train.TARGETS])
+  ).sum((1, 2))
   assert (moved > 1e-3).sum() >= N - 4  # each network drops 4 rows of its own order
   assert float(jnp.max(jnp.abs(jax.tree.leaves(new_pair.ema_params)[0] - jax.tree.leaves(pair.ema_params)[0]))) > 1e-3
 
@@ -110,8 +121,9 @@ def test_elr_plus_averages_restart_from_the_warmed_up_networks():
   of exactly 1 (ema_alpha 1, no ramp) freezes the averages, so they show where they started."""
   _, pair, table, images, _ = _pair_and_table(seed=1)
   settings = registry.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
-  epoch_fn = elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N,
-                                          warmup_epoch_fn=None)
+  epoch_fn = elr_plus_train.make_epoch_fn(
+    mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N, warmup_epoch_fn=None
+  )
   first, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, jax.random.PRNGKey(0), jnp.int32(3))
   _close(first.ema_params, pair.params, tol=0.0)  # the networks as the warm-up left them, not the old averages
   assert float(jnp.max(jnp.abs(jax.tree.leaves(first.params)[0] - jax.tree.leaves(pair.params)[0]))) > 1e-3
@@ -153,20 +165,20 @@ def test_elr_plus_export_predicts_as_the_run(tmp_path):
 
 
 def test_bad_elr_plus_configs_are_refused_by_name():
-  for field, value in (("warm_up", -1), ("ema_step", 2.5), ("ema_alpha", 1.5), ("beta", -0.1),
-                       ("mixup_alpha", -1.0)):
+  for field, value in (("warm_up", -1), ("ema_step", 2.5), ("ema_alpha", 1.5), ("beta", -0.1), ("mixup_alpha", -1.0)):
     with pytest.raises(ValueError, match=field):
       registry.make(ml_collections.ConfigDict({"name": "elr_plus", field: value}), num_classes=10)
   with pytest.raises(ValueError, match="Unknown field"):
     registry.make(ml_collections.ConfigDict({"name": "elr_plus", "lambda": 3.0}), num_classes=10)
   assert registry.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=10).num_networks == 2
   with pytest.raises(ValueError, match="larger than"):
-    elr_plus_train.make_epoch_fn(mesh_lib.make_mesh(1), settings=registry.ElrPlusSettings(), batch_size=64,
-                                 num_examples=40, warmup_epoch_fn=None)
+    elr_plus_train.make_epoch_fn(
+      mesh_lib.make_mesh(1), settings=registry.ElrPlusSettings(), batch_size=64, num_examples=40, warmup_epoch_fn=None
+    )
   config = _digits_config({"name": "elr_plus"})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
   with pytest.raises(ValueError, match="comparison config"):
-    sweep.check_sweep(config)
+    sweep_grid.check_sweep(config)
 
 
 def test_elr_plus_reweights_labels_by_the_originals_rule():
@@ -183,6 +195,7 @@ def test_label_issues_from_the_methods_own_state():
   flagged where neither division exceeds p_threshold, the given label suggested."""
   from noisy_jax.core import label_issues  # pylint: disable=import-outside-toplevel
   from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
+
   given = np.array([0, 1, 2, 1])
   targets = np.zeros((4, 2, 3), np.float32)
   targets[0] = [[0.2, 0.1, 0.0], [0.3, 0.0, 0.0]]  # both networks agree with the given 0
@@ -193,8 +206,9 @@ def test_label_issues_from_the_methods_own_state():
   elr_plus = registry.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=3)
   issues = label_issues.from_run(elr_plus, table)
   by_index = {int(r["index"]): r for r in issues.records}
-  probs = np.array([[(2 / 3 + 1) / 2, (1 / 3) / 2, 0.0], [1 / 6, 0.0, (1 + 2 / 3) / 2], [1 / 6, 1 / 6, 2 / 3],
-                    [1 / 3, 1 / 3, 1 / 3]])
+  probs = np.array(
+    [[(2 / 3 + 1) / 2, (1 / 3) / 2, 0.0], [1 / 6, 0.0, (1 + 2 / 3) / 2], [1 / 6, 1 / 6, 2 / 3], [1 / 3, 1 / 3, 1 / 3]]
+  )
   for i in range(4):
     assert by_index[i]["label_quality"] == pytest.approx(probs[i, given[i]], rel=1e-6)
   assert [bool(by_index[i]["is_issue"]) for i in range(4)] == [False, True, False, False]

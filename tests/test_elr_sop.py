@@ -90,8 +90,8 @@ def np_sop_parts(output, label, u_rows, v_rows, output2=None):
   prediction = np.clip(prediction, 1e-4, 1.0)
   label_one_hot = np.eye(label.shape[1])[np.argmax(output, axis=1)]
   parts = {
-      "mse": np.sum((label_one_hot + u_square - v_square - label) ** 2) / len(label),
-      "ce": np.mean(-np.sum(label * np.log(prediction), axis=-1)),
+    "mse": np.sum((label_one_hot + u_square - v_square - label) ** 2) / len(label),
+    "ce": np.mean(-np.sum(label * np.log(prediction), axis=-1)),
   }
   avg_prediction = np.clip(prediction.mean(axis=0), 1e-4, 1.0)
   parts["balance"] = -(1.0 / label.shape[1] * np.log(avg_prediction)).sum()
@@ -127,10 +127,10 @@ def test_elr_three_steps_match_the_original():
   table = elr.init_targets(N, C)
   batches = [(INDICES, LOGITS), (INDICES[::-1].copy(), LOGITS * 0.5), (INDICES[:4], LOGITS[:4] - 1.0)]
   for step, (idx, z) in enumerate(batches):
-    labels = GIVEN[:len(idx)]
+    labels = GIVEN[: len(idx)]
     want = np_elr_forward(table_np, idx, z, labels, beta, lam)
     rows = elr.updated_rows(table[idx], jax.nn.softmax(z), beta=beta)
-    per_example = elr.elr_loss(z, ONE_HOT[:len(idx)], rows, lam=lam)
+    per_example = elr.elr_loss(z, ONE_HOT[: len(idx)], rows, lam=lam)
     assert per_example.shape == (len(idx),)
     np.testing.assert_allclose(jnp.mean(per_example), want, rtol=1e-5, err_msg=f"step {step}")
     table = elr.update_targets(table, idx, jax.nn.softmax(z), beta=beta)
@@ -139,8 +139,8 @@ def test_elr_three_steps_match_the_original():
   # t starts at 0: after k visits a row sums to 1 - beta^k (no bias correction).
   sums = np.asarray(table.sum(axis=1))
   np.testing.assert_array_equal(sums[[2, 4, 6]], 0.0)  # never visited
-  np.testing.assert_allclose(sums[[5, 8]], 1 - beta ** 2, rtol=1e-6)  # visited twice
-  np.testing.assert_allclose(sums[[0, 1, 3, 7]], 1 - beta ** 3, rtol=1e-6)  # three times
+  np.testing.assert_allclose(sums[[5, 8]], 1 - beta**2, rtol=1e-6)  # visited twice
+  np.testing.assert_allclose(sums[[0, 1, 3, 7]], 1 - beta**3, rtol=1e-6)  # three times
 
 
 def test_elr_first_target_sums_to_one_minus_beta_and_padding_is_dropped():
@@ -224,10 +224,16 @@ def test_sigmoid_ramp_matches_the_original(length):
 def test_ema_decay_matches_the_original():
   for step in [1, 2, 10, 333, 39999, 40000, 100000]:
     for alpha in [0.997, 0.9999]:
-      np.testing.assert_allclose(elr.ema_decay(step, ema_update=True, ema_alpha=alpha, ramp_length=40000),
-                                 np_ema_alpha(step, True, alpha, 40000), rtol=1e-5)
-      np.testing.assert_allclose(elr.ema_decay(step, ema_update=False, ema_alpha=alpha, ramp_length=40000),
-                                 np_ema_alpha(step, False, alpha, 40000), rtol=1e-5)
+      np.testing.assert_allclose(
+        elr.ema_decay(step, ema_update=True, ema_alpha=alpha, ramp_length=40000),
+        np_ema_alpha(step, True, alpha, 40000),
+        rtol=1e-5,
+      )
+      np.testing.assert_allclose(
+        elr.ema_decay(step, ema_update=False, ema_alpha=alpha, ramp_length=40000),
+        np_ema_alpha(step, False, alpha, 40000),
+        rtol=1e-5,
+      )
   # ema_alpha = 0 (a NameError in the original): the EMA copies the parameters.
   assert float(elr.ema_decay(5, ema_update=True, ema_alpha=0.0, ramp_length=10)) == 0.0
   ema, params = {"w": jnp.ones(3)}, {"w": jnp.arange(3.0)}
@@ -280,10 +286,12 @@ def test_elr_plus_step_matches_the_original(num_classes_100):
   per_example = elr.elr_plus_loss(LOGITS, y_mix, q, lam=lam, coef=coef, reweight_labels=num_classes_100)
   np.testing.assert_allclose(jnp.mean(per_example), want, rtol=1e-5)
 
-  got = jax.grad(lambda z: jnp.mean(elr.elr_plus_loss(z, y_mix, q, lam=lam, coef=coef,
-                                                      reweight_labels=num_classes_100)))(LOGITS)
-  wanted = fd_grad(lambda z: np_elr_plus_forward(iteration, z, y_mix_np, q_np, 100 if num_classes_100 else C,
-                                                 lam, coef_step), LOGITS)
+  got = jax.grad(
+    lambda z: jnp.mean(elr.elr_plus_loss(z, y_mix, q, lam=lam, coef=coef, reweight_labels=num_classes_100))
+  )(LOGITS)
+  wanted = fd_grad(
+    lambda z: np_elr_plus_forward(iteration, z, y_mix_np, q_np, 100 if num_classes_100 else C, lam, coef_step), LOGITS
+  )
   assert_grad_close(got, wanted)
 
 
@@ -329,8 +337,12 @@ def test_sop_terms_match_the_original():
 
 def _sop_objective(z, u, v, z2, *, detach_v=True):
   ce, mse = sop.sop_loss(z, ONE_HOT, u, v)
-  return (jnp.mean(ce) + jnp.mean(mse) + 0.1 * sop.balance_loss(z, ONE_HOT, u, v, detach_v=detach_v)
-          + 0.9 * jnp.mean(sop.consistency_loss(z, z2)))
+  return (
+    jnp.mean(ce)
+    + jnp.mean(mse)
+    + 0.1 * sop.balance_loss(z, ONE_HOT, u, v, detach_v=detach_v)
+    + 0.9 * jnp.mean(sop.consistency_loss(z, z2))
+  )
 
 
 def test_sop_gradient_flows_are_the_originals():
@@ -428,16 +440,20 @@ def test_everything_jits_to_the_same_values():
   table = elr.init_targets(N, C)
   probs = jax.nn.softmax(LOGITS)
   cases = [
-      (lambda t, i, p: elr.update_targets(t, i, p, beta=0.7), (table, INDICES, probs)),
-      (lambda z, y, t: elr.elr_loss(z, y, t, lam=3.0), (LOGITS, ONE_HOT, rows)),
-      (lambda z, y, t, c: elr.elr_plus_loss(z, y, t, lam=7.0, coef=c, reweight_labels=True),
-       (LOGITS, ONE_HOT, rows, 0.5)),
-      (lambda s: elr.ema_decay(s, ema_update=True, ema_alpha=0.997, ramp_length=40000), (1234,)),
-      (sop.sop_loss, (LOGITS, ONE_HOT, U_ROWS, V_ROWS)),
-      (sop.balance_loss, (LOGITS, ONE_HOT, U_ROWS, V_ROWS)),
-      (sop.consistency_loss, (LOGITS, LOGITS2)),
-      (lambda u, v, g, i: sop.sgd_update(u, v, g, 1.0, 10.0, indices=i),
-       (np.zeros(N, np.float32), np.zeros((N, C), np.float32), (U_ROWS, V_ROWS), INDICES)),
+    (lambda t, i, p: elr.update_targets(t, i, p, beta=0.7), (table, INDICES, probs)),
+    (lambda z, y, t: elr.elr_loss(z, y, t, lam=3.0), (LOGITS, ONE_HOT, rows)),
+    (
+      lambda z, y, t, c: elr.elr_plus_loss(z, y, t, lam=7.0, coef=c, reweight_labels=True),
+      (LOGITS, ONE_HOT, rows, 0.5),
+    ),
+    (lambda s: elr.ema_decay(s, ema_update=True, ema_alpha=0.997, ramp_length=40000), (1234,)),
+    (sop.sop_loss, (LOGITS, ONE_HOT, U_ROWS, V_ROWS)),
+    (sop.balance_loss, (LOGITS, ONE_HOT, U_ROWS, V_ROWS)),
+    (sop.consistency_loss, (LOGITS, LOGITS2)),
+    (
+      lambda u, v, g, i: sop.sgd_update(u, v, g, 1.0, 10.0, indices=i),
+      (np.zeros(N, np.float32), np.zeros((N, C), np.float32), (U_ROWS, V_ROWS), INDICES),
+    ),
   ]
   for fn, args in cases:
     for eager, jitted in zip(jax.tree.leaves(fn(*args)), jax.tree.leaves(jax.jit(fn)(*args))):
@@ -449,10 +465,10 @@ def test_extreme_logits_finite_value_and_gradient(dtype):
   z = jnp.asarray(np.where(np.random.default_rng(9).random((B, C)) < 0.5, 1e4, -1e4), dtype)
   rows = jnp.full((B, C), 1.0 / C)
   funcs = [
-      lambda z: elr.elr_loss(z, ONE_HOT, rows, lam=3.0),
-      lambda z: elr.elr_plus_loss(z, ONE_HOT, rows, lam=7.0, coef=1.0, reweight_labels=True),
-      lambda z: sop.sop_loss(z, ONE_HOT, U_ROWS, V_ROWS)[0],
-      lambda z: sop.consistency_loss(z, -z),
+    lambda z: elr.elr_loss(z, ONE_HOT, rows, lam=3.0),
+    lambda z: elr.elr_plus_loss(z, ONE_HOT, rows, lam=7.0, coef=1.0, reweight_labels=True),
+    lambda z: sop.sop_loss(z, ONE_HOT, U_ROWS, V_ROWS)[0],
+    lambda z: sop.consistency_loss(z, -z),
   ]
   for fn in funcs:
     value = fn(z)

@@ -9,8 +9,15 @@ from noisy_jax.experiment import environment
 _FLAGS = "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt aes xsave avx f16c fma bmi1 avx2 bmi2"
 
 
-@pytest.mark.parametrize("flags, isa", [(_FLAGS + " avx512f avx512dq avx512bw", "AVX-512"), (_FLAGS, "AVX2"),
-                                        ("sse4_2 avx", "AVX"), ("sse2 sse4_1 sse4_2", "SSE4.2")])
+@pytest.mark.parametrize(
+  "flags, isa",
+  [
+    (_FLAGS + " avx512f avx512dq avx512bw", "AVX-512"),
+    (_FLAGS, "AVX2"),
+    ("sse4_2 avx", "AVX"),
+    ("sse2 sse4_1 sse4_2", "SSE4.2"),
+  ],
+)
 def test_vector_isa_reads_the_widest_flag(tmp_path, flags, isa):
   cpuinfo = tmp_path / "cpuinfo"
   cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")

@@ -32,8 +32,10 @@ def test_memorisation_config(tmp_path, capsys):
 
 
 def test_format_epoch_table():
-  history = [{"stage": "stage1", "epoch": 1, "train_loss": 2.5, "test_accuracy": 0.5},
-             {"stage": "stage1", "epoch": 2, "train_loss": 1.25}]
+  history = [
+    {"stage": "stage1", "epoch": 1, "train_loss": 2.5, "test_accuracy": 0.5},
+    {"stage": "stage1", "epoch": 2, "train_loss": 1.25},
+  ]
   lines = comparison.format_epoch_table(history, ("train_loss", "test_accuracy")).splitlines()
   assert lines[0].split() == ["stage", "epoch", "train_loss", "test_accuracy"]
   assert lines[2].split() == ["stage1", "1", "2.5000", "50.00%"]
@@ -42,6 +44,7 @@ def test_format_epoch_table():
 
 def test_relabel_ablation_config(tmp_path, capsys):
   from experiments.configs import relabel_ablation
+
   config = shrink(relabel_ablation.get_config(), epochs=4)
   for run in config.runs.values():
     run.method.begin, run.method.history_length = 2, 2
@@ -72,6 +75,7 @@ def test_format_curve_table():
 
 def test_log_end_sweep_config(tmp_path, capsys):
   from experiments.configs import log_end_sweep
+
   config = shrink(log_end_sweep.get_config(), epochs=2)
   out = comparison.run(config, str(tmp_path))
   assert set(out["mean_std"]) == {f"{n}_{m}" for n in ("clean", "noisy60") for m in ("ce", "el50", "el75", "el100")}
@@ -88,6 +92,7 @@ def test_log_end_sweep_config(tmp_path, capsys):
 
 def test_lr_noise_grid_config(tmp_path):
   from experiments.configs import lr_noise_grid
+
   config = shrink(lr_noise_grid.get_config(), epochs=3)
   for run in config.runs.values():
     run.method.begin, run.method.history_length = 2, 2
@@ -105,6 +110,7 @@ def test_lr_noise_grid_config(tmp_path):
 
 def test_pseudo_label_noise_config(tmp_path, capsys):
   from experiments.configs import pseudo_label_noise
+
   config = shrink(pseudo_label_noise.get_config(), epochs=2)
   config.runs = {"ce": config.runs.ce}
   out = comparison.run(config, str(tmp_path))
@@ -129,8 +135,10 @@ def shrink_sweep(config, grid, *, seeds=(0,), epochs=2):
 def test_q_sweep_config(tmp_path, capsys):
   from experiments.configs import q_sweep
   from noisy_jax.experiment import sweep
+  from noisy_jax.experiment import sweep_grid
+
   full = q_sweep.get_config()
-  assert len(sweep.make_members(full)) == 90  # q 0.1..1.0 x 3 noise rates x 3 seeds
+  assert len(sweep_grid.make_members(full)) == 90  # q 0.1..1.0 x 3 noise rates x 3 seeds
   assert full.sweep.grid[0] == ("method.loss_kwargs.q", tuple(round(0.1 * i, 1) for i in range(1, 11)))
   config = shrink_sweep(full, (("method.loss_kwargs.q", (0.1, 1.0)), ("noise.rate", (0.2, 0.6))), seeds=(0, 1))
   out = sweep.run_sweep(config, str(tmp_path))
@@ -148,8 +156,10 @@ def test_q_sweep_config(tmp_path, capsys):
 def test_k_sweep_config(tmp_path, capsys):
   from experiments.configs import k_sweep
   from noisy_jax.experiment import sweep
+  from noisy_jax.experiment import sweep_grid
+
   full = k_sweep.get_config()
-  assert len(sweep.make_members(full)) == 45  # 5 k x 3 noise rates x 3 seeds
+  assert len(sweep_grid.make_members(full)) == 45  # 5 k x 3 noise rates x 3 seeds
   config = shrink_sweep(full, (("method.k", (0.3, 0.7)), ("noise.rate", (0.4,))), epochs=3)
   config.method.prune_start, config.method.prune_every = 2, 1
   out = sweep.run_sweep(config, str(tmp_path))
@@ -166,6 +176,7 @@ def test_baselines_config(tmp_path):
   """Every method of the project in one comparison (2 epochs each, one seed, the digits): each run trains, and the
   two settings differ where the config says they do."""
   from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
+
   asym = baselines.get_config("asym40")
   sym = baselines.get_config("sym60")
   assert (asym.shared.noise.type, asym.shared.noise.rate, asym.shared.noise.dataset) == ("asymmetric", 0.4, "mnist")
@@ -197,6 +208,7 @@ def test_per_class_report_of_a_comparisons_exports(tmp_path):
   from experiments import per_class  # pylint: disable=import-outside-toplevel
   from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
   from noisy_jax.experiment import export  # pylint: disable=import-outside-toplevel
+
   np.testing.assert_array_equal(per_class.per_class_accuracy([0, 1, 1, 2], [0, 0, 1, 2], 4), [0.5, 1, 1, np.nan])
   config = shrink(baselines.get_config("asym40"), epochs=1)
   config.runs = {"ce": config.runs.ce}

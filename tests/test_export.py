@@ -51,8 +51,11 @@ def _run(config, workdir):
 def _in_run_probs(config, dataset, variables, x):
   """What the run's evaluation computes (loop.fit's predict) for `variables`."""
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
-  predict = predict_lib.make_predict_fn(model, normalize=inputs.normalizer(config, dataset),
-                                  compiler_options=xla_options.compiler_options(model, jax.devices()[0].platform))
+  predict = predict_lib.make_predict_fn(
+    model,
+    normalize=inputs.normalizer(config, dataset),
+    compiler_options=xla_options.compiler_options(model, jax.devices()[0].platform),
+  )
   return np.asarray(predict(variables, x))
 
 
@@ -69,6 +72,7 @@ def digits_run(tmp_path_factory):
 def folder_run(tmp_path_factory):
   """A run on ROOT/{train,test}/WORD/ROW.png written from mnist5k; returns (config, workdir, ROOT, dataset)."""
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
+
   mnist = data.load("mnist5k")
   root = tmp_path_factory.mktemp("digit_folder")
   for split, x, y, per_class in (("train", mnist.x_train, mnist.y_train, 10), ("test", mnist.x_test, mnist.y_test, 3)):
@@ -93,8 +97,9 @@ def test_exported_network_predicts_what_the_run_evaluated(digits_run):
   assert loaded.input_shape == (8, 8, 1) and loaded.num_classes == 10 and loaded.class_names is None
   probs = loaded.predict(dataset.x_test)
   assert probs.dtype == np.float32 and probs.shape == (len(dataset.y_test), 10)
-  np.testing.assert_allclose(probs, _in_run_probs(config, dataset, summary["arrays"]["stage1"], dataset.x_test),
-                             rtol=0, atol=1e-6)
+  np.testing.assert_allclose(
+    probs, _in_run_probs(config, dataset, summary["arrays"]["stage1"], dataset.x_test), rtol=0, atol=1e-6
+  )
   with open(os.path.join(workdir, "summary.json")) as f:
     written = json.load(f)
   assert float(metrics.accuracy(probs, dataset.y_test)) == written["last_test_accuracy"]
@@ -118,8 +123,7 @@ def test_stored_normalization_is_fits_bit_for_bit(digits_run):
   with open(os.path.join(workdir, "model", "final", export.MODEL_FILE)) as f:
     info = json.load(f)
   assert info["format_version"] == export.FORMAT_VERSION and info["model"]["name"] == "mlp"
-  assert info["data"] == {"pixel_max": 16.0, "image_size": None, "channels": 1, "dataset": "digits",
-                          "normalized": None}
+  assert info["data"] == {"pixel_max": 16.0, "image_size": None, "channels": 1, "dataset": "digits", "normalized": None}
   assert info["meta"]["stage"] == "stage1" and info["meta"]["which"] == "final"
 
 
@@ -131,9 +135,12 @@ def test_joint_optimization_exports_its_stage_two_network(tmp_path):
   summary, dataset = _run(config, tmp_path)
   loaded = export.load_model(str(tmp_path))
   assert loaded.info["meta"]["stage"] == "stage2" and loaded.normalization.mean.shape == (8, 8, 1)
-  np.testing.assert_allclose(loaded.predict(dataset.x_test),
-                             _in_run_probs(config, dataset, summary["arrays"]["stage2"], dataset.x_test),
-                             rtol=0, atol=1e-6)
+  np.testing.assert_allclose(
+    loaded.predict(dataset.x_test),
+    _in_run_probs(config, dataset, summary["arrays"]["stage2"], dataset.x_test),
+    rtol=0,
+    atol=1e-6,
+  )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -162,8 +169,9 @@ def test_predict_command_on_an_image_folder(folder_run, tmp_path):
     assert int(predicted) == int(np.argmax(expected[i])) and name == loaded.class_names[int(predicted)]
     assert abs(float(probability) - float(expected[i].max())) <= 1e-6
 
-  output, names, probs = predict_cli.run(workdir, str(tmp_path / "input"), output=str(tmp_path / "p.csv"),
-                                         batch_size=7)  # several chunks of decoded images
+  output, names, probs = predict_cli.run(
+    workdir, str(tmp_path / "input"), output=str(tmp_path / "p.csv"), batch_size=7
+  )  # several chunks of decoded images
   assert output == str(tmp_path / "p.csv") and names == sorted(relative)
   order = [relative.index(n) for n in names]
   np.testing.assert_allclose(probs, expected[order], rtol=0, atol=1e-6)
@@ -240,8 +248,12 @@ def test_export_is_replaced_all_or_nothing(digits_run, tmp_path, monkeypatch):
   config, workdir, summary, dataset = digits_run
   final = summary["arrays"]["stage1"]
   other = jax.tree.map(lambda v: np.asarray(v) + 1, final)
-  kwargs = dict(model_config=config.model, num_classes=10, input_shape=(8, 8, 1),
-                normalization=normalization.fit(dataset, "per_channel"))
+  kwargs = dict(
+    model_config=config.model,
+    num_classes=10,
+    input_shape=(8, 8, 1),
+    normalization=normalization.fit(dataset, "per_channel"),
+  )
   target = tmp_path / "export"
 
   def params_of(path):

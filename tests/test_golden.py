@@ -24,17 +24,32 @@ SELECTION_RUNS = ("coteaching", "coteaching_plus", "truncated_lq", "dividemix")
 
 
 @pytest.fixture(scope="module")
-def current():
-  """(environment, every case computed now): 41-57 s on a busy 2-core CPU, the runs most of it."""
-  return environment.describe(), golden.compute()
+def current(tmp_path_factory):
+  """(environment, every case computed now), by `python -m experiments.golden --dump` in its own process under the
+  XLA flags the suite was started with: not the suite's own (tests/conftest.py), which users do not compile with."""
+  dump = tmp_path_factory.mktemp("golden") / "current.json"
+  env = {**os.environ, "XLA_FLAGS": os.environ.get("NOISY_JAX_TESTS_CALLER_XLA_FLAGS", ""), "JAX_PLATFORMS": "cpu"}
+  done = subprocess.run(
+    [sys.executable, "-m", "experiments.golden", "--dump", str(dump)],
+    cwd=golden.REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=1800,
+  )
+  computed = golden.load(str(dump)) if dump.exists() else None  # the exit status says only whether values moved
+  assert computed is not None, done.stdout[-4000:] + done.stderr[-4000:]
+  return computed["environment"], computed["cases"]
 
 
 @pytest.fixture(scope="module")
 def exact(current):
   differences = environment.differences(STORED["environment"], current[0])
   if differences:
-    warnings.warn("golden values were stored in another environment (" + "; ".join(differences) + "): comparing "
-                  "within experiments.golden.TOLERANCES instead of exactly")
+    warnings.warn(
+      "golden values were stored in another environment (" + "; ".join(differences) + "): comparing "
+      "within experiments.golden.TOLERANCES instead of exactly"
+    )
   return not differences
 
 
@@ -43,8 +58,10 @@ def test_golden_case(current, exact, case):
   _, cases = current
   assert case in cases, f"{case} is stored but no longer computed: `{golden.REGENERATE}`"
   problems = golden.compare_case(case, STORED["cases"][case], cases[case], exact=exact)
-  assert not problems, ("\n".join(problems) + f"\nIf the change is intended: `{golden.REGENERATE}` and re-measure "
-                        "the README tables it moves (python -m experiments.regenerate_readme).")
+  assert not problems, (
+    "\n".join(problems) + f"\nIf the change is intended: `{golden.REGENERATE}` and re-measure "
+    "the README tables it moves (python -m experiments.regenerate_readme)."
+  )
 
 
 def test_golden_every_computed_case_is_stored(current):
@@ -76,8 +93,7 @@ def test_golden_comparison_sees_one_ulp_in_a_loss_constant_in_any_environment():
 def test_golden_tolerant_comparison_skips_checksums_and_bounds_floats():
   stored = {"train_loss": [1.0, 0.5], "params_sha256": "aaaa", "params_count": 10, "test_accuracy": [0.5]}
   rel, _ = golden.TOLERANCES["run"]
-  near = {"train_loss": [1.0, 0.5 * (1 + rel / 2)], "params_sha256": "bbbb", "params_count": 10,
-          "test_accuracy": [0.5]}
+  near = {"train_loss": [1.0, 0.5 * (1 + rel / 2)], "params_sha256": "bbbb", "params_count": 10, "test_accuracy": [0.5]}
   assert golden.compare_case("runs/x", stored, near, exact=False) == []
   assert golden.compare_case("runs/x", stored, near, exact=True)  # exact: every difference counts
   far = dict(near, train_loss=[1.0, 0.5 * (1 + 3 * rel)])
@@ -88,10 +104,14 @@ def test_golden_tolerant_comparison_skips_checksums_and_bounds_floats():
 
 
 def test_golden_drift_reports_the_largest_difference_per_kind():
-  stored = {"runs/x": {"train_loss": [1.0, 2.0], "params_count": 3, "params_sha256": "a"},
-            "losses/y": {"value_sum": 4.0}}
-  current = {"runs/x": {"train_loss": [1.0, 2.002], "params_count": 4, "params_sha256": "b"},
-             "losses/y": {"value_sum": 4.0}}
+  stored = {
+    "runs/x": {"train_loss": [1.0, 2.0], "params_count": 3, "params_sha256": "a"},
+    "losses/y": {"value_sum": 4.0},
+  }
+  current = {
+    "runs/x": {"train_loss": [1.0, 2.002], "params_count": 4, "params_sha256": "b"},
+    "losses/y": {"value_sum": 4.0},
+  }
   worst = golden.drift(stored, current)
   assert worst["run"]["rel"] == pytest.approx(1e-3) and worst["run"]["abs"] == pytest.approx(2e-3)
   assert worst["run"]["where"] == "runs/x train_loss"
@@ -107,9 +127,24 @@ def test_golden_holds_on_another_vector_isa(tmp_path):
   """
   dump = tmp_path / "sse4_2.json"
   env = {**os.environ, "XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2", "JAX_PLATFORMS": "cpu"}
-  done = subprocess.run([sys.executable, "-m", "experiments.golden", "--groups", "losses,runs",
-                         "--runs", ",".join(SELECTION_RUNS), "--dump", str(dump)],
-                        cwd=golden.REPO, env=env, capture_output=True, text=True, timeout=900)
+  done = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.golden",
+      "--groups",
+      "losses,runs",
+      "--runs",
+      ",".join(SELECTION_RUNS),
+      "--dump",
+      str(dump),
+    ],
+    cwd=golden.REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
   assert "differs from the stored one" in done.stdout and "xla_flags" in done.stdout, done.stdout[-2000:]
   cases = golden.load(str(dump))["cases"]

@@ -38,8 +38,14 @@ CHILD = textwrap.dedent("""
 
 def run_child(mode):
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  out = subprocess.run([sys.executable, "-c", CHILD, mode, str(EXECUTIONS)], capture_output=True, text=True,
-                       timeout=300, env=env, check=True)
+  out = subprocess.run(
+    [sys.executable, "-c", CHILD, mode, str(EXECUTIONS)],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=env,
+    check=True,
+  )
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 

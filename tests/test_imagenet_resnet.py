@@ -48,7 +48,6 @@ def closed_form_count(num_classes: int, widths=WIDTHS, blocks=BLOCKS, expansion=
 # A PyTorch definition written for these tests from torchvision's layout (v1.5: stride on the 3x3 convolution),
 # attribute names equal to the Flax module names so that torch_to_flax copies the weights one to one.
 class TorchBottleneck(torch.nn.Module):
-
   def __init__(self, c_in, w, stride, expansion=4):
     super().__init__()
     out = expansion * w
@@ -68,7 +67,6 @@ class TorchBottleneck(torch.nn.Module):
 
 
 class TorchImageNetResNet(torch.nn.Module):
-
   def __init__(self, widths, blocks, num_classes, expansion=4):
     super().__init__()
     self.stem_conv = torch.nn.Conv2d(3, widths[0], 7, 2, 3, bias=False)
@@ -117,8 +115,9 @@ def test_parameter_count():
   net = TorchImageNetResNet(WIDTHS, BLOCKS, 1000)
   assert sum(p.numel() for p in net.parameters()) == 25_557_032
   variables = abstract_variables(models.get("resnet50", num_classes=10))
-  bn = sum(count(v) for k, v in jax.tree_util.tree_flatten_with_path(variables["params"])[0]
-           if "bn" in jax.tree_util.keystr(k))
+  bn = sum(
+    count(v) for k, v in jax.tree_util.tree_flatten_with_path(variables["params"])[0] if "bn" in jax.tree_util.keystr(k)
+  )
   assert count(variables["batch_stats"]) == bn == 53_120  # mean + var of every BN channel
 
 
@@ -186,8 +185,9 @@ def test_forward_matches_torch_full_size_and_dtypes():
   assert got.shape == (2, 10) and got.dtype == jnp.float32
   assert 0.5 < np.max(np.abs(want)) < 5  # logits of size ~1: the bound below is meaningful
   np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=5e-4)
-  bf16 = jax.eval_shape(lambda v, x: models.get("resnet50", num_classes=10, dtype=jnp.bfloat16).apply(
-      v, x, train=False), variables, xj)
+  bf16 = jax.eval_shape(
+    lambda v, x: models.get("resnet50", num_classes=10, dtype=jnp.bfloat16).apply(v, x, train=False), variables, xj
+  )
   assert (bf16.shape, bf16.dtype) == ((2, 10), jnp.float32)  # bfloat16 compute, float32 logits
 
 
@@ -213,8 +213,12 @@ def test_init_like_torchvision(resnet50_built):
   no zero-init of the residual branch), zero / one running statistics, head weight and bias U(+-1 / sqrt(2048))."""
   _, variables, _, _ = resnet50_built
   params = variables["params"]
-  for path, fan_out in ((("stem_conv",), 7 * 7 * 64), (("stage4_block2", "conv2"), 9 * 512),
-                        (("stage3_block1", "conv3"), 1024), (("stage4_block1", "shortcut_conv"), 2048)):
+  for path, fan_out in (
+    (("stem_conv",), 7 * 7 * 64),
+    (("stage4_block2", "conv2"), 9 * 512),
+    (("stage3_block1", "conv3"), 1024),
+    (("stage4_block1", "shortcut_conv"), 2048),
+  ):
     node = params
     for key in path:
       node = node[key]
@@ -227,8 +231,10 @@ def test_init_like_torchvision(resnet50_built):
   bn = {jax.tree_util.keystr(k): np.asarray(v) for k, v in flat if "bn" in jax.tree_util.keystr(k)}
   assert len(bn) == 2 * 53  # 53 BNs: stem, 3 per block (16 blocks), 4 projections
   assert all(np.all(v == (1 if k.endswith("['scale']") else 0)) for k, v in bn.items())
-  assert all(np.all(v["mean"] == 0) and np.all(v["var"] == 1) for v in jax.tree.leaves(
-      variables["batch_stats"], is_leaf=lambda n: isinstance(n, dict) and "mean" in n))
+  assert all(
+    np.all(v["mean"] == 0) and np.all(v["var"] == 1)
+    for v in jax.tree.leaves(variables["batch_stats"], is_leaf=lambda n: isinstance(n, dict) and "mean" in n)
+  )
   bound = 1 / np.sqrt(2048)
   head = params["head"]
   assert np.max(np.abs(head["kernel"])) <= bound and np.max(np.abs(head["bias"])) <= bound

@@ -15,18 +15,17 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 
-PROBS = np.array([[0.7, 0.2, 0.1],
-                  [0.1, 0.6, 0.3],
-                  [0.5, 0.5, 0.0],
-                  [0.2, 0.3, 0.5]])
+PROBS = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
 GIVEN = np.array([0, 2, 1, 0])
 
 
 def test_scores_are_the_formulas():
   np.testing.assert_allclose(label_issues.label_quality(PROBS, GIVEN), [0.7, 0.3, 0.5, 0.2])
   # (1 + p_y - max_{k != y} p_k) / 2
-  np.testing.assert_allclose(label_issues.label_quality(PROBS, GIVEN, score="normalized_margin"),
-                             [(1 + 0.7 - 0.2) / 2, (1 + 0.3 - 0.6) / 2, (1 + 0.5 - 0.5) / 2, (1 + 0.2 - 0.5) / 2])
+  np.testing.assert_allclose(
+    label_issues.label_quality(PROBS, GIVEN, score="normalized_margin"),
+    [(1 + 0.7 - 0.2) / 2, (1 + 0.3 - 0.6) / 2, (1 + 0.5 - 0.5) / 2, (1 + 0.2 - 0.5) / 2],
+  )
   np.testing.assert_array_equal(label_issues.rank(PROBS, GIVEN), [3, 1, 2, 0])
   ties = np.full((4, 2), 0.5)
   np.testing.assert_array_equal(label_issues.rank(ties, np.array([1, 0, 1, 0])), [0, 1, 2, 3])  # stable
@@ -52,13 +51,17 @@ def test_scores_and_rules_equal_cleanlabs():
   flag the same examples as our 'argmax' and 'confident' rules."""
   import cleanlab.filter  # pylint: disable=g-import-not-at-top  (the test extra installs it)
   import cleanlab.rank  # pylint: disable=g-import-not-at-top
+
   rng = np.random.default_rng(1)
   for c, concentration in ((3, 1.0), (5, 0.5), (10, 0.2)):
     probs = rng.dirichlet(np.ones(c) * concentration, size=400)
     given = rng.integers(0, c, 400)
     for score in label_issues.SCORES:
-      np.testing.assert_allclose(label_issues.label_quality(probs, given, score=score),
-                                 cleanlab.rank.get_label_quality_scores(given, probs, method=score), atol=1e-12)
+      np.testing.assert_allclose(
+        label_issues.label_quality(probs, given, score=score),
+        cleanlab.rank.get_label_quality_scores(given, probs, method=score),
+        atol=1e-12,
+      )
     for rule, filter_by in (("argmax", "predicted_neq_given"), ("confident", "confident_learning")):
       theirs = cleanlab.filter.find_label_issues(given, probs, filter_by=filter_by, n_jobs=1)
       np.testing.assert_array_equal(label_issues.flag(probs, given, rule=rule), theirs, err_msg=rule)
@@ -73,12 +76,15 @@ def test_find_sorts_most_suspect_first():
   assert np.all(np.diff(found["label_quality"]) >= 0)
 
 
-@pytest.mark.parametrize("probs, given, match", [
+@pytest.mark.parametrize(
+  "probs, given, match",
+  [
     (PROBS, np.array([0, 3, 1, 0]), "label 3 is outside"),
     (PROBS, GIVEN[:3], "must be"),
     (PROBS, GIVEN.astype(float), "integers"),
     (-PROBS, GIVEN, "non-negative"),
-])
+  ],
+)
 def test_bad_input_is_named(probs, given, match):
   with pytest.raises(ValueError, match=match):
     label_issues.find(probs, given)
@@ -111,8 +117,9 @@ def test_write_csv_with_names_and_sources(tmp_path):
   table = label_table_lib.create(np.array([0, 1, 1]), 2, history_length=2)
   table = label_table_lib.record(table, np.arange(3), np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]), slot=0)
   issues = label_issues.from_run(registry.loss_method("cross_entropy"), table)
-  path = label_issues.write_csv(str(tmp_path / "issues.csv"), issues, sources=["a.png", "b.png", "c.png"],
-                                class_names=["cat", "dog"])
+  path = label_issues.write_csv(
+    str(tmp_path / "issues.csv"), issues, sources=["a.png", "b.png", "c.png"], class_names=["cat", "dog"]
+  )
   rows = list(csv.DictReader(open(path)))
   assert tuple(rows[0]) == label_issues.CSV_COLUMNS
   assert [r["source"] for r in rows] == ["b.png", "c.png", "a.png"]  # p(given): 0.2, 0.7, 0.9
@@ -120,8 +127,9 @@ def test_write_csv_with_names_and_sources(tmp_path):
   assert [p.name for p in tmp_path.iterdir()] == ["issues.csv"]  # no temporary file left
   with pytest.raises(ValueError, match="2 sources for 3 examples"):
     label_issues.write_csv(str(tmp_path / "x.csv"), issues, sources=["a", "b"])
-  assert label_issues.from_run(registry.loss_method("cross_entropy"),
-                               label_table_lib.create(np.array([0, 1]), 2)) is None  # nothing recorded
+  assert (
+    label_issues.from_run(registry.loss_method("cross_entropy"), label_table_lib.create(np.array([0, 1]), 2)) is None
+  )  # nothing recorded
 
 
 def _digits(name: str):
@@ -147,7 +155,7 @@ def test_run_writes_label_issues_csv(name, tmp_path):
   planted = np.array([int(r["given_label"]) for r in rows]) != clean[index]
   flagged = np.array([r["is_issue"] == "True" for r in rows])
   assert summary["label_issues"] == {"file": label_issues.CSV_FILE, "flagged": int(flagged.sum())}
-  top = planted[:planted.sum()].mean()  # precision of the top-k rows, k = the number of planted errors
+  top = planted[: planted.sum()].mean()  # precision of the top-k rows, k = the number of planted errors
   if name == "cross_entropy":  # every epoch's predictions (12): 0.95 measured; chance is 0.3
     assert top >= 0.85, top
     assert "over 12 recorded epochs" in rows[0]["method_evidence"]

@@ -66,8 +66,9 @@ def test_record_and_relabel_match_numpy(mode):
       probs = _random_probs(rng, 8, c)
       table = record(table, jnp.asarray(batch), jnp.asarray(probs, jnp.float32), slot=epoch)
       ref.record(batch, probs, epoch)
-    np.testing.assert_allclose(label_table.history_mean(table), ref.history[ref.filled].mean(axis=0),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      label_table.history_mean(table), ref.history[ref.filled].mean(axis=0), rtol=1e-5, atol=1e-6
+    )
   np.testing.assert_array_equal(table.history_filled, ref.filled)
   np.testing.assert_allclose(table.history, ref.history, rtol=1e-6, atol=1e-7)
   table = jax.jit(label_table.relabel, static_argnames="mode")(table, mode=mode)
@@ -118,11 +119,14 @@ def test_table_is_a_pytree_and_immutable():
     table.weights = jnp.zeros(3)  # frozen dataclass
 
 
-@pytest.mark.parametrize("kwargs, match", [
+@pytest.mark.parametrize(
+  "kwargs, match",
+  [
     (dict(noisy_labels=[0, 3], num_classes=3), "3"),
     (dict(noisy_labels=[-1, 0], num_classes=3), "-1"),
     (dict(noisy_labels=[0, 1], num_classes=3, history_length=-2), "-2"),
-])
+  ],
+)
 def test_create_rejects_bad_input(kwargs, match):
   with pytest.raises(ValueError, match=match):
     label_table.create(**kwargs)

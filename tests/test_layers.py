@@ -37,8 +37,9 @@ def imports_of(path: str) -> list[tuple[int, str]]:
     if isinstance(node, ast.Import):
       found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("noisy_jax")]
     elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("noisy_jax") and not node.level:
-      found += [(node.lineno, f"noisy_jax.{alias.name}" if node.module == "noisy_jax" else node.module)
-                for alias in node.names]
+      found += [
+        (node.lineno, f"noisy_jax.{alias.name}" if node.module == "noisy_jax" else node.module) for alias in node.names
+      ]
   return found
 
 
@@ -71,8 +72,9 @@ def upward_imports(modules: list[tuple[str, str]]) -> list[str]:
 
 
 def test_every_module_sits_in_a_layer():
-  outside = sorted(name for name in os.listdir(PACKAGE_DIR) if name not in LAYERS and name not in
-                   ("__init__.py", "__pycache__"))
+  outside = sorted(
+    name for name in os.listdir(PACKAGE_DIR) if name not in LAYERS and name not in ("__init__.py", "__pycache__")
+  )
   assert outside == [], f"modules or folders of noisy_jax outside the layers {LAYERS}: {outside}"
 
 
@@ -89,11 +91,19 @@ def test_an_upward_import_inside_a_function_is_caught(tmp_path):
   line = len(source.splitlines()) + 4
   assert upward_imports([(core_losses, "noisy_jax.core.losses")]) == []
   assert upward_imports([(str(reaching), "noisy_jax.core.losses")]) == [
-      f"noisy_jax.core.losses:{line} (core) imports noisy_jax.train (train), a higher layer"]
+    f"noisy_jax.core.losses:{line} (core) imports noisy_jax.train (train), a higher layer"
+  ]
 
 
-@pytest.mark.parametrize("module,layer", [("noisy_jax.core.losses", "core"), ("noisy_jax.train.loop", "train"),
-                                          ("noisy_jax.experiment", "experiment"), ("noisy_jax", None),
-                                          ("numpy", None)])
+@pytest.mark.parametrize(
+  "module,layer",
+  [
+    ("noisy_jax.core.losses", "core"),
+    ("noisy_jax.train.loop", "train"),
+    ("noisy_jax.experiment", "experiment"),
+    ("noisy_jax", None),
+    ("numpy", None),
+  ],
+)
 def test_layer_of(module, layer):
   assert layer_of(module) == layer

@@ -52,35 +52,57 @@ def test_forward_gradient_toward_a_class_is_proportional_to_its_probability():
 def test_backward_is_the_inverse_applied_to_the_losses():
   p, inv = _clipped_softmax(LOGITS), np.linalg.inv(T)
   want = [sum(inv[GIVEN[n], k] * -np.log(p[n, k]) for k in range(C)) for n in range(len(GIVEN))]
-  got = loss_correction.backward_corrected_cross_entropy(LOGITS, ONE_HOT,
-                                                         inverse_transition=loss_correction.inverse(T))
+  got = loss_correction.backward_corrected_cross_entropy(LOGITS, ONE_HOT, inverse_transition=loss_correction.inverse(T))
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_backward_is_unbiased_and_identity_is_cross_entropy():
   inv = loss_correction.inverse(T)
-  per_label = np.stack([loss_correction.backward_corrected_cross_entropy(
-      LOGITS, np.tile(np.eye(C, dtype=np.float32)[j], (len(GIVEN), 1)), inverse_transition=inv)
-      for j in range(C)], axis=1)  # [N, C]: the corrected loss if the given label were j
+  per_label = np.stack(
+    [
+      loss_correction.backward_corrected_cross_entropy(
+        LOGITS, np.tile(np.eye(C, dtype=np.float32)[j], (len(GIVEN), 1)), inverse_transition=inv
+      )
+      for j in range(C)
+    ],
+    axis=1,
+  )  # [N, C]: the corrected loss if the given label were j
   clean = -np.log(_clipped_softmax(LOGITS))[np.arange(len(GIVEN)), GIVEN]
   expected_over_noise = np.sum(T[GIVEN] * per_label, axis=1)  # E over y~ ~ T[y, .] for true label y = GIVEN
   np.testing.assert_allclose(expected_over_noise, clean, rtol=1e-4, atol=1e-5)
   eye = np.eye(C)
   ce = losses.cross_entropy(LOGITS, ONE_HOT)
-  np.testing.assert_allclose(loss_correction.forward_corrected_cross_entropy(LOGITS, ONE_HOT, transition=eye), ce,
-                             rtol=1e-5)
-  np.testing.assert_allclose(loss_correction.backward_corrected_cross_entropy(LOGITS, ONE_HOT,
-                                                                              inverse_transition=eye), ce, rtol=1e-5)
+  np.testing.assert_allclose(
+    loss_correction.forward_corrected_cross_entropy(LOGITS, ONE_HOT, transition=eye), ce, rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    loss_correction.backward_corrected_cross_entropy(LOGITS, ONE_HOT, inverse_transition=eye), ce, rtol=1e-5
+  )
 
 
 def test_soft_labels_take_the_expectation_and_gradients_are_finite():
   soft = RNG.dirichlet(np.ones(C), size=len(GIVEN)).astype(np.float32)
-  per_label = np.stack([loss_correction.forward_corrected_cross_entropy(
-      LOGITS, np.tile(np.eye(C, dtype=np.float32)[j], (len(GIVEN), 1)), transition=T) for j in range(C)], axis=1)
-  np.testing.assert_allclose(loss_correction.forward_corrected_cross_entropy(LOGITS, soft, transition=T),
-                             np.sum(soft * per_label, axis=1), rtol=1e-5)
-  grad = jax.jit(jax.grad(lambda z: jnp.sum(loss_correction.backward_corrected_cross_entropy(
-      z, ONE_HOT, inverse_transition=loss_correction.inverse(T)))))(jnp.asarray(LOGITS) * 1e3)
+  per_label = np.stack(
+    [
+      loss_correction.forward_corrected_cross_entropy(
+        LOGITS, np.tile(np.eye(C, dtype=np.float32)[j], (len(GIVEN), 1)), transition=T
+      )
+      for j in range(C)
+    ],
+    axis=1,
+  )
+  np.testing.assert_allclose(
+    loss_correction.forward_corrected_cross_entropy(LOGITS, soft, transition=T),
+    np.sum(soft * per_label, axis=1),
+    rtol=1e-5,
+  )
+  grad = jax.jit(
+    jax.grad(
+      lambda z: jnp.sum(
+        loss_correction.backward_corrected_cross_entropy(z, ONE_HOT, inverse_transition=loss_correction.inverse(T))
+      )
+    )
+  )(jnp.asarray(LOGITS) * 1e3)
   assert np.all(np.isfinite(grad))
 
 
@@ -115,8 +137,9 @@ def test_anchor_points_recover_t_from_perfect_anchors():
   clean /= clean.sum(axis=1, keepdims=True)
   noisy = clean @ T
   np.testing.assert_allclose(loss_correction.estimate_transition(noisy, percentile=None), T, atol=1e-12)
-  np.testing.assert_allclose(loss_correction.estimate_transition(noisy, percentile=None),
-                             _original_estimate(noisy, None))
+  np.testing.assert_allclose(
+    loss_correction.estimate_transition(noisy, percentile=None), _original_estimate(noisy, None)
+  )
 
 
 def test_outlier_filter_and_the_original_shared_matrix():
@@ -152,6 +175,7 @@ def test_the_shared_matrix_defect_where_it_bites():
 def _digits_config(method: dict):
   import ml_collections  # pylint: disable=g-import-not-at-top
   from experiments.configs import ce  # pylint: disable=g-import-not-at-top
+
   config = ce.get_config()
   config.dataset, config.num_epochs = "digits", 8
   config.noise.type, config.noise.rate = "pairflip", 0.3
@@ -164,6 +188,7 @@ def test_method_needs_a_valid_transition():
   import ml_collections  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry
+
   config = ml_collections.ConfigDict({"name": "loss_correction", "correction": "forward", "transition": "known"})
   with pytest.raises(ValueError, match="needs its transition matrix"):
     registry.make(config, num_classes=C)
@@ -181,10 +206,12 @@ def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_
   """digits, 30% pair flips, 8 epochs of an MLP (2026-11-24, this CPU: 95.8% with the known T, 93.0% with the
   estimated one, 87.2% with CE)."""
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
   ce = runs.run_single(_digits_config({"name": "loss", "loss": "cross_entropy"}))
   known = runs.run_single(_digits_config({"name": "loss_correction", "correction": "forward", "transition": "known"}))
-  estimated = runs.run_single(_digits_config({"name": "loss_correction", "correction": "forward",
-                                              "transition": "estimated"}))
+  estimated = runs.run_single(
+    _digits_config({"name": "loss_correction", "correction": "forward", "transition": "estimated"})
+  )
   truth = noise.make_transition("pairflip", 10, 0.3)
   np.testing.assert_allclose(known["transition"]["matrix"], truth)
   matrix = np.asarray(estimated["transition"]["matrix"])
@@ -198,9 +225,15 @@ def test_forward_correction_with_the_known_and_the_estimated_matrix_beats_cross_
 def test_the_experiment_config_runs():
   from experiments.configs import loss_correction as config_module  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
   config = config_module.get_config()
-  assert config.method.to_dict() == {"name": "loss_correction", "correction": "forward", "transition": "known",
-                                     "percentile": 97.0, "shared_filter": False}
+  assert config.method.to_dict() == {
+    "name": "loss_correction",
+    "correction": "forward",
+    "transition": "known",
+    "percentile": 97.0,
+    "shared_filter": False,
+  }
   config.dataset, config.num_epochs, config.optimizer.lr_boundaries = "digits", 1, ()
   config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (16,)}
   config.method.correction, config.method.transition = "backward", "estimated"

@@ -34,10 +34,13 @@ ROWS = {"cifar10": (5, 120, 1e-4, (40, 80)), "cifar100": (7, 150, 1e-3, (80, 120
 # Code experiment.py: filter_outlier False for cifar100 only; models.py: np.percentile(.., 97, 'higher').
 PERCENTILES = {"cifar10": 97.0, "cifar100": None}
 NOISE_RATE = 0.2  # the config's stated choice (the paper's N = 0.2 and 0.6 [recalled])
-VARIANTS = ([f"{d},{c},{t},{n}" for d in ("cifar10", "cifar100") for c in ("forward", "backward")
-             for t in ("known", "estimated") for n in ("asymmetric", "symmetric")]
-            + [f"cifar10,{c},estimated,{n},shared_filter" for c in ("forward", "backward")
-               for n in ("asymmetric", "symmetric")])
+VARIANTS = [
+  f"{d},{c},{t},{n}"
+  for d in ("cifar10", "cifar100")
+  for c in ("forward", "backward")
+  for t in ("known", "estimated")
+  for n in ("asymmetric", "symmetric")
+] + [f"cifar10,{c},estimated,{n},shared_filter" for c in ("forward", "backward") for n in ("asymmetric", "symmetric")]
 
 
 def _keras_lr(dataset, epoch):
@@ -54,8 +57,12 @@ def test_loss_correction_paper_values(arg):
   config = loss_correction_paper.get_config(arg)
   # REFERENCE §10 / code experiment.py, models.py NoiseEstimator.
   assert config.method.to_dict() == {
-      "name": "loss_correction", "correction": correction, "transition": transition,
-      "percentile": PERCENTILES[dataset], "shared_filter": shared_filter}
+    "name": "loss_correction",
+    "correction": correction,
+    "transition": transition,
+    "percentile": PERCENTILES[dataset],
+    "shared_filter": shared_filter,
+  }
   # Code resnet.py cifar10_resnet(n): the registry's pre-activation ResNet with n blocks per stage, widths 16/32/64.
   assert config.model.to_dict() == {"name": "preact_resnet32", "kwargs": {"blocks_per_stage": (n, n, n)}}
   # Code models.py: SGD(lr=0.1, momentum=0.9), no Nesterov; Keras l2(d) -> coupled weight decay 2 d; experiment.py
@@ -73,8 +80,12 @@ def test_loss_correction_paper_values(arg):
   assert config.dataset_kwargs.data_dir is None
   assert config.augment.to_dict() == {"crop_padding": 3, "flip": True} and config.normalization == "mean_image"
   # REFERENCE §4: exact-rate injection; the asymmetric map is the dataset's.
-  assert config.noise.to_dict() == {"type": noise, "rate": NOISE_RATE, "exact": True,
-                                    "dataset": dataset if noise == "asymmetric" else ""}
+  assert config.noise.to_dict() == {
+    "type": noise,
+    "rate": NOISE_RATE,
+    "exact": True,
+    "dataset": dataset if noise == "asymmetric" else "",
+  }
   num_classes = 100 if dataset == "cifar100" else 10
   known = noise_lib.make_transition(noise, num_classes, NOISE_RATE, dataset=config.noise.dataset or None)
   built = registry.make(config.method, num_classes=num_classes, transition=known, num_epochs=epochs)
@@ -102,8 +113,10 @@ def test_known_transitions_against_the_codes(rate):
   """'known' T = noise.make_transition of the config's noise: the code's P for CIFAR-10 (both noises) and CIFAR-100
   symmetric (build_uniform_P); CIFAR-100 asymmetric uses the true superclasses, not the code's blocks (a stated
   deviation), with the same structure: rate to one other class of a 5-class group."""
-  for noise, want in (("asymmetric", _code_cifar10_asymmetric(rate)),
-                      ("symmetric", (1 - rate) * np.eye(10) + rate / 9 * (1 - np.eye(10)))):
+  for noise, want in (
+    ("asymmetric", _code_cifar10_asymmetric(rate)),
+    ("symmetric", (1 - rate) * np.eye(10) + rate / 9 * (1 - np.eye(10))),
+  ):
     config = loss_correction_paper.get_config(f"cifar10,forward,known,{noise}")
     got = noise_lib.make_transition(config.noise.type, 10, rate, dataset=config.noise.dataset or None)
     np.testing.assert_allclose(got, want, atol=1e-12)
@@ -142,8 +155,9 @@ def test_network_is_the_codes_resnet(dataset):
   num_classes = 100 if dataset == "cifar100" else 10
   config = loss_correction_paper.get_config(f"{dataset},forward,known,asymmetric")
   model = models.get(config.model.name, num_classes=num_classes, **config.model.kwargs)
-  shapes = jax.eval_shape(lambda x: model.init(jax.random.PRNGKey(0), x, train=False),
-                          jnp.zeros((1, 32, 32, 3), jnp.float32))
+  shapes = jax.eval_shape(
+    lambda x: model.init(jax.random.PRNGKey(0), x, train=False), jnp.zeros((1, 32, 32, 3), jnp.float32)
+  )
   leaves = jax.tree_util.tree_leaves_with_path(shapes["params"])
   kernels = [leaf.shape for path, leaf in leaves if jax.tree_util.keystr(path).endswith("['kernel']")]
   assert sum(1 for s in kernels if len(s) == 2 or s[:2] == (3, 3)) == 6 * n + 2
@@ -153,15 +167,15 @@ def test_network_is_the_codes_resnet(dataset):
 
 
 BAD = [
-    ("cifar10,forward,known", r"DATASET,CORRECTION,TRANSITION,NOISE\[,shared_filter\]"),
-    ("cifar10,forward,known,asymmetric,shared_filter,x", r"DATASET,CORRECTION,TRANSITION,NOISE"),
-    ("svhn,forward,known,asymmetric", r"'svhn'.*allowed: cifar10, cifar100"),
-    ("cifar10,forwards,known,asymmetric", r"'forwards'.*allowed: forward, backward"),
-    ("cifar10,forward,true,asymmetric", r"'true'.*allowed: known, estimated"),
-    ("cifar10,forward,known,pairflip", r"'pairflip'.*allowed: asymmetric, symmetric"),
-    ("cifar10,forward,estimated,asymmetric,filter", r"'filter'.*allowed: shared_filter"),
-    ("cifar10,forward,known,asymmetric,shared_filter", r"shared_filter.*cifar10 with TRANSITION estimated"),
-    ("cifar100,forward,estimated,asymmetric,shared_filter", r"shared_filter.*cifar10 with TRANSITION estimated"),
+  ("cifar10,forward,known", r"DATASET,CORRECTION,TRANSITION,NOISE\[,shared_filter\]"),
+  ("cifar10,forward,known,asymmetric,shared_filter,x", r"DATASET,CORRECTION,TRANSITION,NOISE"),
+  ("svhn,forward,known,asymmetric", r"'svhn'.*allowed: cifar10, cifar100"),
+  ("cifar10,forwards,known,asymmetric", r"'forwards'.*allowed: forward, backward"),
+  ("cifar10,forward,true,asymmetric", r"'true'.*allowed: known, estimated"),
+  ("cifar10,forward,known,pairflip", r"'pairflip'.*allowed: asymmetric, symmetric"),
+  ("cifar10,forward,estimated,asymmetric,filter", r"'filter'.*allowed: shared_filter"),
+  ("cifar10,forward,known,asymmetric,shared_filter", r"shared_filter.*cifar10 with TRANSITION estimated"),
+  ("cifar100,forward,estimated,asymmetric,shared_filter", r"shared_filter.*cifar10 with TRANSITION estimated"),
 ]
 
 

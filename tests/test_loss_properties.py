@@ -9,10 +9,15 @@ from noisy_jax.core import losses
 C = 10
 # Closed-form class sums sum_j L(z, e_j) of the symmetric losses: MAE 2(C - 1); RCE -A (C - 1) with A = -4;
 # NCE 1 (its terms are -log p_j / sum_k -log p_k); the active-passive pairs add up.
-SYMMETRIC_SUMS = {"mean_absolute_error": 2 * (C - 1), "reverse_cross_entropy": 4 * (C - 1),
-                  "normalized_cross_entropy": 1.0, "nce_rce": 1.0 + 4 * (C - 1), "nce_mae": 1.0 + 2 * (C - 1)}
+SYMMETRIC_SUMS = {
+  "mean_absolute_error": 2 * (C - 1),
+  "reverse_cross_entropy": 4 * (C - 1),
+  "normalized_cross_entropy": 1.0,
+  "nce_rce": 1.0 + 4 * (C - 1),
+  "nce_mae": 1.0 + 2 * (C - 1),
+}
 # Bounded but not symmetric: Lq <= 1 / q (q = 0.7), truncated Lq <= Lq(k) = (1 - k^q) / q (k = 0.5).
-BOUNDS = {"generalized_cross_entropy": 1 / 0.7, "truncated_generalized_cross_entropy": (1 - 0.5 ** 0.7) / 0.7}
+BOUNDS = {"generalized_cross_entropy": 1 / 0.7, "truncated_generalized_cross_entropy": (1 - 0.5**0.7) / 0.7}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,7 @@ def test_verdicts_match_theory(results, name):
 
 def test_gce_becomes_symmetric_at_q_equal_one():
   # Lq at q = 1 is 1 - p_y = MAE / 2: symmetric with class sum C - 1.
-  r = loss_properties.check(lambda z, y: losses.generalized_cross_entropy(z, y, q=1.0), num_classes=C,
-                            num_samples=64)
+  r = loss_properties.check(lambda z, y: losses.generalized_cross_entropy(z, y, q=1.0), num_classes=C, num_samples=64)
   assert r.symmetric and r.bounded
   np.testing.assert_allclose(r.class_sum_max, C - 1, rtol=1e-5)
 

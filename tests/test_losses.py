@@ -43,7 +43,7 @@ def np_gce(z, y, q):
 
 def np_truncated_gce(z, y, q, k):
   p = np_softmax(z)
-  per_class = np.where(p <= k, (1 - k ** q) / q, (1 - p ** q) / q)
+  per_class = np.where(p <= k, (1 - k**q) / q, (1 - p**q) / q)
   return (y * per_class).sum(-1)
 
 
@@ -137,34 +137,34 @@ def soft_labels(seed, shape=(8,), num_classes=C):
 
 def extreme_logits(num_classes=C):
   rows = [
-      [1e4, -1e4] + [0.0] * (num_classes - 2),
-      [-1e4, 1e4] + [-1e4] * (num_classes - 2),
-      [1e4] * num_classes,
-      [-1e4] * num_classes,
-      [1e4, 1e4] + [-1e4] * (num_classes - 2),
-      [-1e4] * (num_classes - 1) + [1e4],
-      [30.0, -30.0] + [0.0] * (num_classes - 2),
-      [0.0] * num_classes,
+    [1e4, -1e4] + [0.0] * (num_classes - 2),
+    [-1e4, 1e4] + [-1e4] * (num_classes - 2),
+    [1e4] * num_classes,
+    [-1e4] * num_classes,
+    [1e4, 1e4] + [-1e4] * (num_classes - 2),
+    [-1e4] * (num_classes - 1) + [1e4],
+    [30.0, -30.0] + [0.0] * (num_classes - 2),
+    [0.0] * num_classes,
   ]
   return np.asarray(rows, np.float32)
 
 
 # The registry with the NumPy reference of each loss at its default hyper-parameters.
 NUMPY_REFERENCES = {
-    "cross_entropy": np_ce,
-    "mean_absolute_error": np_mae,
-    "generalized_cross_entropy": functools.partial(np_gce, q=0.7),
-    "truncated_generalized_cross_entropy": functools.partial(np_truncated_gce, q=0.7, k=0.5),
-    "encouraging_loss": functools.partial(np_el, log_end=0.75),
-    "kl_divergence": np_kl_logits,
-    "reverse_cross_entropy": np_rce,
-    "symmetric_cross_entropy": lambda z, y: 0.1 * np_ce(z, y) + 1.0 * np_rce(z, y),
-    "normalized_cross_entropy": np_nce,
-    "nce_rce": lambda z, y: np_nce(z, y) + np_rce(z, y),
-    "nce_mae": lambda z, y: np_nce(z, y) + np_mae(z, y),
-    "bootstrap_soft": functools.partial(np_bootstrap_soft, beta=0.95),
-    "bootstrap_hard": functools.partial(np_bootstrap_hard, beta=0.8),
-    "focal_loss": functools.partial(np_focal, gamma=2.0),
+  "cross_entropy": np_ce,
+  "mean_absolute_error": np_mae,
+  "generalized_cross_entropy": functools.partial(np_gce, q=0.7),
+  "truncated_generalized_cross_entropy": functools.partial(np_truncated_gce, q=0.7, k=0.5),
+  "encouraging_loss": functools.partial(np_el, log_end=0.75),
+  "kl_divergence": np_kl_logits,
+  "reverse_cross_entropy": np_rce,
+  "symmetric_cross_entropy": lambda z, y: 0.1 * np_ce(z, y) + 1.0 * np_rce(z, y),
+  "normalized_cross_entropy": np_nce,
+  "nce_rce": lambda z, y: np_nce(z, y) + np_rce(z, y),
+  "nce_mae": lambda z, y: np_nce(z, y) + np_mae(z, y),
+  "bootstrap_soft": functools.partial(np_bootstrap_soft, beta=0.95),
+  "bootstrap_hard": functools.partial(np_bootstrap_hard, beta=0.8),
+  "focal_loss": functools.partial(np_focal, gamma=2.0),
 }
 
 LABEL_KINDS = {"one_hot": one_hot_labels, "soft": soft_labels}
@@ -201,8 +201,10 @@ def test_non_default_hyper_parameters_match_numpy(label_kind):
   # log(1 - p) with 1 - p ~ 5e-5 inherits float32's rounding of log_softmax: a looser tolerance.
   np.testing.assert_allclose(losses.encouraging_loss(z, y, log_end=1.0), np_el(z, y, 1.0), rtol=1e-4)
   check(losses.reverse_cross_entropy(z, y, log_zero=-6.0), np_rce(z, y, -6.0))
-  check(losses.symmetric_cross_entropy(z, y, alpha=0.5, beta=2.0, log_zero=-2.0),
-        0.5 * np_ce(z, y) + 2.0 * np_rce(z, y, -2.0))
+  check(
+    losses.symmetric_cross_entropy(z, y, alpha=0.5, beta=2.0, log_zero=-2.0),
+    0.5 * np_ce(z, y) + 2.0 * np_rce(z, y, -2.0),
+  )
   check(losses.nce_rce(z, y, alpha=3.0, beta=0.2), 3.0 * np_nce(z, y) + 0.2 * np_rce(z, y))
   check(losses.nce_mae(z, y, alpha=0.4, beta=5.0), 0.4 * np_nce(z, y) + 5.0 * np_mae(z, y))
   check(losses.focal_loss(z, y, gamma=0.5), np_focal(z, y, 0.5))
@@ -229,8 +231,9 @@ def test_kl_differs_from_cross_entropy_by_label_entropy():
   z = random_logits(7)
   y = soft_labels(8)
   label_entropy = -np.sum(np.where(y > 0, y * np.log(np.where(y > 0, y, 1)), 0), -1)
-  np.testing.assert_allclose(losses.cross_entropy(z, y) - losses.kl_divergence(z, y), label_entropy,
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    losses.cross_entropy(z, y) - losses.kl_divergence(z, y), label_entropy, rtol=1e-5, atol=1e-5
+  )
 
 
 def test_bootstrap_soft_is_beta_ce_plus_entropy_gradient_included():
@@ -239,8 +242,9 @@ def test_bootstrap_soft_is_beta_ce_plus_entropy_gradient_included():
   beta = 0.7
   mixed = lambda l: jnp.sum(beta * losses.cross_entropy(l, y) + (1 - beta) * losses.entropy(l))
   np.testing.assert_allclose(losses.bootstrap_soft(z, y, beta=beta), np_bootstrap_soft(z, y, beta), rtol=2e-5)
-  np.testing.assert_allclose(jax.grad(lambda l: jnp.sum(losses.bootstrap_soft(l, y, beta=beta)))(z),
-                             jax.grad(mixed)(z), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    jax.grad(lambda l: jnp.sum(losses.bootstrap_soft(l, y, beta=beta)))(z), jax.grad(mixed)(z), rtol=1e-5, atol=1e-6
+  )
 
 
 def test_bootstrap_hard_has_no_gradient_through_argmax():
@@ -279,8 +283,9 @@ def test_gce_tends_to_cross_entropy_as_q_goes_to_zero(label_kind):
 def test_gce_at_q_one_is_half_mae_for_one_hot_labels():
   z = random_logits(17)
   y = one_hot_labels(18)
-  np.testing.assert_allclose(losses.generalized_cross_entropy(z, y, q=1.0),
-                             losses.mean_absolute_error(z, y) / 2, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    losses.generalized_cross_entropy(z, y, q=1.0), losses.mean_absolute_error(z, y) / 2, rtol=1e-5, atol=1e-6
+  )
 
 
 def test_truncated_lq_is_constant_below_k_and_gce_above():
@@ -292,7 +297,7 @@ def test_truncated_lq_is_constant_below_k_and_gce_above():
   assert 5 < below.sum() < 59  # both regimes are exercised
   value = np.asarray(losses.truncated_generalized_cross_entropy(z, y, q=q, k=k))
   gce = np.asarray(losses.generalized_cross_entropy(z, y, q=q))
-  np.testing.assert_allclose(value[below], (1 - k ** q) / q, rtol=1e-6)
+  np.testing.assert_allclose(value[below], (1 - k**q) / q, rtol=1e-6)
   np.testing.assert_allclose(value[~below], gce[~below], rtol=1e-6)
   grad = jax.vmap(jax.grad(lambda l, t: losses.truncated_generalized_cross_entropy(l, t, q=q, k=k)))(z, y)
   grad_gce = jax.vmap(jax.grad(lambda l, t: losses.generalized_cross_entropy(l, t, q=q)))(z, y)
@@ -360,8 +365,11 @@ def test_encouraging_loss_label_smoothing_is_the_paper_form():
 
 
 def jo_with_cross_entropy(logits, labels, prior, alpha, beta):
-  return (jnp.mean(losses.cross_entropy(logits, labels)) + alpha * losses.prior_penalty(logits, prior)
-          + beta * jnp.mean(losses.entropy(logits)))
+  return (
+    jnp.mean(losses.cross_entropy(logits, labels))
+    + alpha * losses.prior_penalty(logits, prior)
+    + beta * jnp.mean(losses.entropy(logits))
+  )
 
 
 def test_joint_optimization_matches_numpy_and_cross_entropy_version():
@@ -376,10 +384,12 @@ def test_joint_optimization_matches_numpy_and_cross_entropy_version():
   label_entropy = -np.mean(np.sum(np.where(y > 0, y * np.log(np.where(y > 0, y, 1)), 0), -1))
   for seed in (26, 27):
     other = random_logits(seed, shape=(16, C))
-    np.testing.assert_allclose(jo_with_cross_entropy(other, y, prior, alpha, beta) - jo(other, y),
-                               label_entropy, rtol=1e-4)
-  np.testing.assert_allclose(jax.grad(jo)(z, y), jax.grad(jo_with_cross_entropy)(z, y, prior, alpha, beta),
-                             rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+      jo_with_cross_entropy(other, y, prior, alpha, beta) - jo(other, y), label_entropy, rtol=1e-4
+    )
+  np.testing.assert_allclose(
+    jax.grad(jo)(z, y), jax.grad(jo_with_cross_entropy)(z, y, prior, alpha, beta), rtol=1e-5, atol=1e-7
+  )
 
 
 def test_entropy_gradient_flows_through_both_factors():
@@ -474,10 +484,10 @@ def test_finite_extremes_outside_the_registry(name, dtype):
   y = soft_labels(36, (z.shape[0],))
   prior = np.full(C, 1 / C, np.float32)
   fn = {
-      "prior_penalty": lambda l: losses.prior_penalty(l, prior),
-      "joint_optimization_loss": lambda l: losses.joint_optimization_loss(l, y, prior=prior, alpha=1., beta=.5),
-      "entropy": lambda l: jnp.sum(losses.entropy(l)),
-      "focal_small_gamma": lambda l: jnp.sum(losses.focal_loss(l, y, gamma=0.3)),
+    "prior_penalty": lambda l: losses.prior_penalty(l, prior),
+    "joint_optimization_loss": lambda l: losses.joint_optimization_loss(l, y, prior=prior, alpha=1.0, beta=0.5),
+    "entropy": lambda l: jnp.sum(losses.entropy(l)),
+    "focal_small_gamma": lambda l: jnp.sum(losses.focal_loss(l, y, gamma=0.3)),
   }[name]
   value, grad = jax.value_and_grad(lambda l: fn(l).astype(jnp.float32))(z)
   assert fn(z).dtype == dtype
@@ -491,7 +501,7 @@ def test_bfloat16_is_computed_in_float32(name):
   y = soft_labels(38)
   expected = loss(jnp.asarray(z, jnp.float32), y)  # the same (rounded) logits, in float32
   # Only the final cast rounds: within bfloat16's unit roundoff 2**-8.
-  np.testing.assert_allclose(np.asarray(loss(z, y), np.float32), expected, rtol=2.0 ** -8, atol=1e-7)
+  np.testing.assert_allclose(np.asarray(loss(z, y), np.float32), expected, rtol=2.0**-8, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", losses.names())
@@ -531,7 +541,9 @@ def test_traced_hyper_parameters_are_not_validated_but_used():
 # Validation.
 
 
-@pytest.mark.parametrize("call, bad", [
+@pytest.mark.parametrize(
+  "call, bad",
+  [
     (lambda z, y: losses.generalized_cross_entropy(z, y, q=0.0), "q=0.0"),
     (lambda z, y: losses.generalized_cross_entropy(z, y, q=1.5), "q=1.5"),
     (lambda z, y: losses.truncated_generalized_cross_entropy(z, y, q=1.5), "q=1.5"),
@@ -549,7 +561,8 @@ def test_traced_hyper_parameters_are_not_validated_but_used():
     (lambda z, y: losses.prior_penalty(z, np.full(C, 0.3)), "sums to 1.5"),
     (lambda z, y: losses.prior_penalty(z, np.full(C + 1, 1 / (C + 1))), "length C=5"),
     (lambda z, y: losses.prior_penalty(z, np.array([1.5, -0.5, 0, 0, 0])), "negative"),
-])
+  ],
+)
 def test_bad_hyper_parameters_raise_naming_the_value(call, bad):
   with pytest.raises(ValueError, match=bad.replace("(", r"\(")):
     call(random_logits(45), one_hot_labels(46))
@@ -603,8 +616,9 @@ def _apl_inputs(scale):
 def test_nce_rce_with_apl_log_zero_equals_apl_nce_and_rce(scale):
   logits, one_hot = _apl_inputs(scale)
   apl = 1.0 * _apl_nce(logits, one_hot) + 1.0 * _apl_rce(logits, one_hot)  # NCEandRCE(alpha=1, beta=1)
-  ours = losses.nce_rce(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32),
-                        log_zero=losses.APL_LOG_ZERO)
+  ours = losses.nce_rce(
+    jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32), log_zero=losses.APL_LOG_ZERO
+  )
   np.testing.assert_allclose(np.asarray(ours), apl, rtol=0, atol=1e-5)
   assert losses.APL_LOG_ZERO == pytest.approx(np.log(1e-4))
   # The default (the SCE paper's A = -4) is a different loss: RCE scaled by 4 / 9.21.
@@ -616,8 +630,13 @@ def test_symmetric_cross_entropy_with_apl_log_zero_equals_apl_sce():
   logits, one_hot = _apl_inputs(2.0)
   ce = -np.sum(one_hot * np.log(_apl_softmax(logits)), axis=-1)
   apl = 0.1 * ce + 1.0 * _apl_rce(logits, one_hot)  # SCELoss(alpha=0.1, beta=1.0)
-  ours = losses.symmetric_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32),
-                                        alpha=0.1, beta=1.0, log_zero=losses.APL_LOG_ZERO)
+  ours = losses.symmetric_cross_entropy(
+    jnp.asarray(logits, jnp.float32),
+    jnp.asarray(one_hot, jnp.float32),
+    alpha=0.1,
+    beta=1.0,
+    log_zero=losses.APL_LOG_ZERO,
+  )
   np.testing.assert_allclose(np.asarray(ours), apl, rtol=0, atol=1e-5)
 
 
@@ -633,11 +652,17 @@ def test_focal_value_equals_apl_but_gradient_goes_through_the_modulating_factor(
   logits, one_hot = _apl_inputs(2.0)
   gamma = 2.0
   p_t = np.sum(one_hot * _apl_softmax(logits), axis=-1)
-  np.testing.assert_allclose(np.asarray(losses.focal_loss(jnp.asarray(logits, jnp.float32),
-                                                          jnp.asarray(one_hot, jnp.float32), gamma=gamma)),
-                             -(1 - p_t) ** gamma * np.log(p_t), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(losses.focal_loss(jnp.asarray(logits, jnp.float32), jnp.asarray(one_hot, jnp.float32), gamma=gamma)),
+    -((1 - p_t) ** gamma) * np.log(p_t),
+    rtol=1e-5,
+    atol=1e-6,
+  )
   z, y = jnp.asarray(logits[:1], jnp.float32), jnp.asarray(one_hot[:1], jnp.float32)
   ours = jax.grad(lambda z: losses.focal_loss(z, y, gamma=gamma).sum())(z)
-  detached = jax.grad(lambda z: (jax.lax.stop_gradient((1 - jnp.sum(y * jax.nn.softmax(z), -1)) ** gamma)
-                                 * losses.cross_entropy(z, y)).sum())(z)
+  detached = jax.grad(
+    lambda z: (
+      jax.lax.stop_gradient((1 - jnp.sum(y * jax.nn.softmax(z), -1)) ** gamma) * losses.cross_entropy(z, y)
+    ).sum()
+  )(z)
   assert np.max(np.abs(np.asarray(ours - detached))) > 1e-3

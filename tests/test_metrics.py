@@ -77,8 +77,10 @@ def test_counted_rows_equal_the_metrics_of_those_rows_alone():
   flagged = RNG.random(N) < 0.3
   counted = RNG.random(N) < 0.7
   junk = lambda x: np.where(counted.reshape((-1,) + (1,) * (x.ndim - 1)), x, np.roll(x, 1, axis=0))
-  for name, fn, args in (("recovery", metrics.label_recovery, (table, clean, given)),
-                         ("detection", metrics.detection_scores, (flagged, given != clean))):
+  for name, fn, args in (
+    ("recovery", metrics.label_recovery, (table, clean, given)),
+    ("detection", metrics.detection_scores, (flagged, given != clean)),
+  ):
     alone = fn(*(a[counted] for a in args))
     for result in _both(fn, *(junk(a) for a in args), counted):
       assert set(result) == set(alone)
@@ -100,7 +102,8 @@ def test_detection_scores_against_sklearn(case):
   elif case == "perfect":
     flagged = is_noisy.copy()
   precision, recall, f1, _ = sk_metrics.precision_recall_fscore_support(
-      is_noisy, flagged, average="binary", pos_label=True, zero_division=0)
+    is_noisy, flagged, average="binary", pos_label=True, zero_division=0
+  )
   for result in _both(metrics.detection_scores, flagged, is_noisy):
     assert float(result["precision"]) == pytest.approx(precision, abs=1e-6)
     assert float(result["recall"]) == pytest.approx(recall, abs=1e-6)
@@ -123,7 +126,8 @@ def test_confusion_matrix_against_sklearn():
   # Scores are argmax-ed; rows sum to the class counts.
   from_scores = metrics.confusion_matrix(LABELS, LOGITS, C)
   np.testing.assert_array_equal(
-      from_scores, sk_metrics.confusion_matrix(LABELS, LOGITS.argmax(axis=1), labels=np.arange(C)))
+    from_scores, sk_metrics.confusion_matrix(LABELS, LOGITS.argmax(axis=1), labels=np.arange(C))
+  )
   np.testing.assert_array_equal(np.asarray(from_scores).sum(axis=1), np.bincount(LABELS, minlength=C))
   # Absent classes give zero rows.
   small = metrics.confusion_matrix([0, 0, 2], [0, 2, 2], 4)
@@ -136,7 +140,9 @@ def test_confusion_matrix_under_jit_drops_out_of_range_ids():
   np.testing.assert_array_equal(result, [[1, 0, 0], [0, 1, 0], [0, 0, 0]])
 
 
-@pytest.mark.parametrize("call, match", [
+@pytest.mark.parametrize(
+  "call, match",
+  [
     (lambda: metrics.accuracy(LOGITS, LABELS[:-1]), "examples"),
     (lambda: metrics.accuracy(LOGITS[None], LABELS), "shape"),
     (lambda: metrics.label_recovery(LOGITS, LABELS, LABELS[:-1]), "examples"),
@@ -147,7 +153,8 @@ def test_confusion_matrix_under_jit_drops_out_of_range_ids():
     (lambda: metrics.confusion_matrix([0, 3], [0, 1], 3), "class id 3"),
     (lambda: metrics.confusion_matrix([0, 1], [0, -1], 3), "class id -1"),
     (lambda: metrics.confusion_matrix([0, 1], [0, 1], 0), "num_classes"),
-])
+  ],
+)
 def test_value_errors(call, match):
   with pytest.raises(ValueError, match=match):
     call()
@@ -172,8 +179,13 @@ def test_train_split_metrics_with_and_without_clean_labels():
   given = np.array([0, 1, 1, 2, 0, 2])
   clean = np.array([0, 1, 2, 2, 1, 2])  # rows 2 and 4 noisy: predicted their true labels; rows 5 fitted wrongly
   out = metrics.train_split_metrics(probs, given, clean)
-  assert list(out) == ["train_accuracy_clean", "train_accuracy_on_clean_examples", "memorised_fraction",
-                       "train_accuracy_true_on_noisy_examples", "train_accuracy_given_labels"]
+  assert list(out) == [
+    "train_accuracy_clean",
+    "train_accuracy_on_clean_examples",
+    "memorised_fraction",
+    "train_accuracy_true_on_noisy_examples",
+    "train_accuracy_given_labels",
+  ]
   assert out["train_accuracy_clean"] == 5 / 6 and out["train_accuracy_on_clean_examples"] == 3 / 4
   assert out["memorised_fraction"] == 0.0 and out["train_accuracy_true_on_noisy_examples"] == 1.0
   assert out["train_accuracy_given_labels"] == 3 / 6
@@ -181,4 +193,7 @@ def test_train_split_metrics_with_and_without_clean_labels():
   assert metrics.train_split_metrics(probs, given) == {"train_accuracy_given_labels": 3 / 6}
   # No noisy example: no memorisation entries (a mean over nothing is left out, not NaN).
   assert set(metrics.train_split_metrics(probs, given, given)) == {
-      "train_accuracy_clean", "train_accuracy_on_clean_examples", "train_accuracy_given_labels"}
+    "train_accuracy_clean",
+    "train_accuracy_on_clean_examples",
+    "train_accuracy_given_labels",
+  }

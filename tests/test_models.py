@@ -23,8 +23,9 @@ def _init(model, shape, seed=0):
 
 def _shapes(model, shape):
   """The variables' shapes and dtypes, without running or compiling anything."""
-  return jax.eval_shape(functools.partial(model.init, train=False), jax.random.key(0),
-                        jnp.zeros((1, *shape), jnp.float32))
+  return jax.eval_shape(
+    functools.partial(model.init, train=False), jax.random.key(0), jnp.zeros((1, *shape), jnp.float32)
+  )
 
 
 def _apply(model, variables, x, *, train, mutable=False, **kwargs):
@@ -93,7 +94,8 @@ def _mlp_one_layer(x, params, mean, var, eps=1e-5):
   x = np.asarray(x, np.float64).reshape(len(x), -1)
   h = x @ np.asarray(params["Dense_0"]["kernel"])
   h = (h - mean) / np.sqrt(var + eps) * np.asarray(params["BatchNorm_0"]["scale"]) + np.asarray(
-      params["BatchNorm_0"]["bias"])
+    params["BatchNorm_0"]["bias"]
+  )
   h = np.maximum(h, 0.0)
   return h @ np.asarray(params["Dense_1"]["kernel"]) + np.asarray(params["Dense_1"]["bias"])
 
@@ -114,8 +116,9 @@ def test_mlp_batch_norm_train_and_eval_closed_form():
   # Eval mode: normalise with the stored running statistics, which are left unchanged.
   trained = {"params": params, "batch_stats": updates["batch_stats"]}
   eval_logits, eval_updates = _apply(model, trained, x, train=False, mutable=("batch_stats",))
-  np.testing.assert_allclose(eval_logits, _mlp_one_layer(x, params, np.asarray(stats["mean"]),
-                                                         np.asarray(stats["var"])), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    eval_logits, _mlp_one_layer(x, params, np.asarray(stats["mean"]), np.asarray(stats["var"])), rtol=1e-4, atol=1e-4
+  )
   jax.tree.map(np.testing.assert_array_equal, eval_updates["batch_stats"], updates["batch_stats"])
 
 
@@ -124,7 +127,7 @@ def _conv3x3_same(x, kernel):
   x, kernel = np.asarray(x, np.float64), np.asarray(kernel, np.float64)
   padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
   h, w = x.shape[1:3]
-  return sum(padded[:, i:i + h, j:j + w] @ kernel[i, j] for i in range(3) for j in range(3))
+  return sum(padded[:, i : i + h, j : j + w] @ kernel[i, j] for i in range(3) for j in range(3))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -181,8 +184,11 @@ def test_bn_axis_name_syncs_batch_statistics_under_vmap(name, shape):
   logits, updates = jax.vmap(lambda s: per_device(synced, s), axis_name="devices")(shards)
   np.testing.assert_allclose(logits.reshape(8, 5), whole_logits, rtol=1e-4, atol=1e-4)
   for device in range(2):
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[device], b, rtol=1e-4, atol=1e-5),
-                 updates["batch_stats"], whole["batch_stats"])
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a[device], b, rtol=1e-4, atol=1e-5),
+      updates["batch_stats"],
+      whole["batch_stats"],
+    )
   # Without the axis name each device uses its own 4 examples: different statistics (the test can fail).
   _, local = jax.vmap(lambda s: per_device(whole_model, s), axis_name="devices")(shards)
   first = jax.tree.leaves(local["batch_stats"])[0]
@@ -191,6 +197,7 @@ def test_bn_axis_name_syncs_batch_statistics_under_vmap(name, shape):
 
 def test_max_pool_2x2_matches_flax_max_pool():
   from noisy_jax.models import small_cnn  # pylint: disable=g-import-not-at-top
+
   for side in (7, 8):
     x = _images(2, (side, side + 1, 3), seed=side)
     np.testing.assert_array_equal(small_cnn.max_pool_2x2(x), nn.max_pool(x, (2, 2), strides=(2, 2)))
@@ -200,18 +207,21 @@ def test_mlp_dropout_only_in_train_mode():
   model = models.get("mlp", num_classes=3, hidden_sizes=(32,), dropout_rate=0.5)
   variables = _init(model, (10,))
   x = _images(4, (10,))
-  train = lambda seed: _apply(model, variables, x, train=True, mutable=("batch_stats",),
-                              rngs={"dropout": jax.random.key(seed)})[0]
+  train = lambda seed: _apply(
+    model, variables, x, train=True, mutable=("batch_stats",), rngs={"dropout": jax.random.key(seed)}
+  )[0]
   assert not np.allclose(train(0), train(1))
   no_dropout = models.get("mlp", num_classes=3, hidden_sizes=(32,))  # same parameter tree
-  np.testing.assert_allclose(_apply(model, variables, x, train=False), _apply(no_dropout, variables, x, train=False),
-                             rtol=1e-6)  # eval mode: dropout is the identity, and needs no RNG
+  np.testing.assert_allclose(
+    _apply(model, variables, x, train=False), _apply(no_dropout, variables, x, train=False), rtol=1e-6
+  )  # eval mode: dropout is the identity, and needs no RNG
 
 
 @pytest.mark.parametrize("name", ["mlp", "small_cnn"])
 def test_models_learn_digits(name):
   """A few epochs of SGD on scikit-learn's digits (real data): the models can learn, not merely run."""
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
+
   ds = data.standardize(data.load("digits"), "per_channel")
   model = models.get(name, num_classes=10)
   variables = _init(model, ds.input_shape)
@@ -222,9 +232,11 @@ def test_models_learn_digits(name):
   @jax.jit
   def step(params, batch_stats, opt_state, x, y):
     def loss_fn(p):
-      logits, updates = _apply(model, {"params": p, "batch_stats": batch_stats}, x, train=True,
-                               mutable=("batch_stats",))
+      logits, updates = _apply(
+        model, {"params": p, "batch_stats": batch_stats}, x, train=True, mutable=("batch_stats",)
+      )
       return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), updates["batch_stats"]
+
     (_, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     updates, opt_state = tx.update(grads, opt_state)
     return optax.apply_updates(params, updates), batch_stats, opt_state
@@ -233,7 +245,7 @@ def test_models_learn_digits(name):
   for _ in range(6):
     order = rng.permutation(ds.num_train)
     for start in range(0, ds.num_train - 63, 64):
-      rows = order[start:start + 64]
+      rows = order[start : start + 64]
       params, batch_stats, opt_state = step(params, batch_stats, opt_state, ds.x_train[rows], ds.y_train[rows])
   logits = _apply(model, {"params": params, "batch_stats": batch_stats}, ds.x_test, train=False)
   assert float(np.mean(np.argmax(logits, -1) == ds.y_test)) > 0.9
@@ -249,8 +261,18 @@ def test_small_cnn_rejects_vectors_and_bad_fields():
 
 
 def test_registry_errors():
-  assert set(models.MODELS) == {"mlp", "small_cnn", "preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34",
-                                "apl_cnn", "apl_cnn_mnist", "resnet50", "coteaching_cnn"}
+  assert set(models.MODELS) == {
+    "mlp",
+    "small_cnn",
+    "preact_resnet32",
+    "preact_resnet_jo",
+    "resnet18",
+    "resnet34",
+    "apl_cnn",
+    "apl_cnn_mnist",
+    "resnet50",
+    "coteaching_cnn",
+  }
   assert isinstance(models.get("mlp", num_classes=3), models.MLP)
   with pytest.raises(ValueError, match=r"'resnet9'.*'mlp'.*'small_cnn'"):
     models.get("resnet9", num_classes=10)
@@ -259,8 +281,14 @@ def test_registry_errors():
 
 
 def test_auto_model_follows_the_input_shape():
-  for shape, name in (((28, 28, 1), "small_cnn"), ((31, 64, 3), "small_cnn"), ((32, 32, 3), "preact_resnet32"),
-                      ((36, 36, 3), "preact_resnet32"), ((224, 224, 3), "preact_resnet32"), ((784,), "mlp")):
+  for shape, name in (
+    ((28, 28, 1), "small_cnn"),
+    ((31, 64, 3), "small_cnn"),
+    ((32, 32, 3), "preact_resnet32"),
+    ((36, 36, 3), "preact_resnet32"),
+    ((224, 224, 3), "preact_resnet32"),
+    ((784,), "mlp"),
+  ):
     assert models.resolve("auto", shape) == name, shape
   assert models.resolve("resnet18", (28, 28, 1)) == "resnet18"  # a named model is kept whatever the inputs
   with pytest.raises(ValueError, match=r"input shape \(28, 28\)\. Name a model instead"):
@@ -273,6 +301,7 @@ def test_auto_model_follows_the_input_shape():
 def test_fused_batch_norm_gives_the_same_training_step(name):
   """batch_norm='fused' (hand-written backward) and 'flax' give the same logits, statistics and gradients."""
   import optax
+
   shape = (8, 8, 1)
   x = jax.random.normal(jax.random.PRNGKey(0), (16, *shape))
   y = jax.random.randint(jax.random.PRNGKey(1), (16,), 0, 3)
@@ -282,8 +311,9 @@ def test_fused_batch_norm_gives_the_same_training_step(name):
     variables = model.init(jax.random.PRNGKey(2), x[:1], train=False)
 
     def loss(params):
-      logits, upd = model.apply({"params": params, "batch_stats": variables["batch_stats"]}, x, train=True,
-                                mutable=["batch_stats"])
+      logits, upd = model.apply(
+        {"params": params, "batch_stats": variables["batch_stats"]}, x, train=True, mutable=["batch_stats"]
+      )
       return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), upd
 
     (value, upd), grads = jax.value_and_grad(loss, has_aux=True)(variables["params"])

@@ -21,9 +21,21 @@ def multidevice_result():
   return simulated_devices.run_worker("multidevice_worker.py", NUM_DEVICES, "3")
 
 
-@pytest.mark.parametrize("method", ["cross_entropy", "truncated_lq", "joint_optimization", "cross_entropy_augmented",
-                                    "cross_entropy_augmented_scan", "joint_optimization_streamed", "elr", "sop",
-                                    "sop_sharded", "coteaching"])
+@pytest.mark.parametrize(
+  "method",
+  [
+    "cross_entropy",
+    "truncated_lq",
+    "joint_optimization",
+    "cross_entropy_augmented",
+    "cross_entropy_augmented_scan",
+    "joint_optimization_streamed",
+    "elr",
+    "sop",
+    "sop_sharded",
+    "coteaching",
+  ],
+)
 def test_one_device_equals_four_devices(multidevice_result, method):
   diffs = multidevice_result[method]
   # Training really moved the parameters, so equality is not trivial.

@@ -21,11 +21,19 @@ import pytest
 
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
+import simulated_devices
 
 TOLERANCE = 1e-6
 TIMEOUT_S = 900  # bounds a hang; a busy 2-core machine shared with another pytest-xdist worker needs the margin
-METHODS = ("cross_entropy", "joint_optimization", "joint_optimization_scan", "truncated_lq",
-           "joint_optimization_streamed", "joint_optimization_sharded", "truncated_lq_sharded")
+METHODS = (
+  "cross_entropy",
+  "joint_optimization",
+  "joint_optimization_scan",
+  "truncated_lq",
+  "joint_optimization_streamed",
+  "joint_optimization_sharded",
+  "truncated_lq_sharded",
+)
 WORKER = os.path.join(os.path.dirname(__file__), "multihost_worker.py")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,14 +45,16 @@ def _free_port() -> int:
 
 
 def _env(devices_per_process: int) -> dict:
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", distributed.ENV_MULTIHOST)}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", distributed.ENV_MULTIHOST)
+  }
   env["JAX_PLATFORMS"] = "cpu"
   env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-  env.pop("XLA_FLAGS", None)
+  env["XLA_FLAGS"] = simulated_devices.xla_flags_with_devices(devices_per_process)
   env.pop("PJRT_NPROC", None)
   if devices_per_process > 1:  # simulated devices: PJRT_NPROC against the collective deadlock (shared/DESIGN.md)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
     env["PJRT_NPROC"] = str(2 * devices_per_process)
   return env
 
@@ -117,8 +127,11 @@ def _max_diff(a: dict, b: dict, prefix: str) -> float:
 @pytest.mark.parametrize("method", METHODS)
 def test_two_processes_equal_one_process(one_process, two_processes, method):
   one, two = one_process["arrays"][method], two_processes["arrays"][method]
-  moved = max(float(np.max(np.abs(one[k] - one[k.replace("['params']", "['init_params']", 1)])))
-              for k in one if k.startswith("['params']"))
+  moved = max(
+    float(np.max(np.abs(one[k] - one[k.replace("['params']", "['init_params']", 1)])))
+    for k in one
+    if k.startswith("['params']")
+  )
   assert moved > 1e-3, moved  # training really moved the parameters
   for part in ("['params']", "['batch_stats']", "['table']"):
     assert _max_diff(one, two, part) <= TOLERANCE, (method, part, _max_diff(one, two, part))
@@ -146,8 +159,10 @@ def test_streamed_input_trains_what_resident_input_trains(one_process, two_proce
 def test_sharded_table_trains_what_the_replicated_table_trains(one_process, two_processes):
   """The label table split by rows over every device of both processes, checkpointed after epoch 2 and resumed by a
   second fit: the same training as the replicated table of one process."""
-  for sharded, replicated in (("joint_optimization_sharded", "joint_optimization"),
-                              ("truncated_lq_sharded", "truncated_lq")):
+  for sharded, replicated in (
+    ("joint_optimization_sharded", "joint_optimization"),
+    ("truncated_lq_sharded", "truncated_lq"),
+  ):
     reference = one_process["arrays"][replicated]
     for run in (one_process, two_processes):
       for part in ("['params']", "['table']"):

@@ -10,20 +10,119 @@ from noisy_jax.core import noise
 
 # CIFAR-100 fine label names in dataset order (the meta file's fine_label_names, as listed by TFDS/HF).
 REFERENCE_FINE_NAMES = (
-    "apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly camel can "
-    "castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur dolphin "
-    "elephant flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion lizard lobster "
-    "man maple_tree motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree pear pickup_truck "
-    "pine_tree plain plate poppy porcupine possum rabbit raccoon ray road rocket rose sea seal shark shrew skunk "
-    "skyscraper snail snake spider squirrel streetcar sunflower sweet_pepper table tank telephone television "
-    "tiger tractor train trout tulip turtle wardrobe whale willow_tree wolf woman worm").split()
+  "apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly camel can "
+  "castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur dolphin "
+  "elephant flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion lizard lobster "
+  "man maple_tree motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree pear pickup_truck "
+  "pine_tree plain plate poppy porcupine possum rabbit raccoon ray road rocket rose sea seal shark shrew skunk "
+  "skyscraper snail snake spider squirrel streetcar sunflower sweet_pepper table tank telephone television "
+  "tiger tractor train trout tulip turtle wardrobe whale willow_tree wolf woman worm"
+).split()
 # Coarse label of each fine label, read off the dataset's (fine_label, coarse_label) pairs (independent source).
-REFERENCE_COARSE_OF_FINE = np.array([
-    4, 1, 14, 8, 0, 6, 7, 7, 18, 3, 3, 14, 9, 18, 7, 11, 3, 9, 7, 11,
-    6, 11, 5, 10, 7, 6, 13, 15, 3, 15, 0, 11, 1, 10, 12, 14, 16, 9, 11, 5,
-    5, 19, 8, 8, 15, 13, 14, 17, 18, 10, 16, 4, 17, 4, 2, 0, 17, 4, 18, 17,
-    10, 3, 2, 12, 12, 16, 12, 1, 9, 19, 2, 10, 0, 1, 16, 12, 9, 13, 15, 13,
-    16, 19, 2, 4, 6, 19, 5, 5, 8, 19, 18, 1, 2, 15, 6, 0, 17, 8, 14, 13])
+REFERENCE_COARSE_OF_FINE = np.array(
+  [
+    4,
+    1,
+    14,
+    8,
+    0,
+    6,
+    7,
+    7,
+    18,
+    3,
+    3,
+    14,
+    9,
+    18,
+    7,
+    11,
+    3,
+    9,
+    7,
+    11,
+    6,
+    11,
+    5,
+    10,
+    7,
+    6,
+    13,
+    15,
+    3,
+    15,
+    0,
+    11,
+    1,
+    10,
+    12,
+    14,
+    16,
+    9,
+    11,
+    5,
+    5,
+    19,
+    8,
+    8,
+    15,
+    13,
+    14,
+    17,
+    18,
+    10,
+    16,
+    4,
+    17,
+    4,
+    2,
+    0,
+    17,
+    4,
+    18,
+    17,
+    10,
+    3,
+    2,
+    12,
+    12,
+    16,
+    12,
+    1,
+    9,
+    19,
+    2,
+    10,
+    0,
+    1,
+    16,
+    12,
+    9,
+    13,
+    15,
+    13,
+    16,
+    19,
+    2,
+    4,
+    6,
+    19,
+    5,
+    5,
+    8,
+    19,
+    18,
+    1,
+    2,
+    15,
+    6,
+    0,
+    17,
+    8,
+    14,
+    13,
+  ]
+)
 
 
 def _labels(class_sizes, seed=0):
@@ -93,11 +192,11 @@ def test_cifar100_names_and_superclasses_match_the_dataset():
   assert noise.CIFAR100_COARSE_NAMES[19] == "vehicles_2"
   # Independent statements of a few superclasses (cs.toronto.edu/~kriz/cifar.html).
   statements = {
-      "fruit_and_vegetables": {"apple", "mushroom", "orange", "pear", "sweet_pepper"},
-      "people": {"baby", "boy", "girl", "man", "woman"},
-      "trees": {"maple_tree", "oak_tree", "palm_tree", "pine_tree", "willow_tree"},
-      "vehicles_1": {"bicycle", "bus", "motorcycle", "pickup_truck", "train"},
-      "aquatic_mammals": {"beaver", "dolphin", "otter", "seal", "whale"},
+    "fruit_and_vegetables": {"apple", "mushroom", "orange", "pear", "sweet_pepper"},
+    "people": {"baby", "boy", "girl", "man", "woman"},
+    "trees": {"maple_tree", "oak_tree", "palm_tree", "pine_tree", "willow_tree"},
+    "vehicles_1": {"bicycle", "bus", "motorcycle", "pickup_truck", "train"},
+    "aquatic_mammals": {"beaver", "dolphin", "otter", "seal", "whale"},
   }
   for coarse_name, members in statements.items():
     coarse_id = noise.CIFAR100_COARSE_NAMES.index(coarse_name)
@@ -130,11 +229,13 @@ def test_cifar100_asymmetric_cycles_inside_true_superclasses():
 def test_make_transition_dispatch():
   np.testing.assert_array_equal(noise.make_transition("none", 3, 0.5), np.eye(3))
   np.testing.assert_array_equal(noise.make_transition("symmetric", 4, 0.2), noise.symmetric_transition(4, 0.2))
-  np.testing.assert_array_equal(noise.make_transition("symmetric_include_true", 4, 0.2),
-                                noise.symmetric_transition(4, 0.2, include_true_class=True))
+  np.testing.assert_array_equal(
+    noise.make_transition("symmetric_include_true", 4, 0.2), noise.symmetric_transition(4, 0.2, include_true_class=True)
+  )
   np.testing.assert_array_equal(noise.make_transition("pairflip", 4, 0.2), noise.pairflip_transition(4, 0.2))
-  np.testing.assert_array_equal(noise.make_transition("asymmetric", 100, 0.2, dataset="cifar100"),
-                                noise.asymmetric_transition("cifar100", 0.2))
+  np.testing.assert_array_equal(
+    noise.make_transition("asymmetric", 100, 0.2, dataset="cifar100"), noise.asymmetric_transition("cifar100", 0.2)
+  )
   assert set(noise.NOISE_TYPES) == {"none", "symmetric", "symmetric_include_true", "pairflip", "asymmetric"}
 
 
@@ -142,13 +243,15 @@ def test_make_transition_dispatch():
 
 # (transition, class sizes making every T[i, j] n_i an integer; sizes are uneven.)
 INTEGRAL_CASES = {
-    "symmetric": (noise.symmetric_transition(10, 0.4), 45 * np.arange(1, 11)),  # 0.4/9 * 45 = 2
-    "symmetric_include_true": (noise.symmetric_transition(10, 0.5, include_true_class=True),
-                               20 * np.arange(10, 0, -1)),  # 0.05 * 20 = 1
-    "pairflip": (noise.pairflip_transition(7, 0.45), 20 * np.array([1, 5, 2, 3, 9, 1, 4])),
-    "asymmetric_cifar10": (noise.asymmetric_transition("cifar10", 0.4), 5 * np.arange(1, 11)),
-    "asymmetric_cifar100": (noise.asymmetric_transition("cifar100", 0.2), 5 * (1 + np.arange(100) % 7)),
-    "asymmetric_mnist": (noise.asymmetric_transition("mnist", 0.3), 10 * (1 + np.arange(10) % 4)),
+  "symmetric": (noise.symmetric_transition(10, 0.4), 45 * np.arange(1, 11)),  # 0.4/9 * 45 = 2
+  "symmetric_include_true": (
+    noise.symmetric_transition(10, 0.5, include_true_class=True),
+    20 * np.arange(10, 0, -1),
+  ),  # 0.05 * 20 = 1
+  "pairflip": (noise.pairflip_transition(7, 0.45), 20 * np.array([1, 5, 2, 3, 9, 1, 4])),
+  "asymmetric_cifar10": (noise.asymmetric_transition("cifar10", 0.4), 5 * np.arange(1, 11)),
+  "asymmetric_cifar100": (noise.asymmetric_transition("cifar100", 0.2), 5 * (1 + np.arange(100) % 7)),
+  "asymmetric_mnist": (noise.asymmetric_transition("mnist", 0.3), 10 * (1 + np.arange(10) % 4)),
 }
 
 
@@ -259,7 +362,8 @@ def test_rate_zero_and_identity_keep_labels():
   for exact in (True, False):
     np.testing.assert_array_equal(noise.corrupt_labels(clean, np.eye(3), seed=0, exact=exact), clean)
     np.testing.assert_array_equal(
-        noise.corrupt_labels(clean, noise.symmetric_transition(3, 0.0), seed=0, exact=exact), clean)
+      noise.corrupt_labels(clean, noise.symmetric_transition(3, 0.0), seed=0, exact=exact), clean
+    )
   assert noise.corrupt_labels(np.zeros(0, int), np.eye(3), seed=0).shape == (0,)
 
 
@@ -291,7 +395,9 @@ def test_noise_report_against_numpy_recount():
 # ---------------------------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("call, match", [
+@pytest.mark.parametrize(
+  "call, match",
+  [
     (lambda: noise.symmetric_transition(10, 1.5), "rate"),
     (lambda: noise.symmetric_transition(10, -0.1), "rate"),
     (lambda: noise.pairflip_transition(10, 2.0), "rate"),
@@ -313,7 +419,8 @@ def test_noise_report_against_numpy_recount():
     (lambda: noise.noise_report([0, 1], [0, 1, 1], 2), "shape"),
     (lambda: noise.noise_report([0, 1], [0, 2], 2), "class id 2"),
     (lambda: noise.transition_counts(np.eye(2), [1, -1]), "class_counts"),
-])
+  ],
+)
 def test_value_errors(call, match):
   with pytest.raises(ValueError, match=match):
     call()

@@ -20,8 +20,10 @@ def _config(**fields):
 
 def _params(seed=0):
   rng = np.random.default_rng(seed)
-  return {"conv": {"kernel": jnp.asarray(rng.normal(size=(3, 3, 2, 4)), jnp.float32)},
-          "dense": {"bias": jnp.asarray(rng.normal(size=(5,)), jnp.float32)}}
+  return {
+    "conv": {"kernel": jnp.asarray(rng.normal(size=(3, 3, 2, 4)), jnp.float32)},
+    "dense": {"bias": jnp.asarray(rng.normal(size=(5,)), jnp.float32)},
+  }
 
 
 def _grads(seed, scale=1.0):
@@ -93,8 +95,10 @@ def test_default_optimizer_unchanged():
   schedule), same state structure (checkpoints restore) and the same updates, across an lr boundary."""
   config = _config(lr_boundaries=(1,), lr_decay=0.1, nesterov=False)
   steps_per_epoch = 2
-  old = optax.chain(optax.add_decayed_weights(1e-4),
-                    optax.sgd(optax.piecewise_constant_schedule(0.01, {2: 0.1}), momentum=0.9, nesterov=False))
+  old = optax.chain(
+    optax.add_decayed_weights(1e-4),
+    optax.sgd(optax.piecewise_constant_schedule(0.01, {2: 0.1}), momentum=0.9, nesterov=False),
+  )
   new = optim.make_optimizer(config, steps_per_epoch)
   params = _params()
   assert jax.tree.structure(new.init(params)) == jax.tree.structure(old.init(params))
@@ -105,8 +109,9 @@ def test_default_optimizer_unchanged():
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), g, w)
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), got_params, want_params)
   # Explicit defaults of the new fields build the same optimiser.
-  explicit = optim.make_optimizer(_config(lr_boundaries=(1,), lr_schedule="piecewise", grad_clip_norm=0.0,
-                                          lr_min=0.0), steps_per_epoch)
+  explicit = optim.make_optimizer(
+    _config(lr_boundaries=(1,), lr_schedule="piecewise", grad_clip_norm=0.0, lr_min=0.0), steps_per_epoch
+  )
   same, _ = _updates(explicit, params, grads_seq)
   for g, w in zip(same, want):
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), g, w)
@@ -122,12 +127,14 @@ def test_clipping_matches_numpy(scale):
   tx = optim.make_optimizer(_config(grad_clip_norm=5.0, weight_decay=1e-2), steps_per_epoch=10)
   (updates,), _ = _updates(tx, params, [grads])
   factor = min(1.0, 5.0 / norm)
-  want = jax.tree.map(lambda g, p: -0.01 * (np.asarray(g, np.float64) * factor + 1e-2 * np.asarray(p, np.float64)),
-                      grads, params)
+  want = jax.tree.map(
+    lambda g, p: -0.01 * (np.asarray(g, np.float64) * factor + 1e-2 * np.asarray(p, np.float64)), grads, params
+  )
   jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-9), updates, want)
   # The clipped gradient itself: norm exactly 5 when above, untouched below (weight decay 0 and lr 1 expose it).
-  raw = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "grad_clip_norm": 5.0}),
-                             steps_per_epoch=10)
+  raw = optim.make_optimizer(
+    ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "grad_clip_norm": 5.0}), steps_per_epoch=10
+  )
   (clipped,), _ = _updates(raw, params, [grads])
   assert _global_norm(clipped) == pytest.approx(min(norm, 5.0), rel=1e-6)
   if scale < 1:
@@ -138,22 +145,28 @@ def test_clipping_is_before_weight_decay():
   """Weight decay is added after clipping: a huge decay term is not clipped (as torch's clip_grad_norm_ then SGD)."""
   params = _params()
   zero = jax.tree.map(jnp.zeros_like, params)
-  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "weight_decay": 100.0,
-                                                       "grad_clip_norm": 5.0}), steps_per_epoch=10)
+  tx = optim.make_optimizer(
+    ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "weight_decay": 100.0, "grad_clip_norm": 5.0}),
+    steps_per_epoch=10,
+  )
   (updates,), _ = _updates(tx, params, [zero])
-  jax.tree.map(lambda u, p: np.testing.assert_allclose(np.asarray(u), -100.0 * np.asarray(p), rtol=1e-6), updates,
-               params)
+  jax.tree.map(
+    lambda u, p: np.testing.assert_allclose(np.asarray(u), -100.0 * np.asarray(p), rtol=1e-6), updates, params
+  )
   assert _global_norm(updates) > 5.0
 
 
-@pytest.mark.parametrize("fields,match", [
+@pytest.mark.parametrize(
+  "fields,match",
+  [
     ({"lr_schedule": "cos"}, r"lr_schedule 'cos'; allowed: 'cosine', 'piecewise'"),
     ({"grad_clip_norm": -1.0}, r"grad_clip_norm=-1.0 is outside the allowed range \[0.0, inf\)"),
     ({"grad_clip_norm": float("inf")}, r"grad_clip_norm=inf is outside the allowed range"),
     ({"lr_schedule": "cosine", "lr_min": -0.1}, r"lr_min=-0.1 is outside the allowed range \[0.0, inf\]"),
     ({"lr_schedule": "cosine", "cosine_epochs": 2.5}, r"cosine_epochs=2.5 must be an integer >= 1"),
     ({"lr_schedule": "cosine", "cosine_epochs": -3}, r"cosine_epochs=-3 must be an integer >= 1"),
-])
+  ],
+)
 def test_bad_values(fields, match):
   with pytest.raises(ValueError, match=match):
     optim.make_optimizer(_config(**fields), steps_per_epoch=3, num_epochs=10)

@@ -68,10 +68,23 @@ def _parse(*overrides, variant=""):
 
 def test_documented_command_trains_joint_optimization_on_a_folder(digits, tmp_path):
   workdir = tmp_path / "w"
-  tiny = ["--config.num_epochs=1", "--config.method.begin=1", "--config.method.history_length=1",
-          "--config.stage2.num_epochs=1", "--config.batch_size=32", "--config.checkpoint_every=0"]
-  command = [sys.executable, "-m", "experiments.train", f"--config={CONFIG}", f"--config.dataset_kwargs.root={digits}",
-             f"--workdir={workdir}", *tiny]
+  tiny = [
+    "--config.num_epochs=1",
+    "--config.method.begin=1",
+    "--config.method.history_length=1",
+    "--config.stage2.num_epochs=1",
+    "--config.batch_size=32",
+    "--config.checkpoint_every=0",
+  ]
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.train",
+    f"--config={CONFIG}",
+    f"--config.dataset_kwargs.root={digits}",
+    f"--workdir={workdir}",
+    *tiny,
+  ]
   done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((workdir / "summary.json").read_text())
@@ -80,8 +93,14 @@ def test_documented_command_trains_joint_optimization_on_a_folder(digits, tmp_pa
   assert summary["noise"]["type"] == "none" and "realised_rate" not in summary["noise"]  # labels as given
   assert 0.0 <= summary["stage1"]["relabelled_fraction"] <= 1.0
   # No clean labels: no metric that needs them, anywhere (no zeros, no NaN standing in for them).
-  needs_truth = ("label_recovery", "detection_", "memorised", "train_accuracy_clean", "train_accuracy_on_clean",
-                 "train_accuracy_true")
+  needs_truth = (
+    "label_recovery",
+    "detection_",
+    "memorised",
+    "train_accuracy_clean",
+    "train_accuracy_on_clean",
+    "train_accuracy_true",
+  )
   records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert len(records) == 2 and all("relabelled_fraction" in r for r in records[:1])
   for where in records + summary["history"] + [summary["stage1"], summary]:
@@ -98,8 +117,12 @@ def test_every_loader_option_is_a_flag_and_the_model_follows_the_images(digits, 
   assert models.resolve(config.model.name, gray.input_shape) == "small_cnn"
   assert isinstance(models.build(config.model, gray.num_classes, gray.input_shape), models.SmallCNN)
 
-  config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.dataset_kwargs.validation_size=3",
-                  "--config.dataset_kwargs.classes=('c', 'b', 'a')", "--config.dataset_kwargs.seed=1")
+  config = _parse(
+    f"--config.dataset_kwargs.root={colour}",
+    "--config.dataset_kwargs.validation_size=3",
+    "--config.dataset_kwargs.classes=('c', 'b', 'a')",
+    "--config.dataset_kwargs.seed=1",
+  )
   rgb = inputs.load_dataset(config)
   assert rgb.input_shape == (36, 36, 3) and rgb.class_names == ("c", "b", "a") and rgb.sizes["val"] == 3
   assert models.resolve(config.model.name, rgb.input_shape) == "preact_resnet32"  # 36 px: the ResNet
@@ -112,11 +135,9 @@ def test_every_loader_option_is_a_flag_and_the_model_follows_the_images(digits, 
 
 
 def test_compare_runs_the_default_comparison_on_the_folder(digits):
-  config = _parse(f"--config.dataset_kwargs.root={digits}", "--config.dataset_kwargs.image_size=20",
-                  variant="compare")
+  config = _parse(f"--config.dataset_kwargs.root={digits}", "--config.dataset_kwargs.image_size=20", variant="compare")
   reference = default.get_config()
-  assert set(config.runs) == set(reference.runs) == {"ce", "gce", "truncated_lq", "joint_optimization",
-                                                     "encouraging"}
+  assert set(config.runs) == set(reference.runs) == {"ce", "gce", "truncated_lq", "joint_optimization", "encouraging"}
   for name in config.runs:
     merged, expected = comparison.merged_run_config(config, name, 0), comparison.merged_run_config(reference, name, 0)
     assert merged.dataset == "image_folder"
@@ -128,8 +149,11 @@ def test_compare_runs_the_default_comparison_on_the_folder(digits):
 
 
 def test_missing_root_or_unknown_variant_says_what_to_pass():
-  with pytest.raises(ValueError, match=r"root=None, manifest=None\. On the command line: "
-                                       r"--config\.dataset_kwargs\.root=DIR"):
+  with pytest.raises(
+    ValueError,
+    match=r"root=None, manifest=None\. On the command line: "
+    r"--config\.dataset_kwargs\.root=DIR",
+  ):
     inputs.load_dataset(_parse())
   with pytest.raises(ValueError, match=r"root=None, .*--config\.dataset_kwargs\.root=DIR"):
     inputs.load_dataset(_parse(variant="compare").shared)

@@ -37,11 +37,20 @@ from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
 
-GCE_COMBOS = ([(d, m, n) for d in ("cifar10", "cifar100", "fashion_mnist") for m in ("ce", "gce", "truncated_lq")
-               for n in ("symmetric", "pairflip")]
-              + [("cifar10_n", m, k) for m in ("ce", "gce", "truncated_lq")
-                 for k in ("aggregate", "random1", "random2", "random3", "worst")]
-              + [("cifar100_n", m, "noisy") for m in ("ce", "gce", "truncated_lq")])
+GCE_COMBOS = (
+  [
+    (d, m, n)
+    for d in ("cifar10", "cifar100", "fashion_mnist")
+    for m in ("ce", "gce", "truncated_lq")
+    for n in ("symmetric", "pairflip")
+  ]
+  + [
+    ("cifar10_n", m, k)
+    for m in ("ce", "gce", "truncated_lq")
+    for k in ("aggregate", "random1", "random2", "random3", "worst")
+  ]
+  + [("cifar100_n", m, "noisy") for m in ("ce", "gce", "truncated_lq")]
+)
 
 
 def _num_classes(dataset):
@@ -71,10 +80,16 @@ def test_gce_paper_values(dataset, method, noise):
   assert config.model.name == ("resnet18" if dataset == "fashion_mnist" else "resnet34")
   assert dict(config.model.kwargs) == {}
   expected_method = {
-      "ce": {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}},
-      "gce": {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": 0.7}},
-      "truncated_lq": {"name": "truncated_lq", "q": 0.7, "k": 0.5, "prune_start": 80 if c100 else 40,
-                       "prune_every": 10, "prune_params": "best_val"},  # best-validation params: paper
+    "ce": {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}},
+    "gce": {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": 0.7}},
+    "truncated_lq": {
+      "name": "truncated_lq",
+      "q": 0.7,
+      "k": 0.5,
+      "prune_start": 80 if c100 else 40,
+      "prune_every": 10,
+      "prune_params": "best_val",
+    },  # best-validation params: paper
   }[method]
   assert config.method.to_dict() == expected_method
   # Crop 4 + flip on CIFAR (the port), none on FASHION-MNIST; per-channel normalisation; 5,000 validation examples.
@@ -104,10 +119,17 @@ def test_gce_paper_summed_option_and_default():
   assert (default.dataset, default.method.name, default.noise.type) == ("cifar10", "truncated_lq", "symmetric")
 
 
-@pytest.mark.parametrize("arg,match", [
-    ("cifar10,gce", "DATASET,METHOD,NOISE"), ("cifar10,gce,sym", "noise 'sym'"),
-    ("svhn,gce,symmetric", "dataset 'svhn'"), ("cifar10,lq,pairflip", "method"),
-    ("cifar10_n,gce,symmetric", "aggregate"), ("cifar10,gce,pairflip,sum", "summed")])
+@pytest.mark.parametrize(
+  "arg,match",
+  [
+    ("cifar10,gce", "DATASET,METHOD,NOISE"),
+    ("cifar10,gce,sym", "noise 'sym'"),
+    ("svhn,gce,symmetric", "dataset 'svhn'"),
+    ("cifar10,lq,pairflip", "method"),
+    ("cifar10_n,gce,symmetric", "aggregate"),
+    ("cifar10,gce,pairflip,sum", "summed"),
+  ],
+)
 def test_gce_paper_bad_strings(arg, match):
   with pytest.raises(ValueError, match=match):
     gce_paper.get_config(arg)
@@ -119,8 +141,9 @@ def test_gce_paper_bad_strings(arg, match):
 JO_README = {"symmetric": (0.08, 1.2, 0.8), "symmetric_include_true": (0.08, 1.2, 0.8), "asymmetric": (0.03, 0.8, 0.4)}
 
 
-@pytest.mark.parametrize("noise", ["symmetric", "symmetric_include_true", "asymmetric", "cifar10n_aggregate",
-                                   "cifar10n_worst"])
+@pytest.mark.parametrize(
+  "noise", ["symmetric", "symmetric_include_true", "asymmetric", "cifar10n_aggregate", "cifar10n_worst"]
+)
 @pytest.mark.parametrize("code_defaults", [False, True])
 def test_jo_paper_values(noise, code_defaults):
   config = jo_paper.get_config(noise + (",code_defaults" if code_defaults else ""))
@@ -129,8 +152,16 @@ def test_jo_paper_values(noise, code_defaults):
   assert tuple(config.optimizer.lr_boundaries) == ()  # stage 1: constant lr
   assert config.optimizer.momentum == 0.9 and config.optimizer.weight_decay == 1e-4 and config.batch_size == 128
   assert config.num_epochs == 200
-  assert config.method.to_dict() == {"name": "joint_optimization", "alpha": alpha, "beta": beta, "prior": "uniform",
-                                     "begin": 70, "history_length": 10, "relabel": "soft", "stage2": True}
+  assert config.method.to_dict() == {
+    "name": "joint_optimization",
+    "alpha": alpha,
+    "beta": beta,
+    "prior": "uniform",
+    "begin": 70,
+    "history_length": 10,
+    "relabel": "soft",
+    "stage2": True,
+  }
   # Stage 2: lr 0.2, 120 epochs, x0.1 at 40 and 80.
   assert config.stage2.num_epochs == 120
   assert config.stage2.optimizer.learning_rate == 0.2
@@ -149,8 +180,7 @@ def test_jo_paper_values(noise, code_defaults):
     return
   assert config.dataset == "cifar10" and config.noise.type == noise
   assert config.noise.rate == (0.4 if noise == "asymmetric" else 0.7)
-  transition = noise_lib.make_transition(config.noise.type, 10, config.noise.rate,
-                                         dataset=config.noise.dataset or None)
+  transition = noise_lib.make_transition(config.noise.type, 10, config.noise.rate, dataset=config.noise.dataset or None)
   flip_rate = 1.0 - np.mean(np.diag(transition))
   if noise == "symmetric":  # flips to the other classes: 70%
     assert flip_rate == pytest.approx(0.7)
@@ -205,8 +235,12 @@ def test_peers_paper_single_values(name):
   assert config.optimizer.to_dict() == reference.optimizer.to_dict()
   assert config.noise.type == "symmetric" and config.noise.rate == 0.2  # APL's 20% symmetric setting
   loss, kwargs = peers_paper.LOSSES[name]
-  assert config.method.to_dict() == {"name": "loss", "loss": loss, "loss_kwargs": kwargs,
-                                     **peers_paper.METHOD_EXTRAS.get(name, {})}
+  assert config.method.to_dict() == {
+    "name": "loss",
+    "loss": loss,
+    "loss_kwargs": kwargs,
+    **peers_paper.METHOD_EXTRAS.get(name, {}),
+  }
   assert loss in losses.LOSSES
   assert runs.total_epochs(config) == 120
   registry.make(config.method, num_classes=10)
@@ -237,10 +271,10 @@ def test_peers_paper_values_and_comparison():
 # APL code (HanxunH/Active-Passive-Losses@2d18de6): configs/cifar10/sym/{ce,sce,nce+rce,nce+mae}.yaml criterion
 # blocks; loss.py: RCE clamps the one-hot label at 1e-4 (A = log 1e-4), MAE = 1 - p_y (half of ours).
 APL_METHODS = {
-    "apl_ce": ("cross_entropy", {}),
-    "apl_sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
-    "apl_nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
-    "apl_nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 0.5}),
+  "apl_ce": ("cross_entropy", {}),
+  "apl_sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
+  "apl_nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": float(np.log(1e-4))}),
+  "apl_nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 0.5}),
 }
 
 
@@ -296,23 +330,39 @@ def test_peers_paper_apl_nce_mae_is_apls_loss():
 
 def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
-  modules = {"gce_paper": gce_paper, "jo_paper": jo_paper, "el_paper": el_paper, "peers_paper": peers_paper,
-             "coteaching_paper": coteaching_paper, "elr_paper": elr_paper, "sop_paper": sop_paper,
-             "dividemix_paper": dividemix_paper, "elr_plus_paper": elr_plus_paper,
-             "loss_correction_paper": loss_correction_paper}
+  modules = {
+    "gce_paper": gce_paper,
+    "jo_paper": jo_paper,
+    "el_paper": el_paper,
+    "peers_paper": peers_paper,
+    "coteaching_paper": coteaching_paper,
+    "elr_paper": elr_paper,
+    "sop_paper": sop_paper,
+    "dividemix_paper": dividemix_paper,
+    "elr_plus_paper": elr_plus_paper,
+    "loss_correction_paper": loss_correction_paper,
+  }
   found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+)", doc)
   assert len(found) >= 20
   for module, arg in found:
     modules[module].get_config(arg)
   # ml_collections passes the string after the first ':' to get_config, commas included.
-  argv = ["prog", "--config=experiments/configs/gce_paper.py:cifar100,truncated_lq,pairflip", "--config.noise.rate=0.2",
-          "--config.dataset_kwargs.data_dir=/data/tfds"]
+  argv = [
+    "prog",
+    "--config=experiments/configs/gce_paper.py:cifar100,truncated_lq,pairflip",
+    "--config.noise.rate=0.2",
+    "--config.dataset_kwargs.data_dir=/data/tfds",
+  ]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
   flag_values(argv)
   config = flag_values.config
   assert (config.dataset, config.method.name, config.noise.type, config.noise.rate) == (
-      "cifar100", "truncated_lq", "pairflip", 0.2)
+    "cifar100",
+    "truncated_lq",
+    "pairflip",
+    0.2,
+  )
   assert config.dataset_kwargs.data_dir == "/data/tfds" and config.method.prune_start == 80
 
 
@@ -346,8 +396,9 @@ def _check(summary, stages=("stage1",)):
   assert 0.0 <= summary["last_test_accuracy"] <= 1.0
 
 
-def test_smoke_gce_truncated_lq_resnet34_full_depth(mock):
-  config = _shrink(gce_paper.get_config("cifar10,truncated_lq,pairflip"), widths=(4, 8, 8, 8))
+def test_smoke_gce_truncated_lq_resnet34(mock):
+  # One block per stage: the full depth's parameters and logits are checked against PyTorch in test_paper_models.py.
+  config = _shrink(gce_paper.get_config("cifar10,truncated_lq,pairflip"), widths=(4, 8, 8, 8), blocks=(1, 1, 1, 1))
   config.method.prune_start = 2  # prune after epoch 1, with the best-validation parameters
   summary = runs.run_single(config)
   _check(summary)
@@ -398,12 +449,12 @@ def test_smoke_el_and_peers(mock):
 # lines) and webvision_paper.py (REFERENCE §8 DivideMix WebVision line). No number is quoted by either config.
 
 REAL_NOISE = {  # config -> (module, dataset, classes, lr, weight decay, batch, epochs, lr decay epochs, JO begin)
-    "clothing1m_paper": (clothing1m_paper, "clothing1m", 14, 0.002, 1e-3, 64, 15, (7,), 5),  # REF §6 (ELR+)
-    "webvision_paper": (webvision_paper, "mini_webvision", 50, 0.01, 5e-4, 32, 80, (40,), 28),  # REF §8 (DivideMix)
+  "clothing1m_paper": (clothing1m_paper, "clothing1m", 14, 0.002, 1e-3, 64, 15, (7,), 5),  # REF §6 (ELR+)
+  "webvision_paper": (webvision_paper, "mini_webvision", 50, 0.01, 5e-4, 32, 80, (40,), 28),  # REF §8 (DivideMix)
 }
 REAL_NOISE_KWARGS = {  # dataset_kwargs as declared: root unset, 224 pixels, mini-WebVision's first 50 classes
-    "clothing1m_paper": {"root": None, "image_size": 224, "max_examples": None},
-    "webvision_paper": {"root": None, "image_size": 224, "num_classes": 50, "validation_size": 0},
+  "clothing1m_paper": {"root": None, "image_size": 224, "max_examples": None},
+  "webvision_paper": {"root": None, "image_size": 224, "num_classes": 50, "validation_size": 0},
 }
 
 
@@ -418,16 +469,30 @@ def test_real_noise_paper_values(name, method):
   assert config.normalization == "per_channel" and config.augment.to_dict() == {"crop_padding": 0, "flip": True}
   assert config.batch_size == batch and config.num_epochs == epochs
   # The recipe: SGD momentum 0.9 (ELR+ config_clothing1m.json, DivideMix Train_*.py), lr, weight decay, x0.1 steps.
-  recipe = {"learning_rate": lr, "momentum": 0.9, "nesterov": False, "weight_decay": wd, "lr_boundaries": boundaries,
-            "lr_decay": 0.1}
+  recipe = {
+    "learning_rate": lr,
+    "momentum": 0.9,
+    "nesterov": False,
+    "weight_decay": wd,
+    "lr_boundaries": boundaries,
+    "lr_decay": 0.1,
+  }
   optimizer = config.optimizer.to_dict()
   optimizer["lr_boundaries"] = tuple(optimizer["lr_boundaries"])
   if method == "joint_optimization":
     # REFERENCE §2: stage 1 at a constant lr; alpha / beta the code defaults, soft relabelling over 10 epochs of
     # history; begin at 35% of stage 1 (the code's 70 of 200); stage 2 a fresh network on the recipe.
     assert optimizer == {**recipe, "lr_boundaries": ()}
-    assert config.method.to_dict() == {"name": "joint_optimization", "alpha": 1.0, "beta": 0.5, "prior": "uniform",
-                                       "begin": begin, "history_length": 10, "relabel": "soft", "stage2": True}
+    assert config.method.to_dict() == {
+      "name": "joint_optimization",
+      "alpha": 1.0,
+      "beta": 0.5,
+      "prior": "uniform",
+      "begin": begin,
+      "history_length": 10,
+      "relabel": "soft",
+      "stage2": True,
+    }
     assert begin == round(0.35 * epochs)
     stage2 = config.stage2.to_dict()
     stage2["optimizer"]["lr_boundaries"] = tuple(stage2["optimizer"]["lr_boundaries"])
@@ -457,13 +522,21 @@ def test_real_noise_paper_locked_overrides_and_default(name):
     config.dataset_kwargs.root = 3
   with pytest.raises(AttributeError, match="locked"):
     config.dataset_kwargs.path = "/x"
-  argv = ["prog", f"--config=experiments/configs/{name}.py:gce", "--config.dataset_kwargs.root=/data/set",
-          "--config.dataset_kwargs.image_size=64"]
+  argv = [
+    "prog",
+    f"--config=experiments/configs/{name}.py:gce",
+    "--config.dataset_kwargs.root=/data/set",
+    "--config.dataset_kwargs.image_size=64",
+  ]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
   flag_values(argv)
   config = flag_values.config
   assert (config.dataset, config.method.loss, config.dataset_kwargs.root, config.dataset_kwargs.image_size) == (
-      dataset, "generalized_cross_entropy", "/data/set", 64)
+    dataset,
+    "generalized_cross_entropy",
+    "/data/set",
+    64,
+  )
   with pytest.raises(ValueError, match="METHOD"):
     module.get_config("dividemix")

@@ -21,10 +21,10 @@ from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
 
 CIFAR = jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32)
 ARCH = {  # name -> (class, widths, blocks per stage, kind)
-    "preact_resnet32": (PreActResNet32, (16, 32, 64), (5, 5, 5), "preact"),
-    "preact_resnet_jo": (PreActResNetJO, (32, 64, 128), (5, 5, 5), "preact_jo"),
-    "resnet18": (ResNet18, (64, 128, 256, 512), (2, 2, 2, 2), "resnet"),
-    "resnet34": (ResNet34, (64, 128, 256, 512), (3, 4, 6, 3), "resnet"),
+  "preact_resnet32": (PreActResNet32, (16, 32, 64), (5, 5, 5), "preact"),
+  "preact_resnet_jo": (PreActResNetJO, (32, 64, 128), (5, 5, 5), "preact_jo"),
+  "resnet18": (ResNet18, (64, 128, 256, 512), (2, 2, 2, 2), "resnet"),
+  "resnet34": (ResNet34, (64, 128, 256, 512), (3, 4, 6, 3), "resnet"),
 }
 
 
@@ -70,7 +70,6 @@ def closed_form_count(kind: str, widths, blocks, num_classes: int, in_channels: 
 # A small PyTorch definition written for these tests (kuangliu/pytorch-cifar layout; JO `net.py` layout), with
 # attribute names equal to the Flax module names so that weights can be copied one to one.
 class TorchBasic(torch.nn.Module):
-
   def __init__(self, c_in, w, stride):
     super().__init__()
     self.conv1, self.bn1 = torch.nn.Conv2d(c_in, w, 3, stride, 1, bias=False), torch.nn.BatchNorm2d(w)
@@ -86,7 +85,6 @@ class TorchBasic(torch.nn.Module):
 
 
 class TorchPreAct(torch.nn.Module):
-
   def __init__(self, c_in, w, stride, project):
     super().__init__()
     self.bn1, self.conv1 = torch.nn.BatchNorm2d(c_in), torch.nn.Conv2d(c_in, w, 3, stride, 1, bias=False)
@@ -102,7 +100,6 @@ class TorchPreAct(torch.nn.Module):
 
 
 class TorchNet(torch.nn.Module):
-
   def __init__(self, kind, widths, blocks, num_classes):
     super().__init__()
     self.kind = kind
@@ -116,7 +113,8 @@ class TorchNet(torch.nn.Module):
         stride = 2 if s > 0 and b == 0 else 1
         project = kind == "preact_jo" and b == 0
         self.blocks[f"stage{s + 1}_block{b + 1}"] = (
-            TorchBasic(c_in, w, stride) if kind == "resnet" else TorchPreAct(c_in, w, stride, project))
+          TorchBasic(c_in, w, stride) if kind == "resnet" else TorchPreAct(c_in, w, stride, project)
+        )
         c_in = w
     if kind != "resnet":
       self.final_bn = torch.nn.BatchNorm2d(c_in)
@@ -166,16 +164,21 @@ def test_parameter_count_matches_closed_form(name, num_classes):
   variables = abstract_variables(models.get(name, num_classes=num_classes))
   assert count(variables["params"]) == closed_form_count(kind, widths, blocks, num_classes)
   # Running statistics: mean and var per BN channel, i.e. as many as the BN scale + bias parameters.
-  bn_params = sum(count(v) for k, v in jax.tree_util.tree_flatten_with_path(variables["params"])[0]
-                  if "bn" in jax.tree_util.keystr(k))
+  bn_params = sum(
+    count(v) for k, v in jax.tree_util.tree_flatten_with_path(variables["params"])[0] if "bn" in jax.tree_util.keystr(k)
+  )
   assert count(variables["batch_stats"]) == bn_params > 0
 
 
 def test_parameter_counts_published():
   """kuangliu/pytorch-cifar's CIFAR ResNet-18/34 at 10 classes; the two PreAct counts are this library's."""
   got = {name: count(abstract_variables(models.get(name, num_classes=10))["params"]) for name in ARCH}
-  assert got == {"resnet18": 11_173_962, "resnet34": 21_282_122, "preact_resnet32": 466_714,
-                 "preact_resnet_jo": 1_861_162}
+  assert got == {
+    "resnet18": 11_173_962,
+    "resnet34": 21_282_122,
+    "preact_resnet32": 466_714,
+    "preact_resnet_jo": 1_861_162,
+  }
 
 
 @pytest.mark.parametrize("name", sorted(ARCH))
@@ -186,11 +189,14 @@ def test_parameter_count_matches_torch_definition(name):
   assert count(abstract_variables(models.get(name, num_classes=10))["params"]) == n_torch
 
 
-@pytest.mark.parametrize("kind,widths,blocks", [
+@pytest.mark.parametrize(
+  "kind,widths,blocks",
+  [
     ("resnet", (4, 8, 8), (1, 2, 1)),
     ("preact", (4, 8, 8), (2, 1, 1)),
     ("preact_jo", (4, 4, 8), (2, 1, 2)),
-])
+  ],
+)
 def test_forward_matches_torch(kind, widths, blocks):
   """Same weights, same logits as the PyTorch definition, in eval and in train mode. The 8x8 input is even, where
   PyTorch's symmetric padding of a stride-2 3x3 convolution differs from XLA's 'SAME' (bottom/right only)."""
@@ -208,7 +214,8 @@ def test_forward_matches_torch(kind, widths, blocks):
     model = PreActResNet(num_classes=5, widths=widths, blocks_per_stage=blocks, project_first_block=kind == "preact_jo")
   variables = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), torch_to_flax(net))
   assert jax.tree.structure(variables) == jax.tree.structure(
-      jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False)))
+    jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False))
+  )
   assert_same_logits(net, model, variables, x)
 
 
@@ -222,13 +229,16 @@ def test_output_shape_and_dtype(name):
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
 
 
-@pytest.mark.parametrize("name,hw,maps", [
+@pytest.mark.parametrize(
+  "name,hw,maps",
+  [
     ("preact_resnet32", 32, [32, 16, 8]),
     ("preact_resnet_jo", 32, [32, 16, 8]),
     ("resnet18", 32, [32, 16, 8, 4]),
     ("resnet34", 32, [32, 16, 8, 4]),
     ("resnet18", 28, [28, 14, 7, 4]),  # FASHION-MNIST size: ceil at stride 2
-])
+  ],
+)
 def test_stride_and_width_schedule(name, hw, maps):
   _, widths, blocks, _ = ARCH[name]
   model = models.get(name, num_classes=10)
@@ -245,18 +255,24 @@ def test_stride_and_width_schedule(name, hw, maps):
   assert sorted(k for k in inter if k.startswith("stage")) == sorted(names)
 
 
-@pytest.mark.parametrize("name,projected", [
+@pytest.mark.parametrize(
+  "name,projected",
+  [
     ("preact_resnet32", {"stage2_block1": (16, 32), "stage3_block1": (32, 64)}),
     ("preact_resnet_jo", {"stage1_block1": (32, 32), "stage2_block1": (32, 64), "stage3_block1": (64, 128)}),
     ("resnet18", {"stage2_block1": (64, 128), "stage3_block1": (128, 256), "stage4_block1": (256, 512)}),
     ("resnet34", {"stage2_block1": (64, 128), "stage3_block1": (128, 256), "stage4_block1": (256, 512)}),
-])
+  ],
+)
 def test_projection_shortcuts(name, projected):
   """The JO network projects in every stage's first block (also 32 -> 32 at stride 1), the others only where the
   shape changes; only the CIFAR ResNet normalises its projection."""
   params = abstract_variables(models.get(name, num_classes=10))["params"]
-  found = {block: (p["shortcut_conv"]["kernel"].shape, "shortcut_bn" in p)
-           for block, p in params.items() if block.startswith("stage") and "shortcut_conv" in p}
+  found = {
+    block: (p["shortcut_conv"]["kernel"].shape, "shortcut_bn" in p)
+    for block, p in params.items()
+    if block.startswith("stage") and "shortcut_conv" in p
+  }
   assert found == {block: ((1, 1, c_in, w), name.startswith("resnet")) for block, (c_in, w) in projected.items()}
 
 
@@ -270,8 +286,9 @@ def test_preact_train_mode_updates_batch_stats_and_bf16_is_finite():
   variables = model.init(jax.random.key(0), x, train=False)
   logits, new = model.apply(variables, x, train=True, mutable=["batch_stats"])
   assert logits.shape == (2, 10) and logits.dtype == jnp.float32 and np.isfinite(logits).all()
-  stem = jax.lax.conv_general_dilated(x, variables["params"]["stem_conv"]["kernel"], (1, 1), ((1, 1), (1, 1)),
-                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  stem = jax.lax.conv_general_dilated(
+    x, variables["params"]["stem_conv"]["kernel"], (1, 1), ((1, 1), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC")
+  )
   got = new["batch_stats"]["stage1_block1"]["bn1"]
   np.testing.assert_allclose(got["mean"], 0.1 * stem.mean(axis=(0, 1, 2)), rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(got["var"], 0.9 + 0.1 * stem.var(axis=(0, 1, 2)), rtol=1e-4, atol=1e-6)
@@ -307,8 +324,11 @@ def test_registry_and_bad_arguments():
   with pytest.raises(ValueError, match="num_classes"):
     models.get("resnet18", num_classes=0)
   with pytest.raises(ValueError, match=r"widths=\(8, 16\) and blocks_per_stage=\(1,\)"):
-    jax.eval_shape(lambda: ResNet(num_classes=2, widths=(8, 16), blocks_per_stage=(1,)).init(
-        jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False))
+    jax.eval_shape(
+      lambda: ResNet(num_classes=2, widths=(8, 16), blocks_per_stage=(1,)).init(
+        jax.random.key(0), jnp.zeros((1, 8, 8, 3)), train=False
+      )
+    )
   with pytest.raises(ValueError, match=r"needs images \[B, H, W, C\], got shape \(2, 3072\)"):
     jax.eval_shape(lambda: PreActResNet32(num_classes=2).init(jax.random.key(0), jnp.zeros((2, 3072)), train=False))
 
@@ -317,8 +337,8 @@ def test_registry_and_bad_arguments():
 # APL's 8-layer CNN (Ma et al., ICML 2020; HanxunH/Active-Passive-Losses@2d18de6 models.py `ToyModel`)
 
 APL = {  # name -> (widths, convs per stage, dense size, input [H, W, C])
-    "apl_cnn": ((64, 128, 196), 2, 256, (32, 32, 3)),
-    "apl_cnn_mnist": ((32, 64), 1, 128, (28, 28, 1)),
+  "apl_cnn": ((64, 128, 196), 2, 256, (32, 32, 3)),
+  "apl_cnn_mnist": ((32, 64), 1, 128, (28, 28, 1)),
 }
 
 
@@ -349,8 +369,11 @@ class TorchAPLCNN(torch.nn.Module):
         c_in = w
       self.layers.append(torch.nn.MaxPool2d(2, 2))
       hw //= 2
-    self.fc1, self.fc1_bn, self.fc2 = torch.nn.Linear(hw * hw * c_in, dense), torch.nn.BatchNorm1d(dense), \
-        torch.nn.Linear(dense, num_classes)
+    self.fc1, self.fc1_bn, self.fc2 = (
+      torch.nn.Linear(hw * hw * c_in, dense),
+      torch.nn.BatchNorm1d(dense),
+      torch.nn.Linear(dense, num_classes),
+    )
 
   def forward(self, x):
     for layer in self.layers:
@@ -371,8 +394,7 @@ def apl_torch_to_flax(net: TorchAPLCNN, convs: int):
   for i, mod in enumerate(convs_bns):
     stage, layer = divmod(i // 2, convs)
     if isinstance(mod, torch.nn.Conv2d):
-      params[f"block{stage + 1}_conv{layer + 1}"] = {"kernel": t(mod.weight).transpose(2, 3, 1, 0),
-                                                     "bias": t(mod.bias)}
+      params[f"block{stage + 1}_conv{layer + 1}"] = {"kernel": t(mod.weight).transpose(2, 3, 1, 0), "bias": t(mod.bias)}
     else:
       add_bn(f"block{stage + 1}_bn{layer + 1}", mod)
   add_bn("fc1_bn", net.fc1_bn)
@@ -412,7 +434,8 @@ def test_apl_cnn_shapes(name):
   last_in = widths[-1] if convs > 1 else widths[-2]
   assert variables["params"][f"block{len(widths)}_conv{convs}"]["kernel"].shape == (3, 3, last_in, widths[-1])
   assert sorted(k for k in variables["params"] if "conv" in k) == sorted(
-      f"block{s + 1}_conv{i + 1}" for s in range(len(widths)) for i in range(convs))
+    f"block{s + 1}_conv{i + 1}" for s in range(len(widths)) for i in range(convs)
+  )
 
 
 def test_apl_cnn_forward_matches_torch():
@@ -427,8 +450,9 @@ def test_apl_cnn_forward_matches_torch():
         mod.running_mean.uniform_(-0.5, 0.5), mod.running_var.uniform_(0.5, 2.0)
   model = models.APLCNN(num_classes=5, widths=widths, convs_per_stage=convs, dense_size=dense)
   variables = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), apl_torch_to_flax(net, convs))
-  assert jax.tree.structure(variables) == jax.tree.structure(abstract_variables(
-      model, jax.ShapeDtypeStruct((1, 16, 16, 3), jnp.float32)))
+  assert jax.tree.structure(variables) == jax.tree.structure(
+    abstract_variables(model, jax.ShapeDtypeStruct((1, 16, 16, 3), jnp.float32))
+  )
   x = np.random.default_rng(0).normal(size=(4, 16, 16, 3))
   assert_same_logits(net, model, variables, x)
 
@@ -468,7 +492,11 @@ def test_apl_cnn_init_matches_pytorch():
 def test_apl_cnn_registry_and_bad_input():
   assert models.MODELS["apl_cnn"] is models.APLCNN and models.MODELS["apl_cnn_mnist"] is models.APLCNNMnist
   model = models.get("apl_cnn_mnist", num_classes=3, bn_axis_name="batch")
-  assert (tuple(model.widths), model.convs_per_stage, model.dense_size, model.bn_axis_name) == ((32, 64), 1, 128,
-                                                                                                "batch")
+  assert (tuple(model.widths), model.convs_per_stage, model.dense_size, model.bn_axis_name) == (
+    (32, 64),
+    1,
+    128,
+    "batch",
+  )
   with pytest.raises(ValueError, match=r"APLCNN needs images \[B, H, W, C\], got shape \(2, 3072\)"):
     abstract_variables(models.get("apl_cnn", num_classes=10), jax.ShapeDtypeStruct((2, 3072), jnp.float32))

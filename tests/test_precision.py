@@ -42,7 +42,8 @@ def test_a_run_under_x64_is_float64_throughout():
   with jax.enable_x64(True):
     summary = runs.run_single(config, keep_arrays=True)
   arrays = summary["arrays"]
-  floats = [x.dtype for x in jax.tree.leaves((arrays["stage1"], arrays["label_table"]))
-            if jnp.issubdtype(x.dtype, jnp.floating)]
+  floats = [
+    x.dtype for x in jax.tree.leaves((arrays["stage1"], arrays["label_table"])) if jnp.issubdtype(x.dtype, jnp.floating)
+  ]
   assert floats and set(floats) == {jnp.dtype(jnp.float64)}
   assert np.isfinite(summary["history"][0]["train_loss"])

@@ -68,8 +68,12 @@ def _clothing(root, *, num_noisy=8):
   keys = [f"images/{i % 3}/{i:02d}/{5000 + i},1.jpg" for i in range(num_noisy + 4)]
   for i, key in enumerate(keys):
     _write(root / key, i, size=(14, 10) if i % 2 else (10, 12))
-  split_keys = {"noisy_train": keys[:num_noisy], "clean_train": keys[num_noisy:num_noisy + 1],
-                "clean_val": keys[num_noisy + 1:num_noisy + 2], "clean_test": keys[num_noisy + 2:]}
+  split_keys = {
+    "noisy_train": keys[:num_noisy],
+    "clean_train": keys[num_noisy : num_noisy + 1],
+    "clean_val": keys[num_noisy + 1 : num_noisy + 2],
+    "clean_test": keys[num_noisy + 2 :],
+  }
   clean = [keys[num_noisy - 1]] + keys[num_noisy:]  # the last noisy image has a clean label as well
   (root / "category_names_eng.txt").write_text("\n".join(CLOTHING_NAMES) + "\n")
   (root / "noisy_label_kv.txt").write_text("".join(f"{k} {(3 * i) % 14}\n" for i, k in enumerate(keys[:num_noisy])))
@@ -143,8 +147,7 @@ def _webvision(root, labels_train=(0, 1, 60, 2, 50, 1, 49), labels_test=(1, 0, 5
     _write(root / "val_images_256" / listed, 100 + j, size=(12, 16))
     test.append(listed)
   (root / "info").mkdir()
-  (root / "info" / "train_filelist_google.txt").write_text(
-      "".join(f"{p} {y}\n" for p, y in zip(train, labels_train)))
+  (root / "info" / "train_filelist_google.txt").write_text("".join(f"{p} {y}\n" for p, y in zip(train, labels_train)))
   (root / "info" / "val_filelist.txt").write_text("".join(f"{p} {y}\n" for p, y in zip(test, labels_test)) + "\n")
   return train, test
 
@@ -178,8 +181,9 @@ def test_webvision_class_names_from_synsets_and_carved_validation(tmp_path):
     webvision.mini_webvision(str(tmp_path))
 
 
-@pytest.mark.parametrize("case", ["missing list", "missing image", "malformed line", "label out of range",
-                                  "no kept row", "num_classes"])
+@pytest.mark.parametrize(
+  "case", ["missing list", "missing image", "malformed line", "label out of range", "no kept row", "num_classes"]
+)
 def test_webvision_bad_input_is_named(tmp_path, case):
   train, test = _webvision(tmp_path)
   lists = tmp_path / "info"
@@ -211,8 +215,10 @@ def test_webvision_bad_input_is_named(tmp_path, case):
 
 def _animal(root):
   """A miniature ANIMAL-10N: 8x8 PNGs named '<label>_<id>.png'. Returns {split: {file name: image number}}."""
-  names = {"training": ["3_10.png", "3_9.png", "0_2.png", "9_1.png", "0_1.png", "7_x.png"],
-           "testing": ["1_5.png", "0_7.png"]}
+  names = {
+    "training": ["3_10.png", "3_9.png", "0_2.png", "9_1.png", "0_1.png", "7_x.png"],
+    "testing": ["1_5.png", "0_7.png"],
+  }
   counter = iter(range(100))
   numbers = {split: {name: next(counter) for name in files} for split, files in names.items()}
   for split, files in numbers.items():
@@ -226,8 +232,18 @@ def test_animal10n_rows_labels_names_and_sources(tmp_path):
   numbers = _animal(tmp_path)
   ds = data.load("animal10n", root=str(tmp_path), validation_size=0)
   assert ds.name == "animal10n" and not ds.on_disk and ds.input_shape == (8, 8, 3)  # decoded by default
-  assert ds.class_names == ("cat", "lynx", "wolf", "coyote", "cheetah", "jaguar", "chimpanzee", "orangutan",
-                            "hamster", "guinea pig")
+  assert ds.class_names == (
+    "cat",
+    "lynx",
+    "wolf",
+    "coyote",
+    "cheetah",
+    "jaguar",
+    "chimpanzee",
+    "orangutan",
+    "hamster",
+    "guinea pig",
+  )
   order = ["0_1.png", "0_2.png", "3_9.png", "3_10.png", "7_x.png", "9_1.png"]  # by label, then id as a number
   assert list(ds.train_sources) == [f"training/{n}" for n in order]
   np.testing.assert_array_equal(ds.y_train, [0, 0, 3, 3, 7, 9])
@@ -240,12 +256,15 @@ def test_animal10n_rows_labels_names_and_sources(tmp_path):
   assert resized.input_shape == (4, 4, 3) and resized.sizes == {"train": 4, "val": 2, "test": 2}
 
 
-@pytest.mark.parametrize("name, match", [
+@pytest.mark.parametrize(
+  "name, match",
+  [
     ("cat_3.png", r"cat_3.png': an ANIMAL-10N file name is '<label>_<id>.jpg' with the class id 0..9"),
     ("12.png", r"12.png': an ANIMAL-10N file name is"),
     ("10_3.png", r"10_3.png': label 10 is not an ANIMAL-10N class id \(0..9\)"),
     ("4_3.txt", r"4_3.txt' is not an image file"),
-])
+  ],
+)
 def test_animal10n_bad_file_names_are_named(tmp_path, name, match):
   _animal(tmp_path)
   (tmp_path / "testing" / name).write_text("x")

@@ -2,7 +2,7 @@
 
 Fast: nothing is trained. The synthetic workdirs have the layout the real writers produce (`comparison.run`'s and
 `sweep.run_sweep`'s summary.json, `run_single`'s per-run summary.json, the benchmarks' JSON records built with
-`common.summarize`), with run names and point labels taken from the real configs and `sweep.point_label`.
+`common.summarize`), with run names and point labels taken from the real configs and `sweep_grid.point_label`.
 """
 
 import json
@@ -24,18 +24,37 @@ from experiments.configs import memorisation
 from experiments.configs import pseudo_label_noise
 from experiments.configs import q_sweep
 from experiments.configs import relabel_ablation
-from noisy_jax.experiment import sweep
+from noisy_jax.experiment import sweep_grid
 
 REPO = regen.REPO
-ENVIRONMENT = {"python": "3.11.7", "packages": {"jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8",
-                                                "optax": "0.2.8", "numpy": "2.4.6"},
-               "backend": "cpu", "device_count": 1, "device_kind": "cpu", "xla_flags": "", "cpu": "Test CPU",
-               "machine": "x86_64"}
-METRICS = {"best_test_accuracy": 0.93, "last_test_accuracy": 0.9, "label_recovery_overall": 0.91,
-           "detection_precision": 0.96, "detection_recall": 0.98, "pruned_fraction": 0.6,
-           "test_margin_correct": 2.03, "realised_noise_rate": 0.6, "seconds": 40.0}
-EPOCH = {"train_loss": 0.5, "train_accuracy_given_labels": 0.7, "memorised_fraction": 0.65, "test_accuracy": 0.9,
-         "label_recovery_overall": 0.9}
+ENVIRONMENT = {
+  "python": "3.11.7",
+  "packages": {"jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8", "numpy": "2.4.6"},
+  "backend": "cpu",
+  "device_count": 1,
+  "device_kind": "cpu",
+  "xla_flags": "",
+  "cpu": "Test CPU",
+  "machine": "x86_64",
+}
+METRICS = {
+  "best_test_accuracy": 0.93,
+  "last_test_accuracy": 0.9,
+  "label_recovery_overall": 0.91,
+  "detection_precision": 0.96,
+  "detection_recall": 0.98,
+  "pruned_fraction": 0.6,
+  "test_margin_correct": 2.03,
+  "realised_noise_rate": 0.6,
+  "seconds": 40.0,
+}
+EPOCH = {
+  "train_loss": 0.5,
+  "train_accuracy_given_labels": 0.7,
+  "memorised_fraction": 0.65,
+  "test_accuracy": 0.9,
+  "label_recovery_overall": 0.9,
+}
 
 
 def read(path):
@@ -64,9 +83,17 @@ def stats(metrics=METRICS):
 def comparison_workdir(path, config):
   """comparison.run's summary.json, and run_single's per-run summary.json with a 60-epoch history."""
   runs = list(config.runs.keys())
-  write_json(os.path.join(path, "summary.json"),
-             {"title": "t", "seeds": [0], "mean_std": {run: stats() for run in runs},
-              "per_seed": {run: [METRICS] for run in runs}, "seconds": 1.0, "config": config.to_dict()})
+  write_json(
+    os.path.join(path, "summary.json"),
+    {
+      "title": "t",
+      "seeds": [0],
+      "mean_std": {run: stats() for run in runs},
+      "per_seed": {run: [METRICS] for run in runs},
+      "seconds": 1.0,
+      "config": config.to_dict(),
+    },
+  )
   for run in runs:
     history = [{"stage": "stage1", "epoch": e, **EPOCH} for e in range(1, 61)]
     write_json(os.path.join(path, run, "seed0", "summary.json"), {"method": run, "seed": 0, "history": history})
@@ -74,43 +101,66 @@ def comparison_workdir(path, config):
 
 
 def sweep_workdir(path, config):
-  """sweep.run_sweep's summary.json: 'values' of the grid, 'mean_std' keyed by sweep.point_label."""
+  """sweep.run_sweep's summary.json: 'values' of the grid, 'mean_std' keyed by sweep_grid.point_label."""
   fields = [field for field, _ in config.sweep.grid]
   values = [list(v) for _, v in config.sweep.grid]
-  mean_std = {sweep.point_label(fields, (a, b)): stats() for a in values[0] for b in values[1]}
-  write_json(os.path.join(path, "summary.json"), {"title": "t", "fields": fields, "values": values,
-                                                  "seeds": [0, 1, 2], "mean_std": mean_std, "seconds": 1.0})
+  mean_std = {sweep_grid.point_label(fields, (a, b)): stats() for a in values[0] for b in values[1]}
+  write_json(
+    os.path.join(path, "summary.json"),
+    {"title": "t", "fields": fields, "values": values, "seeds": [0, 1, 2], "mean_std": mean_std, "seconds": 1.0},
+  )
   return str(path)
 
 
 def benchmarks_workdir(path):
   """results.jsonl as run_all.sh plus the one-thread train_step run write it."""
+
   def results(*names, unit="images/s"):
-    return common.summarize({name: [0.3 + 0.01 * i, 0.31 + 0.01 * i] for i, name in enumerate(names)}, work=128,
-                            unit=unit)
+    return common.summarize(
+      {name: [0.3 + 0.01 * i, 0.31 + 0.01 * i] for i, name in enumerate(names)}, work=128, unit=unit
+    )
 
   def record(benchmark, res, settings=None, cores=2):
-    return {"benchmark": benchmark, "quick": False, "repeats": 2, "warmup": 1, "settings": settings or {},
-            "threads": {"cores": cores, "jax_cpu_threads": cores, "torch_threads": cores}, "results": res}
+    return {
+      "benchmark": benchmark,
+      "quick": False,
+      "repeats": 2,
+      "warmup": 1,
+      "settings": settings or {},
+      "threads": {"cores": cores, "jax_cpu_threads": cores, "torch_threads": cores},
+      "results": res,
+    }
 
   step_sides = ("noisy_jax (jit, donated)", "torch eager (NCHW)", "torch eager (channels_last)")
   overhead = results("CE", "JO loss only", "JO")
   for s in overhead.values():
     s["overhead_percent_medians"] = 100.0 * (s["ratio_of_medians"] - 1.0)
     s["overhead_percent_paired"] = 100.0 * (s["median_ratio"] - 1.0)
-  memory = {f"{f}/{m}": {"first_step_s": 2.9, "lower_s": 0.5, "compile_s": 1.4, "init_s": 5.3,
-                         "peak_rss_mb": 1635.0, "xla_temp_mb": 596.0}
-            for f in ("noisy_jax", "torch") for m in ("preact_resnet32", "small_cnn")}
+  memory = {
+    f"{f}/{m}": {
+      "first_step_s": 2.9,
+      "lower_s": 0.5,
+      "compile_s": 1.4,
+      "init_s": 5.3,
+      "peak_rss_mb": 1635.0,
+      "xla_temp_mb": 596.0,
+    }
+    for f in ("noisy_jax", "torch")
+    for m in ("preact_resnet32", "small_cnn")
+  }
   records = [
-      record("train_step", results(*step_sides), {"steps_per_unit": 5}),
-      record("epoch", results("noisy_jax (make_epoch_fn, steps)", "torch DataLoader workers=0",
-                              "torch DataLoader workers=2")),
-      record("small_cnn_epoch", results("noisy_jax (make_epoch_fn, steps)", "torch eager, DataLoader",
-                                        "torch eager, tensor slices")),
-      record("label_table_overhead", overhead, {"model": "small_cnn", "steps_per_unit": 10}),
-      record("label_table_overhead", overhead, {"model": "preact_resnet32", "steps_per_unit": 3}),
-      record("compile_and_memory", memory),
-      record("train_step", results(*step_sides), {"steps_per_unit": 5}, cores=1),
+    record("train_step", results(*step_sides), {"steps_per_unit": 5}),
+    record(
+      "epoch", results("noisy_jax (make_epoch_fn, steps)", "torch DataLoader workers=0", "torch DataLoader workers=2")
+    ),
+    record(
+      "small_cnn_epoch",
+      results("noisy_jax (make_epoch_fn, steps)", "torch eager, DataLoader", "torch eager, tensor slices"),
+    ),
+    record("label_table_overhead", overhead, {"model": "small_cnn", "steps_per_unit": 10}),
+    record("label_table_overhead", overhead, {"model": "preact_resnet32", "steps_per_unit": 3}),
+    record("compile_and_memory", memory),
+    record("train_step", results(*step_sides), {"steps_per_unit": 5}, cores=1),
   ]
   os.makedirs(path, exist_ok=True)
   with open(os.path.join(path, "results.jsonl"), "w") as f:
@@ -128,19 +178,19 @@ def loss_properties_workdir(path):
 
 
 SYNTHETIC = {
-    "default3": lambda p: comparison_workdir(p, default.get_config()),
-    "baselines_sym60": lambda p: comparison_workdir(p, baselines.get_config("sym60")),
-    "baselines_asym40": lambda p: comparison_workdir(p, baselines.get_config("asym40")),
-    "memorisation": lambda p: comparison_workdir(p, memorisation.get_config()),
-    "relabel_ablation": lambda p: comparison_workdir(p, relabel_ablation.get_config()),
-    "lr_noise_grid": lambda p: comparison_workdir(p, lr_noise_grid.get_config()),
-    "pseudo_label_noise": lambda p: comparison_workdir(p, pseudo_label_noise.get_config()),
-    "log_end_sweep": lambda p: comparison_workdir(p, log_end_sweep.get_config()),
-    "q_sweep": lambda p: sweep_workdir(p, q_sweep.get_config()),
-    "k_sweep": lambda p: sweep_workdir(p, k_sweep.get_config()),
-    "speed": benchmarks_workdir,
-    "loss_properties": loss_properties_workdir,
-    "benchmarks": benchmarks_workdir,
+  "default3": lambda p: comparison_workdir(p, default.get_config()),
+  "baselines_sym60": lambda p: comparison_workdir(p, baselines.get_config("sym60")),
+  "baselines_asym40": lambda p: comparison_workdir(p, baselines.get_config("asym40")),
+  "memorisation": lambda p: comparison_workdir(p, memorisation.get_config()),
+  "relabel_ablation": lambda p: comparison_workdir(p, relabel_ablation.get_config()),
+  "lr_noise_grid": lambda p: comparison_workdir(p, lr_noise_grid.get_config()),
+  "pseudo_label_noise": lambda p: comparison_workdir(p, pseudo_label_noise.get_config()),
+  "log_end_sweep": lambda p: comparison_workdir(p, log_end_sweep.get_config()),
+  "q_sweep": lambda p: sweep_workdir(p, q_sweep.get_config()),
+  "k_sweep": lambda p: sweep_workdir(p, k_sweep.get_config()),
+  "speed": benchmarks_workdir,
+  "loss_properties": loss_properties_workdir,
+  "benchmarks": benchmarks_workdir,
 }
 
 
@@ -153,11 +203,12 @@ def test_marker_command_and_table(table):
   text = read(table.readme)
   marker = regen.MARKER.format(table.name)
   assert text.count(marker) == 1, f"{table.readme} must hold {marker!r} exactly once"
-  before = text[:text.index(marker)]
+  before = text[: text.index(marker)]
   blocks = re.findall(r"```bash\n(.*?)```", before, re.S)
   assert blocks, f"no bash code block before {marker!r}"
   assert table.command in blocks[-1].splitlines(), (
-      f"{table.name}'s command is not in the code block before its marker:\n{table.command}\n---\n{blocks[-1]}")
+    f"{table.name}'s command is not in the code block before its marker:\n{table.command}\n---\n{blocks[-1]}"
+  )
   rows = regen.parse_table(readme_table(table))
   assert len(rows) > 1
   _, env = regen.current_table(text, table.name, table.readme)
@@ -236,8 +287,14 @@ def test_cell_changes_and_stale_prose():
 
 
 def test_env_line():
-  record = {"started": "2026-11-24T00:25:58+00:00", "seconds": 1234.4, "load_before": [1.0, 1, 1],
-            "load_after": [2.125, 1, 1], "cpu_count": 2, "environment": ENVIRONMENT}
+  record = {
+    "started": "2026-11-24T00:25:58+00:00",
+    "seconds": 1234.4,
+    "load_before": [1.0, 1, 1],
+    "load_after": [2.125, 1, 1],
+    "cpu_count": 2,
+    "environment": ENVIRONMENT,
+  }
   line = regen.env_line(record)
   assert line.startswith("<sub>Environment: measured 2026-11-24 00:25 UTC") and line.endswith("</sub>")
   assert "1,234 s, 1-minute load 1.00 -> 2.12 on 2 cores; jax 0.10.2" in line and "(Test CPU)" in line
@@ -268,10 +325,19 @@ def test_write_round_trip(tmp_path, capsys):
     stdout = f.read()
   with open(os.path.join(workdir, regen.STDOUT), "w") as f:  # one changed cell
     f.write(stdout.replace("| nce_mae | yes | yes | 19 .. 19 |", "| nce_mae | yes | yes | 19 .. 20 |"))
-  write_json(os.path.join(workdir, regen.RUN_RECORD),
-             {"command": "python -m experiments.loss_properties", "started": "2026-11-24T00:25:58+00:00",
-              "seconds": 7.0, "load_before": [1.0, 1, 1], "load_after": [1.5, 1, 1], "cpu_count": 2,
-              "environment": ENVIRONMENT, "returncode": 0})
+  write_json(
+    os.path.join(workdir, regen.RUN_RECORD),
+    {
+      "command": "python -m experiments.loss_properties",
+      "started": "2026-11-24T00:25:58+00:00",
+      "seconds": 7.0,
+      "load_before": [1.0, 1, 1],
+      "load_after": [1.5, 1, 1],
+      "cpu_count": 2,
+      "environment": ENVIRONMENT,
+      "returncode": 0,
+    },
+  )
   args = ["--only", "loss_properties", "--reuse", "--root", str(tmp_path / "regen"), "--readme-root", str(tmp_path)]
   assert regen.main(args) == 0
   printed = capsys.readouterr().out
@@ -281,8 +347,8 @@ def test_write_round_trip(tmp_path, capsys):
   assert regen.main(args + ["--write"]) == 0
   before, after = read("README.md").split("\n"), (tmp_path / "README.md").read_text().split("\n")
   block = regen.find_block(before, "loss_properties")
-  assert after[:block.start] == before[:block.start]
-  assert after[block.after():] == before[block.after():]
+  assert after[: block.start] == before[: block.start]
+  assert after[block.after() :] == before[block.after() :]
   changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
   assert changed == [block.start + 2 + 8, block.env]  # the nce_mae row and the environment line
   assert after[block.env] == regen.env_line(regen.read_record(workdir))
@@ -295,16 +361,28 @@ def test_replace_table_inserts_a_missing_env_line():
   out = regen.replace_table(text, "t", "| a |\n|---|\n| 2 |", "<sub>Environment: x</sub>")
   assert out == "intro\n<!-- table: t -->\n| a |\n|---|\n| 2 |\n\n<sub>Environment: x</sub>\n\nprose 1\n"
   assert regen.replace_table(out, "t", "| a |\n|---|\n| 3 |", "<sub>Environment: y</sub>") == out.replace(
-      "| 2 |", "| 3 |").replace("x</sub>", "y</sub>")
+    "| 2 |", "| 3 |"
+  ).replace("x</sub>", "y</sub>")
   with pytest.raises(ValueError, match="has 0 lines '<!-- table: u -->'"):
     regen.replace_table(text, "u", "", "")
 
 
 def test_train_step_times_are_per_step_not_per_timed_unit():
   """train_step.py times units of `steps_per_unit` steps: the tables show per-step times, ratios unchanged."""
-  record = {"settings": {"steps_per_unit": 5}, "results": {"noisy_jax": {
-      "median_s": 2.5, "q1_s": 2.4, "q3_s": 2.6, "min_s": 2.3, "max_s": 2.9, "ratio_of_medians": 0.7,
-      "images/s_at_median": 256.0}}}
+  record = {
+    "settings": {"steps_per_unit": 5},
+    "results": {
+      "noisy_jax": {
+        "median_s": 2.5,
+        "q1_s": 2.4,
+        "q3_s": 2.6,
+        "min_s": 2.3,
+        "max_s": 2.9,
+        "ratio_of_medians": 0.7,
+        "images/s_at_median": 256.0,
+      }
+    },
+  }
   stats = readme_tables.per_step(record)["noisy_jax"]
   assert stats["median_s"] == pytest.approx(0.5) and stats["q3_s"] == pytest.approx(0.52)
   assert stats["ratio_of_medians"] == 0.7 and stats["images/s_at_median"] == 256.0

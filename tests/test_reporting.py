@@ -18,8 +18,14 @@ from noisy_jax.experiment import runs
 
 
 def _record(epoch, stage="stage1", **extra):
-  return {"stage": stage, "epoch": epoch, "train_loss": 1.0 / epoch, "test_accuracy": 0.5 + 0.01 * epoch,
-          "steps_per_second": 20.0, **extra}
+  return {
+    "stage": stage,
+    "epoch": epoch,
+    "train_loss": 1.0 / epoch,
+    "test_accuracy": 0.5 + 0.01 * epoch,
+    "steps_per_second": 20.0,
+    **extra,
+  }
 
 
 def test_progress_counts_epochs_and_estimates_time_left(monkeypatch):

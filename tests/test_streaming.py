@@ -80,8 +80,13 @@ def test_streaming_trains_what_resident_trains(mnist_folder):
   for a, b in zip(resident["history"], streamed["history"]):
     assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-6)
     assert a["test_accuracy"] == b["test_accuracy"]
-  params = jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))),
-                                        resident["arrays"]["stage1"], streamed["arrays"]["stage1"]))
+  params = jax.tree.leaves(
+    jax.tree.map(
+      lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))),
+      resident["arrays"]["stage1"],
+      streamed["arrays"]["stage1"],
+    )
+  )
   assert max(params) <= 1e-6
   table_a, table_b = resident["arrays"]["label_table"], streamed["arrays"]["label_table"]
   np.testing.assert_allclose(table_a.soft_labels, table_b.soft_labels, atol=1e-6)
@@ -145,8 +150,14 @@ def test_epoch_loader_from_a_step_is_the_rest_of_the_epoch():
 def test_streaming_needs_step_dispatch():
   method = registry.loss_method("cross_entropy")
   with pytest.raises(ValueError, match="scan"):
-    epoch_lib.make_epoch_fn(method, mesh_lib.make_mesh(1), batch_size=8, num_examples=16, mode="scan",
-                        source=np.zeros((16, 2, 2, 1), np.uint8))
+    epoch_lib.make_epoch_fn(
+      method,
+      mesh_lib.make_mesh(1),
+      batch_size=8,
+      num_examples=16,
+      mode="scan",
+      source=np.zeros((16, 2, 2, 1), np.uint8),
+    )
 
 
 def test_an_undecodable_file_met_while_streaming_is_named(digits_folder, tmp_path):
@@ -167,11 +178,17 @@ def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
   equal an uninterrupted run's bit for bit, and metrics.jsonl holds every epoch once."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
   flags = {"image_folder": digits_folder, "checkpoint_every_steps": 3}
-  first = test_checkpoint._run_all([test_checkpoint._worker_cmd(ref, "joint_optimization", **flags),
-                                    test_checkpoint._worker_cmd(killed, "joint_optimization", stop_after_step=16,
-                                                                **flags)])
+  lingering = []
+  first = test_checkpoint._run_all(
+    [
+      test_checkpoint._worker_cmd(ref, "joint_optimization", **flags),
+      test_checkpoint._worker_cmd(killed, "joint_optimization", stop_after_step=16, **flags),
+    ],
+    lingering,
+  )
   test_checkpoint._check(first, (0, -signal.SIGKILL))
   assert "killed at step 16" in first[1][1]
+  assert lingering == [False, False], lingering  # the killed run's Grain workers exited with it
   assert [r["epoch"] for r in test_checkpoint._records(killed)] == [1]  # epoch 2 was cut short
   (second,) = test_checkpoint._run_all([test_checkpoint._worker_cmd(killed, "joint_optimization", **flags)])
   test_checkpoint._check([second], (0,))

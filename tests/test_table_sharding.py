@@ -97,7 +97,7 @@ def test_sharded_reads_and_writes_equal_numpy_on_one_device():
 
 
 def test_auto_rule_and_memory_per_device():
-  mib = 2 ** 20
+  mib = 2**20
   # Clothing1M with JO's history: 1M x 14 x (1 + 10) floats + 8 bytes a row = 624 MB.
   assert table_sharding.row_bytes(14, 10) == 624
   assert table_sharding.table_bytes(1_000_000, 14, 10) == 624_000_000 + 10
@@ -105,16 +105,18 @@ def test_auto_rule_and_memory_per_device():
   # 2.4M x 1000 classes over 256 devices: 9,375 rows a device.
   assert table_sharding.table_bytes(2_400_000, 1000, 0, num_devices=256) == 37_575_000
   assert table_sharding.table_bytes(2_400_000, 1000, 10, num_devices=256) == 412_575_000 + 10
-  auto = lambda n, c, h, d, **kw: table_sharding.use_sharded("auto", num_examples=n, num_classes=c,
-                                                             history_length=h, num_devices=d, **kw)
+  auto = lambda n, c, h, d, **kw: table_sharding.use_sharded(
+    "auto", num_examples=n, num_classes=c, history_length=h, num_devices=d, **kw
+  )
   assert not auto(1_000_000, 14, 10, 1)  # one device: always replicated
   assert auto(1_000_000, 14, 10, 8)
   assert not auto(50_000, 100, 10, 8)  # the largest table of this repository (CIFAR-100, JO): 210 MiB
   assert table_sharding.table_bytes(50_000, 100, 10) < 256 * mib
   assert auto(50_000, 100, 10, 8, budget_mib=100)
   assert table_sharding.use_sharded("sharded", num_examples=10, num_classes=2, history_length=0, num_devices=1)
-  assert not table_sharding.use_sharded("replicated", num_examples=10 ** 9, num_classes=2, history_length=0,
-                                        num_devices=8)
+  assert not table_sharding.use_sharded(
+    "replicated", num_examples=10**9, num_classes=2, history_length=0, num_devices=8
+  )
   with pytest.raises(ValueError, match=r"label_table_sharding.*'rows'"):
     table_sharding.use_sharded("rows", num_examples=10, num_classes=2, history_length=0, num_devices=1)
   with pytest.raises(ValueError, match=r"label_table_budget_mib=0 must be > 0"):
@@ -142,6 +144,7 @@ def _arrays(workdir):
   manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(workdir, "stage1"), keep=100)
   epoch = checkpoint_lib.latest_epoch(manager)
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
   restored = manager.restore(epoch, args=ocp.args.Composite(arrays=ocp.args.StandardRestore()))["arrays"]
   manager.close()
   return epoch, jax.tree.map(np.asarray, restored)
@@ -186,8 +189,9 @@ def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_f
   soft = np.eye(c, dtype=np.float32)[np.where(rng.random(n) < 0.6, clean, given)]
   table = label_table_lib.create(given, c, history_length=1).replace(soft_labels=soft)
   padded = table_sharding.pad(table, 4)  # 12 rows: 2 padding rows (label -1)
-  jo = registry.joint_optimization_method(alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1,
-                                            history_length=1)
+  jo = registry.joint_optimization_method(
+    alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=1
+  )
   out = table_metrics.table_metrics(padded, clean, jo, num_examples=n)
   changed = soft.argmax(1) != given
   noisy = clean != given

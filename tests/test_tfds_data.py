@@ -21,8 +21,14 @@ from noisy_jax.data import tfds_data
 from noisy_jax.experiment import runs
 
 NUM_MOCK = 40
-SHAPES = {"mnist": (28, 28, 1), "fashion_mnist": (28, 28, 1), "cifar10": (32, 32, 3), "cifar100": (32, 32, 3),
-          "cifar10_n": (32, 32, 3), "cifar100_n": (32, 32, 3)}
+SHAPES = {
+  "mnist": (28, 28, 1),
+  "fashion_mnist": (28, 28, 1),
+  "cifar10": (32, 32, 3),
+  "cifar100": (32, 32, 3),
+  "cifar10_n": (32, 32, 3),
+  "cifar100_n": (32, 32, 3),
+}
 CLASSES = {"mnist": 10, "fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "cifar10_n": 10, "cifar100_n": 100}
 
 
@@ -73,9 +79,13 @@ def test_cifar10_n_noise_keys_read_their_human_labels_row_by_row(mock, noise_key
 
 
 def test_cifar_n_feature_names_and_defaults(mock):
-  assert tfds_data.CIFAR10N_NOISE_KEYS == {"aggregate": "aggre_label", "random1": "random_label1",
-                                           "random2": "random_label2", "random3": "random_label3",
-                                           "worst": "worse_label"}
+  assert tfds_data.CIFAR10N_NOISE_KEYS == {
+    "aggregate": "aggre_label",
+    "random1": "random_label1",
+    "random2": "random_label2",
+    "random3": "random_label3",
+    "worst": "worse_label",
+  }
   # The mocked records carry the real TFDS feature specs: every name we map to exists.
   record = _source("cifar10_n", "train")[0]
   assert set(tfds_data.CIFAR10N_NOISE_KEYS.values()) <= set(record)
@@ -115,9 +125,18 @@ def _balanced_source(num_per_class):
       image = rng.integers(0, 256, shape, dtype=np.uint8)
       image[0, 0, 0] = row
       noisy = (label + row) % num_classes
-      records.append({"image": image, "label": label, "aggre_label": noisy, "worse_label": noisy,
-                      "random_label1": noisy, "random_label2": noisy, "random_label3": noisy,
-                      "noise_label": noisy})
+      records.append(
+        {
+          "image": image,
+          "label": label,
+          "aggre_label": noisy,
+          "worse_label": noisy,
+          "random_label1": noisy,
+          "random_label2": noisy,
+          "random_label3": noisy,
+          "noise_label": noisy,
+        }
+      )
     return records
 
   return as_data_source
@@ -149,8 +168,16 @@ def test_dataset_checks_and_keeps_noisy_labels(mock):
   ds = data.load("cifar10_n")
   standardized = data.standardize(ds, "per_channel")
   np.testing.assert_array_equal(standardized.noisy_y_train, ds.noisy_y_train)
-  fields = dict(name="x", num_classes=10, x_train=ds.x_train, y_train=ds.y_train, x_val=ds.x_val, y_val=ds.y_val,
-                x_test=ds.x_test, y_test=ds.y_test)
+  fields = dict(
+    name="x",
+    num_classes=10,
+    x_train=ds.x_train,
+    y_train=ds.y_train,
+    x_val=ds.x_val,
+    y_val=ds.y_val,
+    x_test=ds.x_test,
+    y_test=ds.y_test,
+  )
   with pytest.raises(ValueError, match=f"noisy_y_train has 3 labels but the training split has {NUM_MOCK}"):
     data.Dataset(**fields, noisy_y_train=np.zeros(3, int))
   with pytest.raises(ValueError, match="noisy_y_train holds class id 10 outside"):
@@ -232,6 +259,7 @@ def test_one_training_epoch_per_dataset(mock, name):
 def _clothing_folder(root, *, num_noisy=6, sizes=((300, 260), (260, 400), (500, 256), (280, 280))):
   """A miniature Clothing1M release: a few generated JPEGs in the official layout (a test fixture)."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   rng = np.random.default_rng(0)
   keys = []
   for i in range(num_noisy + 3):
@@ -241,7 +269,7 @@ def _clothing_folder(root, *, num_noisy=6, sizes=((300, 260), (260, 400), (500, 
     width, height = sizes[i % len(sizes)]
     Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path, quality=95)
     keys.append(key)
-  noisy_keys, clean_keys = keys[:num_noisy], keys[num_noisy - 1:]  # one image has both kinds of label
+  noisy_keys, clean_keys = keys[:num_noisy], keys[num_noisy - 1 :]  # one image has both kinds of label
   (root / "category_names_eng.txt").write_text("\n".join(f"class{c}" for c in range(14)) + "\n")
   (root / "noisy_label_kv.txt").write_text("".join(f"{k} {i % 14}\n" for i, k in enumerate(noisy_keys)))
   (root / "clean_label_kv.txt").write_text("".join(f"{k} {(i + 5) % 14}\n" for i, k in enumerate(clean_keys)))
@@ -325,6 +353,7 @@ def test_clothing1m_batches_are_deterministic_crops(tmp_path):
   np.testing.assert_array_equal(idx, np.arange(6))
   assert images.dtype == np.float32 and 0.0 <= images.min() and images.max() <= 1.0
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   with Image.open(split.path(0)) as image:  # 300 x 260: shorter side 260 -> 256, width 295
     resized = np.asarray(image.convert("RGB").resize((295, 256), Image.BILINEAR))
   np.testing.assert_allclose(images[0], resized[16:240, 35:259] / 255.0, atol=1e-6)

@@ -30,8 +30,13 @@ from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = {"ce": ce, "gce": gce, "truncated_lq": truncated_lq, "joint_optimization": joint_optimization,
-           "encouraging": encouraging}
+CONFIGS = {
+  "ce": ce,
+  "gce": gce,
+  "truncated_lq": truncated_lq,
+  "joint_optimization": joint_optimization,
+  "encouraging": encouraging,
+}
 
 
 def tiny(config_module, **overrides):
@@ -121,7 +126,7 @@ def test_epoch_program_uses_every_example_once(num_examples):
   padding = np.asarray(indices)[~np.asarray(valid)]
   assert padding.min() >= 0 and padding.max() < num_examples
   perm = np.asarray(indices).reshape(-1)[:num_examples]
-  np.testing.assert_array_equal(padding[:num_examples], perm[:len(padding[:num_examples])])  # the first ones again
+  np.testing.assert_array_equal(padding[:num_examples], perm[: len(padding[:num_examples])])  # the first ones again
 
 
 @pytest.mark.parametrize("mode", ["steps", "scan"])
@@ -169,9 +174,17 @@ def test_comparison_table_and_summary(tmp_path, capsys):
 
 
 def test_command_line(tmp_path):
-  cmd = [sys.executable, "-m", "experiments.train", "--config=experiments/configs/ce.py",
-         f"--workdir={tmp_path}", "--config.dataset=digits", "--config.num_epochs=2",
-         "--config.model.name=mlp", "--config.noise.rate=0.2"]
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.train",
+    "--config=experiments/configs/ce.py",
+    f"--workdir={tmp_path}",
+    "--config.dataset=digits",
+    "--config.num_epochs=2",
+    "--config.model.name=mlp",
+    "--config.noise.rate=0.2",
+  ]
   proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "last test" in proc.stdout
@@ -191,8 +204,17 @@ def test_default_config_is_the_issue_setting():
 
 
 def test_method_config_rejects_unknown_fields():
-  bad = ml_collections.ConfigDict({"name": "joint_optimization", "alpha": 1.2, "beta": 0.8, "begin": 5,
-                                   "history_length": 3, "relabel": "soft", "bgein": 7})
+  bad = ml_collections.ConfigDict(
+    {
+      "name": "joint_optimization",
+      "alpha": 1.2,
+      "beta": 0.8,
+      "begin": 5,
+      "history_length": 3,
+      "relabel": "soft",
+      "bgein": 7,
+    }
+  )
   with pytest.raises(ValueError, match=r"bgein.*'joint_optimization'"):
     registry.make(bad, num_classes=10)
   for run in default.get_config().runs.values():  # every shipped config only uses known fields
@@ -228,8 +250,9 @@ def test_loss_method_label_smoothing_trains_on_smoothed_targets():
   logits = jax.random.normal(jax.random.PRNGKey(0), (6, 4)) * 3.0
   labels = jax.nn.one_hot(jnp.array([0, 1, 2, 3, 0, 1]), 4)
   ones = jnp.ones(6)
-  method = registry.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy", "label_smoothing": 0.2}),
-                        num_classes=4)
+  method = registry.make(
+    ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy", "label_smoothing": 0.2}), num_classes=4
+  )
   expected = np.mean(-np.sum((0.8 * np.asarray(labels) + 0.05) * np.asarray(jax.nn.log_softmax(logits)), -1))
   np.testing.assert_allclose(method.objective(logits, labels, ones, ones > 0), expected, rtol=1e-6)
   plain = registry.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy"}), num_classes=4)
@@ -241,6 +264,7 @@ def test_loss_method_label_smoothing_trains_on_smoothed_targets():
 def test_only_the_main_process_writes_run_files(tmp_path, monkeypatch):
   """Multi-host: a process other than 0 writes no metrics/TensorBoard/summary, but still takes part in checkpoints."""
   from noisy_jax.parallel import distributed
+
   monkeypatch.setattr(distributed, "is_main_process", lambda: False)
   config = tiny(gce, num_epochs=2)
   config.checkpoint_every = 1

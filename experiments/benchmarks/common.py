@@ -40,23 +40,32 @@ import time
 from typing import Callable, Mapping, Sequence
 
 
-def base_parser(description: str, *, repeats: int, warmup: int = 2,
-                torch_device: bool = False) -> argparse.ArgumentParser:
+def base_parser(
+  description: str, *, repeats: int, warmup: int = 2, torch_device: bool = False
+) -> argparse.ArgumentParser:
   """The flags of every benchmark: --repeats, --warmup, --quick, --threads, --host-malloc; with `torch_device`
   (the scripts whose PyTorch side can run on a GPU) also --torch-device."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--repeats", type=int, default=repeats, help="timed units per side (default %(default)s)")
   parser.add_argument("--warmup", type=int, default=warmup, help="untimed units per side first (default %(default)s)")
   parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke run (< 60 s)")
-  parser.add_argument("--threads", type=int, default=0,
-                      help="cores for both frameworks (default 0: every core this process may use)")
-  parser.add_argument("--host-malloc", default="auto", choices=("auto", "retain", "system"),
-                      help="glibc malloc policy set before JAX starts (parallel.host_memory; default %(default)s: "
-                      "retain unless an accelerator plugin is installed)")
+  parser.add_argument(
+    "--threads", type=int, default=0, help="cores for both frameworks (default 0: every core this process may use)"
+  )
+  parser.add_argument(
+    "--host-malloc",
+    default="auto",
+    choices=("auto", "retain", "system"),
+    help="glibc malloc policy set before JAX starts (parallel.host_memory; default %(default)s: "
+    "retain unless an accelerator plugin is installed)",
+  )
   if torch_device:
-    parser.add_argument("--torch-device", default="cpu", choices=("cpu", "cuda"),
-                        help="device of the PyTorch side (default %(default)s; cuda: an error if CUDA is not "
-                        "available)")
+    parser.add_argument(
+      "--torch-device",
+      default="cpu",
+      choices=("cpu", "cuda"),
+      help="device of the PyTorch side (default %(default)s; cuda: an error if CUDA is not available)",
+    )
   return parser
 
 
@@ -77,8 +86,13 @@ def configure_threads(threads: int = 0, *, with_torch: bool = True, host_malloc:
     allowed = allowed[:threads]
     os.sched_setaffinity(0, allowed)
   from noisy_jax.parallel import host_memory  # pylint: disable=g-import-not-at-top  (imports no JAX)
-  info = {"cores": len(allowed), "jax_cpu_threads": len(os.sched_getaffinity(0)), "torch_threads": None,
-          "host_malloc_retained": host_memory.configure(host_malloc)}
+
+  info = {
+    "cores": len(allowed),
+    "jax_cpu_threads": len(os.sched_getaffinity(0)),
+    "torch_threads": None,
+    "host_malloc_retained": host_memory.configure(host_malloc),
+  }
   if not with_torch:
     return info
   try:
@@ -97,12 +111,15 @@ def torch_device(name: str):
   sets `torch.backends.cudnn.benchmark = True` (cuDNN picks each convolution's algorithm by timing them, as the
   CIFAR ports do and as XLA:GPU autotunes its own)."""
   import torch  # pylint: disable=g-import-not-at-top
+
   if name not in ("cpu", "cuda"):
     raise ValueError(f"--torch-device={name!r}; 'cpu' or 'cuda'.")
   if name == "cuda":
     if not torch.cuda.is_available():
-      raise RuntimeError(f"--torch-device=cuda, but torch.cuda.is_available() is False (torch {torch.__version__}, "
-                         f"built with CUDA {torch.version.cuda}): no GPU for PyTorch here. Use --torch-device cpu.")
+      raise RuntimeError(
+        f"--torch-device=cuda, but torch.cuda.is_available() is False (torch {torch.__version__}, "
+        f"built with CUDA {torch.version.cuda}): no GPU for PyTorch here. Use --torch-device cpu."
+      )
     torch.backends.cudnn.benchmark = True
   return torch.device(name)
 
@@ -111,6 +128,7 @@ def torch_sync(device) -> None:
   """Waits for the PyTorch work queued on `device` (`torch.cuda.synchronize()` on a GPU; CPU eager is synchronous)."""
   if device.type == "cuda":
     import torch  # pylint: disable=g-import-not-at-top
+
     torch.cuda.synchronize(device)
 
 
@@ -121,6 +139,7 @@ def device_info(torch_device_name: str = "cpu") -> dict:
   info = {}
   try:
     import jax  # pylint: disable=g-import-not-at-top
+
     devices = jax.devices()
     info["jax"] = {"platform": devices[0].platform, "device_kind": devices[0].device_kind, "count": len(devices)}
   except Exception as error:  # pylint: disable=broad-except  (the header must still print)
@@ -128,9 +147,13 @@ def device_info(torch_device_name: str = "cpu") -> dict:
   info["torch"] = {"device": torch_device_name}
   if torch_device_name == "cuda":
     import torch  # pylint: disable=g-import-not-at-top
-    info["torch"].update(device_name=torch.cuda.get_device_name(), cuda_version=torch.version.cuda,
-                         cudnn_version=torch.backends.cudnn.version(),
-                         cudnn_benchmark=torch.backends.cudnn.benchmark)
+
+    info["torch"].update(
+      device_name=torch.cuda.get_device_name(),
+      cuda_version=torch.version.cuda,
+      cudnn_version=torch.backends.cudnn.version(),
+      cudnn_benchmark=torch.backends.cudnn.benchmark,
+    )
   return info
 
 
@@ -152,9 +175,14 @@ def machine_info(torch_device_name: str = "cpu") -> dict:
       versions[name] = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
       pass
-  return {"cpu": cpu, "os_cpu_count": os.cpu_count(), "platform": platform.platform(),
-          "load_average": [round(x, 2) for x in os.getloadavg()], "versions": versions,
-          "devices": device_info(torch_device_name)}
+  return {
+    "cpu": cpu,
+    "os_cpu_count": os.cpu_count(),
+    "platform": platform.platform(),
+    "load_average": [round(x, 2) for x in os.getloadavg()],
+    "versions": versions,
+    "devices": device_info(torch_device_name),
+  }
 
 
 def alternate(sides: Mapping[str, Callable[[], object]], *, repeats: int, warmup: int) -> dict[str, list[float]]:
@@ -192,10 +220,17 @@ def summarize(times: Mapping[str, Sequence[float]], *, work: float, unit: str) -
     t = list(times[name])
     q1, q3 = _quartiles(t)
     median = statistics.median(t)
-    out[name] = {"median_s": median, "q1_s": q1, "q3_s": q3, "min_s": min(t), "max_s": max(t), "repeats": len(t),
-                 f"{unit}_at_median": work / median,
-                 "ratio_of_medians": median / statistics.median(ref),
-                 "median_ratio": statistics.median(a / b for a, b in zip(t, ref))}
+    out[name] = {
+      "median_s": median,
+      "q1_s": q1,
+      "q3_s": q3,
+      "min_s": min(t),
+      "max_s": max(t),
+      "repeats": len(t),
+      f"{unit}_at_median": work / median,
+      "ratio_of_medians": median / statistics.median(ref),
+      "median_ratio": statistics.median(a / b for a, b in zip(t, ref)),
+    }
   return out
 
 
@@ -216,16 +251,32 @@ def _fmt(value) -> str:
   return str(value)
 
 
-def timing_table(summary: Mapping[str, Mapping[str, float]], *, unit: str, scale: float = 1e3,
-                 time_unit: str = "ms") -> str:
+def timing_table(
+  summary: Mapping[str, Mapping[str, float]], *, unit: str, scale: float = 1e3, time_unit: str = "ms"
+) -> str:
   """The standard table of `summarize`'s result: one row per side."""
-  header = ["side", f"median {time_unit}", f"IQR {time_unit}", f"min-max {time_unit}", unit, "x first (medians)",
-            "x first (paired)"]
+  header = [
+    "side",
+    f"median {time_unit}",
+    f"IQR {time_unit}",
+    f"min-max {time_unit}",
+    unit,
+    "x first (medians)",
+    "x first (paired)",
+  ]
   rows = []
   for name, s in summary.items():
-    rows.append([name, s["median_s"] * scale, f"{s['q1_s'] * scale:.1f}-{s['q3_s'] * scale:.1f}",
-                 f"{s['min_s'] * scale:.1f}-{s['max_s'] * scale:.1f}", s[f"{unit}_at_median"],
-                 s["ratio_of_medians"], s["median_ratio"]])
+    rows.append(
+      [
+        name,
+        s["median_s"] * scale,
+        f"{s['q1_s'] * scale:.1f}-{s['q3_s'] * scale:.1f}",
+        f"{s['min_s'] * scale:.1f}-{s['max_s'] * scale:.1f}",
+        s[f"{unit}_at_median"],
+        s["ratio_of_medians"],
+        s["median_ratio"],
+      ]
+    )
   return format_table(header, rows)
 
 
@@ -243,21 +294,33 @@ def _devices_line(devices: dict) -> str:
     text = f"JAX {jax_info['platform']} ({jax_info['device_kind']}) x{jax_info['count']}"
   text += f"; PyTorch {torch_info['device']}"
   if torch_info["device"] == "cuda":
-    text += (f" ({torch_info['device_name']}, CUDA {torch_info['cuda_version']}, cuDNN {torch_info['cudnn_version']}"
-             + (", cudnn.benchmark" if torch_info["cudnn_benchmark"] else "") + ")")
+    text += (
+      f" ({torch_info['device_name']}, CUDA {torch_info['cuda_version']}, cuDNN {torch_info['cudnn_version']}"
+      + (", cudnn.benchmark" if torch_info["cudnn_benchmark"] else "")
+      + ")"
+    )
   return text
 
 
-def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings: dict, results: dict,
-           notes: Sequence[str] = (), tables: Sequence[str] = ()) -> None:
+def report(
+  benchmark: str,
+  *,
+  args: argparse.Namespace,
+  threads: dict,
+  settings: dict,
+  results: dict,
+  notes: Sequence[str] = (),
+  tables: Sequence[str] = (),
+) -> None:
   """Prints the header, the tables, the notes and, last, one JSON line with everything."""
   machine = machine_info(getattr(args, "torch_device", "cpu"))
   print(f"== {benchmark} ==")
-  print(f"cpu: {machine['cpu']} ({machine['os_cpu_count']} logical cores), load average now "
-        f"{machine['load_average']}")
+  print(f"cpu: {machine['cpu']} ({machine['os_cpu_count']} logical cores), load average now {machine['load_average']}")
   print("devices: " + _devices_line(machine["devices"]))
-  print(f"threads: JAX/XLA CPU pool {threads['jax_cpu_threads']}, torch.get_num_threads() "
-        f"{threads['torch_threads']}; host malloc retained: {threads.get('host_malloc_retained')}")
+  print(
+    f"threads: JAX/XLA CPU pool {threads['jax_cpu_threads']}, torch.get_num_threads() "
+    f"{threads['torch_threads']}; host malloc retained: {threads.get('host_malloc_retained')}"
+  )
   print("versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()))
   print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
   for table in tables:
@@ -265,15 +328,25 @@ def report(benchmark: str, *, args: argparse.Namespace, threads: dict, settings:
     print(table)
   notes = list(notes)
   if machine["load_average"][0] > 1.25 * (machine["os_cpu_count"] or 1):
-    notes.append(f"BUSY MACHINE: 1-minute load average {machine['load_average'][0]} on {machine['os_cpu_count']} "
-                 "cores: other processes shared the CPU, these timings are not publishable. PyTorch's OpenMP "
-                 "threads suffer most (a thread waiting at a barrier for a descheduled one).")
+    notes.append(
+      f"BUSY MACHINE: 1-minute load average {machine['load_average'][0]} on {machine['os_cpu_count']} "
+      "cores: other processes shared the CPU, these timings are not publishable. PyTorch's OpenMP "
+      "threads suffer most (a thread waiting at a barrier for a descheduled one)."
+    )
   if notes:
     print()
     for note in notes:
       print(f"note: {note}")
-  record = {"benchmark": benchmark, "quick": bool(args.quick), "repeats": args.repeats, "warmup": args.warmup,
-            "threads": threads, "machine": machine, "settings": settings, "results": results}
+  record = {
+    "benchmark": benchmark,
+    "quick": bool(args.quick),
+    "repeats": args.repeats,
+    "warmup": args.warmup,
+    "threads": threads,
+    "machine": machine,
+    "settings": settings,
+    "results": results,
+  }
   print(json.dumps(record, sort_keys=True, default=str))
 
 
@@ -301,6 +374,11 @@ def step_variants_args(description: str, argv=None):
 def step_variants_settings(args, **extra) -> dict:
   """The settings line of such a benchmark: model, batch, synthetic input shape, table rows, steps per unit."""
   shape = ",".join(map(str, STEP_INPUT_SHAPES[args.model]))
-  return {"model": args.model, "batch_size": args.batch_size, "input": f"synthetic [B,{shape}]",
-          "table_rows": args.num_examples, **extra, "steps_per_unit": args.steps}
-
+  return {
+    "model": args.model,
+    "batch_size": args.batch_size,
+    "input": f"synthetic [B,{shape}]",
+    "table_rows": args.num_examples,
+    **extra,
+    "steps_per_unit": args.steps,
+  }

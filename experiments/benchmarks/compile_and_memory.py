@@ -40,12 +40,17 @@ def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  out = {"import_s": time.perf_counter() - _START, "rss_after_import_mb": common.max_rss_mb(),
-         "compilation_cache_dir": jax.config.jax_compilation_cache_dir}
+
+  out = {
+    "import_s": time.perf_counter() - _START,
+    "rss_after_import_mb": common.max_rss_mb(),
+    "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
+  }
   batch = np.random.default_rng(0).standard_normal((batch_size, *INPUT_SHAPES[model_name])).astype(np.float32)
   start = time.perf_counter()
-  runner = jax_side.StepRunner(model_name=model_name, method="ce", batch=batch, num_examples=50_000,
-                               jit_init=False)  # as fit builds it
+  runner = jax_side.StepRunner(
+    model_name=model_name, method="ce", batch=batch, num_examples=50_000, jit_init=False
+  )  # as fit builds it
   jax.block_until_ready(runner.state)
   out["init_s"] = time.perf_counter() - start
   start = time.perf_counter()
@@ -62,13 +67,18 @@ def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
   out["compile_s"] = time.perf_counter() - start
   analysis = compiled.memory_analysis()
   if analysis is not None:
-    for field in ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
-                  "generated_code_size_in_bytes"):
+    for field in (
+      "argument_size_in_bytes",
+      "output_size_in_bytes",
+      "alias_size_in_bytes",
+      "temp_size_in_bytes",
+      "generated_code_size_in_bytes",
+    ):
       if hasattr(analysis, field):
-        out[f"xla_{field.replace('_size_in_bytes', '')}_mb"] = getattr(analysis, field) / 2 ** 20
+        out[f"xla_{field.replace('_size_in_bytes', '')}_mb"] = getattr(analysis, field) / 2**20
   stats = jax.local_devices()[0].memory_stats()
   if stats:
-    out["device_peak_bytes_in_use_mb"] = stats.get("peak_bytes_in_use", 0) / 2 ** 20
+    out["device_peak_bytes_in_use_mb"] = stats.get("peak_bytes_in_use", 0) / 2**20
   out["device_memory_stats"] = "available" if stats else "None (not provided by this backend)"
   out["parameters"] = runner.num_parameters
   out["peak_rss_mb"] = common.max_rss_mb()
@@ -79,6 +89,7 @@ def _torch_worker(model_name: str, batch_size: int, steps: int) -> dict:
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
+
   out = {"import_s": time.perf_counter() - _START, "rss_after_import_mb": common.max_rss_mb()}
   h, w, c = INPUT_SHAPES[model_name]
   torch.manual_seed(0)
@@ -118,9 +129,21 @@ def _median_step_ms(step, steps: int) -> float:
 
 
 def _run_worker(framework: str, model: str, args) -> dict:
-  command = [sys.executable, "-m", "experiments.benchmarks.compile_and_memory", "--worker", f"{framework}:{model}",
-             "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--threads", str(args.threads),
-             "--host-malloc", args.host_malloc]
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.benchmarks.compile_and_memory",
+    "--worker",
+    f"{framework}:{model}",
+    "--batch-size",
+    str(args.batch_size),
+    "--steps",
+    str(args.steps),
+    "--threads",
+    str(args.threads),
+    "--host-malloc",
+    args.host_malloc,
+  ]
   result = subprocess.run(command, capture_output=True, text=True, check=False)
   if result.returncode:
     raise RuntimeError(f"worker {framework}:{model} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -129,8 +152,9 @@ def _run_worker(framework: str, model: str, args) -> dict:
 
 def main(argv=None):
   parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=0)
-  parser.add_argument("--models", default=None, help="comma-separated (default preact_resnet32,small_cnn; "
-                      "--quick: small_cnn)")
+  parser.add_argument(
+    "--models", default=None, help="comma-separated (default preact_resnet32,small_cnn; --quick: small_cnn)"
+  )
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--steps", type=int, default=5, help="steady-state steps timed after the first")
   parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # internal: FRAMEWORK:MODEL
@@ -157,9 +181,21 @@ def main(argv=None):
         runs[framework, model].append(_run_worker(framework, model, args))
 
   results, rows = {}, []
-  fields = ("import_s", "init_s", "first_step_s", "lower_s", "compile_s", "step_ms", "rss_after_import_mb",
-            "peak_rss_mb", "xla_argument_mb", "xla_output_mb", "xla_alias_mb", "xla_temp_mb",
-            "device_peak_bytes_in_use_mb")
+  fields = (
+    "import_s",
+    "init_s",
+    "first_step_s",
+    "lower_s",
+    "compile_s",
+    "step_ms",
+    "rss_after_import_mb",
+    "peak_rss_mb",
+    "xla_argument_mb",
+    "xla_output_mb",
+    "xla_alias_mb",
+    "xla_temp_mb",
+    "device_peak_bytes_in_use_mb",
+  )
   for (framework, model), records in runs.items():
     summary = {}
     for field in fields:
@@ -178,17 +214,53 @@ def main(argv=None):
   for model, counts in params.items():
     assert counts["noisy_jax"] == counts["torch"], (model, counts)
   xla_rows = [[f"noisy_jax/{m}"] + [results[f"noisy_jax/{m}"].get(f, "-") for f in fields[8:]] for m in models]
-  settings = {"models": models, "batch_size": args.batch_size, "steady_steps": args.steps, "loss": "CE",
-              "input": "synthetic", "parameters": {m: c["noisy_jax"] for m, c in params.items()}}
+  settings = {
+    "models": models,
+    "batch_size": args.batch_size,
+    "steady_steps": args.steps,
+    "loss": "CE",
+    "input": "synthetic",
+    "parameters": {m: c["noisy_jax"] for m, c in params.items()},
+  }
   common.report(
-      "compile_and_memory", args=args, threads=threads, settings=settings, results=results,
-      tables=[common.format_table(["framework/model", "import s", "init s", "first step s", "lower s", "compile s",
-                                   "step ms", "RSS after import MiB", "peak RSS MiB"], rows),
-              common.format_table(["XLA buffers of the step", "arguments MiB", "outputs MiB", "aliased (donated) MiB",
-                                   "temporaries MiB", "device peak MiB"], xla_rows)],
-      notes=[f"medians over {args.repeats} fresh process(es) per row; synthetic data.",
-             f"JAX device.memory_stats(): {results[f'noisy_jax/{models[0]}']['device_memory_stats']}.",
-             "peak RSS includes the framework's own footprint (see 'RSS after import')."])
+    "compile_and_memory",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=results,
+    tables=[
+      common.format_table(
+        [
+          "framework/model",
+          "import s",
+          "init s",
+          "first step s",
+          "lower s",
+          "compile s",
+          "step ms",
+          "RSS after import MiB",
+          "peak RSS MiB",
+        ],
+        rows,
+      ),
+      common.format_table(
+        [
+          "XLA buffers of the step",
+          "arguments MiB",
+          "outputs MiB",
+          "aliased (donated) MiB",
+          "temporaries MiB",
+          "device peak MiB",
+        ],
+        xla_rows,
+      ),
+    ],
+    notes=[
+      f"medians over {args.repeats} fresh process(es) per row; synthetic data.",
+      f"JAX device.memory_stats(): {results[f'noisy_jax/{models[0]}']['device_memory_stats']}.",
+      "peak RSS includes the framework's own footprint (see 'RSS after import').",
+    ],
+  )
 
 
 if __name__ == "__main__":

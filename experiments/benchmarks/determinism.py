@@ -26,6 +26,7 @@ TIMING = ("seconds", "steps_per_second")
 def _config(epochs: int, gpu_deterministic: bool):
   import ml_collections  # pylint: disable=g-import-not-at-top
   from experiments.configs import ce  # pylint: disable=g-import-not-at-top
+
   config = ce.get_config()
   config.dataset = "digits"
   config.noise.rate = 0.2
@@ -41,6 +42,7 @@ def _child(epochs: int, gpu_deterministic: bool) -> None:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
   out = runs.run_single(_config(epochs, gpu_deterministic), keep_arrays=True)
   history = [{k: v for k, v in r.items() if k not in TIMING} for r in out["history"]]
   params = [np.asarray(x, np.float64).ravel().tolist() for x in jax.tree.leaves(out["arrays"]["stage1"])]
@@ -48,13 +50,20 @@ def _child(epochs: int, gpu_deterministic: bool) -> None:
 
 
 def _run_child(epochs: int, gpu_deterministic: bool) -> dict:
-  cmd = [sys.executable, "-m", "experiments.benchmarks.determinism", "--child", str(gpu_deterministic),
-         "--epochs", str(epochs)]
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.benchmarks.determinism",
+    "--child",
+    str(gpu_deterministic),
+    "--epochs",
+    str(epochs),
+  ]
   proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
   if proc.returncode != 0:
     raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
+  return json.loads(line[len("RESULT ") :])
 
 
 def main(argv=None):
@@ -75,15 +84,19 @@ def main(argv=None):
     outs = [_run_child(args.epochs, deterministic) for _ in range(args.runs)]
     first = outs[0]
     same_history = all(o["history"] == first["history"] for o in outs[1:])
-    max_diff = max(abs(a - b) for o in outs[1:] for pa, pb in zip(o["params"], first["params"])
-                   for a, b in zip(pa, pb))
+    max_diff = max(abs(a - b) for o in outs[1:] for pa, pb in zip(o["params"], first["params"]) for a, b in zip(pa, pb))
     accuracies = [o["history"][-1].get("test_accuracy") for o in outs]
     record["results"][f"gpu_deterministic={deterministic}"] = {
-        "records_identical": same_history, "max_param_difference": max_diff, "last_test_accuracy": accuracies}
+      "records_identical": same_history,
+      "max_param_difference": max_diff,
+      "last_test_accuracy": accuracies,
+    }
     record["device"] = first["device"]
-    print(f"gpu_deterministic={deterministic}: {args.runs} processes on {first['device']}: records "
-          f"{'identical' if same_history else 'DIFFER'}, largest parameter difference {max_diff:.3g}, "
-          f"last test accuracies {accuracies}")
+    print(
+      f"gpu_deterministic={deterministic}: {args.runs} processes on {first['device']}: records "
+      f"{'identical' if same_history else 'DIFFER'}, largest parameter difference {max_diff:.3g}, "
+      f"last test accuracies {accuracies}"
+    )
   print(json.dumps(record))
 
 

@@ -37,10 +37,15 @@ def main(argv=None):
   parser.add_argument("--num-examples", type=int, default=5000)
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--method", choices=("jo", "ce"), default="jo")
-  parser.add_argument("--workers", default="0", help="comma-separated DataLoader num_workers values, one torch side "
-                                                    "each (e.g. 0,2)")
-  parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto",
-                      help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)")
+  parser.add_argument(
+    "--workers", default="0", help="comma-separated DataLoader num_workers values, one torch side each (e.g. 0,2)"
+  )
+  parser.add_argument(
+    "--jax-mode",
+    choices=("auto", "scan", "steps"),
+    default="auto",
+    help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)",
+  )
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.num_examples, args.batch_size = 2, 1, 96, 32
@@ -77,24 +82,33 @@ def main(argv=None):
   method = jax_side.make_method(args.method, num_classes)
   state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
   num_parameters = jax_side.count_parameters(state.params)
-  jx = {"state": mesh_lib.replicate(state, mesh),
-        "table": mesh_lib.replicate(jax_side.make_table(method, labels, num_classes), mesh),
-        "epoch": 0}
+  jx = {
+    "state": mesh_lib.replicate(state, mesh),
+    "table": mesh_lib.replicate(jax_side.make_table(method, labels, num_classes), mesh),
+    "epoch": 0,
+  }
   # As fit: uint8 codes on the device, normalised in the step (inputs.normalizer: normalization.fit, per channel).
   normalize = normalization.fit(types.SimpleNamespace(x_train=images_u8, pixel_max=255.0), "per_channel")
   images = mesh_lib.replicate(jnp.asarray(images_u8), mesh)
-  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
-                                 augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
-                                 normalize=normalize,
-                                 compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform))
+  epoch_fn = epoch_lib.make_epoch_fn(
+    method,
+    mesh,
+    batch_size=batch_size,
+    num_examples=n,
+    mode=args.jax_mode,
+    augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
+    normalize=normalize,
+    compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
+  )
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   order_key = jax.random.key(1)
 
   def jax_epoch():
     jx["epoch"] += 1
     epoch = jx["epoch"]
-    jx["state"], jx["table"], metrics = epoch_fn(jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch),
-                                                 jnp.asarray(epoch, jnp.int32))
+    jx["state"], jx["table"], metrics = epoch_fn(
+      jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32)
+    )
     metrics = jax.device_get(metrics)  # fit's record of the epoch waits for it
     if update_table is not None and method.update_due(epoch):
       jx["table"] = update_table(jx["table"], None)
@@ -110,9 +124,12 @@ def main(argv=None):
   dataset = torch_side.IndexedImages(images_u8, labels, torch_side.cifar_train_transform(mean, std))
   history_length = method.history_length
   # The label table where the network is (host tensors on CPU, as the ports; GPU-resident with --torch-device cuda).
-  tt = {"soft_labels": F.one_hot(torch.from_numpy(labels), num_classes).float().to(device),
-        "history": torch.zeros(history_length, n, num_classes, device=device),
-        "filled": torch.zeros(history_length, dtype=bool, device=device), "epoch": 0}
+  tt = {
+    "soft_labels": F.one_hot(torch.from_numpy(labels), num_classes).float().to(device),
+    "history": torch.zeros(history_length, n, num_classes, device=device),
+    "filled": torch.zeros(history_length, dtype=bool, device=device),
+    "epoch": 0,
+  }
   prior = torch.full((num_classes,), 1.0 / num_classes, device=device)
 
   # DataLoader workers are forked (Linux default, as in the ports); they run only NumPy/PyTorch transforms and
@@ -120,9 +137,14 @@ def main(argv=None):
   warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
 
   def torch_epoch(num_workers):
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                                         worker_init_fn=torch_side.seed_worker if num_workers else None,
-                                         pin_memory=device.type == "cuda")
+    loader = torch.utils.data.DataLoader(
+      dataset,
+      batch_size=batch_size,
+      shuffle=True,
+      num_workers=num_workers,
+      worker_init_fn=torch_side.seed_worker if num_workers else None,
+      pin_memory=device.type == "cuda",
+    )
 
     def run():
       tt["epoch"] += 1
@@ -135,9 +157,13 @@ def main(argv=None):
         optimizer.zero_grad(set_to_none=True)
         logits = net(inputs)
         if args.method == "jo":
-          loss = torch_side.joint_optimization_loss(logits, tt["soft_labels"][index], prior,
-                                                    alpha=jax_side.JO_SETTINGS["alpha"],
-                                                    beta=jax_side.JO_SETTINGS["beta"])
+          loss = torch_side.joint_optimization_loss(
+            logits,
+            tt["soft_labels"][index],
+            prior,
+            alpha=jax_side.JO_SETTINGS["alpha"],
+            beta=jax_side.JO_SETTINGS["beta"],
+          )
         else:
           loss = F.cross_entropy(logits, targets)
         loss.backward()
@@ -162,18 +188,34 @@ def main(argv=None):
     sides[f"{torch_name} DataLoader workers={w}"] = torch_epoch(w)
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   summary = common.summarize(times, work=n, unit="images/s")
-  settings = {"model": "preact_resnet32", "parameters": num_parameters, "num_examples": n,
-              "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "method": args.method,
-              "augment": "crop padding 4 + horizontal flip", "jax_mode": args.jax_mode, "workers": workers,
-              "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]",
-              "jax_input": "uint8 on the device, per-channel normalisation in the step (as fit)",
-              "torch_device": args.torch_device}
-  common.report("epoch", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s", scale=1.0, time_unit="s")],
-                notes=["synthetic data (uniform random uint8 images, random labels); timing only.",
-                       "one unit = one epoch; ratio > 1: that side's epoch takes longer than noisy_jax's.",
-                       "torch workers > 0 start new worker processes every epoch (persistent_workers=False, as "
-                       "the ports do); the workers share the same cores as the training threads."])
+  settings = {
+    "model": "preact_resnet32",
+    "parameters": num_parameters,
+    "num_examples": n,
+    "batch_size": batch_size,
+    "steps_per_epoch": steps_per_epoch,
+    "method": args.method,
+    "augment": "crop padding 4 + horizontal flip",
+    "jax_mode": args.jax_mode,
+    "workers": workers,
+    "input": "synthetic CIFAR-shaped uint8 [N,32,32,3]",
+    "jax_input": "uint8 on the device, per-channel normalisation in the step (as fit)",
+    "torch_device": args.torch_device,
+  }
+  common.report(
+    "epoch",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s", scale=1.0, time_unit="s")],
+    notes=[
+      "synthetic data (uniform random uint8 images, random labels); timing only.",
+      "one unit = one epoch; ratio > 1: that side's epoch takes longer than noisy_jax's.",
+      "torch workers > 0 start new worker processes every epoch (persistent_workers=False, as "
+      "the ports do); the workers share the same cores as the training threads.",
+    ],
+  )
 
 
 if __name__ == "__main__":

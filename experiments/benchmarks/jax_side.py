@@ -46,8 +46,7 @@ def make_method(name: str, num_classes: int = 10) -> method_lib.Method:
   if name == "ce":
     return registry.loss_method("cross_entropy")
   if name == "jo":
-    return registry.joint_optimization_method(prior=registry.uniform_prior(num_classes), relabel="soft",
-                                                 **JO_SETTINGS)
+    return registry.joint_optimization_method(prior=registry.uniform_prior(num_classes), relabel="soft", **JO_SETTINGS)
   raise ValueError(f"unknown method {name!r}; 'ce' or 'jo'.")
 
 
@@ -56,12 +55,14 @@ def make_table(method: method_lib.Method, labels: np.ndarray, num_classes: int =
   table = label_table_lib.create(labels, num_classes, history_length=method.history_length)
   if method.init_rows is not None:
     table = label_table_lib.with_method_rows(
-        table, method.init_rows(jax.random.key(1), table.num_examples, num_classes))
+      table, method.init_rows(jax.random.key(1), table.num_examples, num_classes)
+    )
   return table
 
 
-def make_state(model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0,
-               jit_init: bool = True, num_networks: int = 1) -> state_lib.TrainState:
+def make_state(
+  model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0, jit_init: bool = True, num_networks: int = 1
+) -> state_lib.TrainState:
   """`state_lib.create_train_state` with the library's SGD (momentum 0.9, coupled weight decay 5e-4, lr 0.1).
 
   jit_init: run the initialisation as one compiled program (the same parameters; only faster to build: Flax's
@@ -69,8 +70,9 @@ def make_state(model, input_shape, *, steps_per_epoch: int = 1, seed: int = 0,
   `fit` does not jit it (compile_and_memory.py measures that path with jit_init=False).
   """
   tx = optim.make_optimizer(ml_collections.ConfigDict(OPTIMIZER), steps_per_epoch)
-  create = functools.partial(state_lib.create_train_state, model, input_shape=tuple(input_shape), tx=tx,
-                             num_networks=num_networks)
+  create = functools.partial(
+    state_lib.create_train_state, model, input_shape=tuple(input_shape), tx=tx, num_networks=num_networks
+  )
   return (jax.jit(create) if jit_init else create)(jax.random.key(seed))
 
 
@@ -81,8 +83,7 @@ def make_step(method: method_lib.Method, mesh, model=None, member_map: str = "lo
   method maps over its pair ('loop' or 'vmap', noisy_jax.train.members)."""
 
   def per_device(state, table, images, indices, valid, epoch):
-    return step_lib.train_step(state, table, images, indices, valid, method=method, epoch=epoch,
-                            member_map=member_map)
+    return step_lib.train_step(state, table, images, indices, valid, method=method, epoch=epoch, member_map=member_map)
 
   mapped = jax.shard_map(per_device, mesh=mesh, in_specs=(P(),) * 6, out_specs=(P(),) * 3, check_vma=False)
   options = xla_options.compiler_options(model, mesh.devices.flat[0].platform) if model is not None else None
@@ -92,8 +93,18 @@ def make_step(method: method_lib.Method, mesh, model=None, member_map: str = "lo
 class StepRunner:
   """Holds (state, table) on the device and runs `steps` donated train steps on one fixed batch per call."""
 
-  def __init__(self, *, model_name: str, method: str | method_lib.Method, batch: np.ndarray, num_examples: int,
-               seed: int = 0, jit_init: bool = True, xla_options: bool = True, member_map: str = "loop"):
+  def __init__(
+    self,
+    *,
+    model_name: str,
+    method: str | method_lib.Method,
+    batch: np.ndarray,
+    num_examples: int,
+    seed: int = 0,
+    jit_init: bool = True,
+    xla_options: bool = True,
+    member_map: str = "loop",
+  ):
     """xla_options: compile the step with the model's XLA options (`xla_options.compiler_options`, as `fit` does);
     False: with XLA's defaults (to measure what the options change). member_map: for a two-network method."""
     self.mesh = mesh_lib.make_mesh(1)
@@ -101,8 +112,14 @@ class StepRunner:
     self.method = make_method(method) if isinstance(method, str) else method
     batch_size = batch.shape[0]
     labels = np.random.default_rng(seed).integers(0, 10, num_examples)
-    state = make_state(self.model, batch.shape[1:], steps_per_epoch=math.ceil(num_examples / batch_size), seed=seed,
-                       jit_init=jit_init, num_networks=self.method.num_networks)
+    state = make_state(
+      self.model,
+      batch.shape[1:],
+      steps_per_epoch=math.ceil(num_examples / batch_size),
+      seed=seed,
+      jit_init=jit_init,
+      num_networks=self.method.num_networks,
+    )
     self.num_parameters = count_parameters(state.params)
     self.state = mesh_lib.replicate(state, self.mesh)
     self.table = mesh_lib.replicate(make_table(self.method, labels), self.mesh)
@@ -134,11 +151,14 @@ def time_step_variants(variants: dict, args) -> dict:
   runners = {}
   for name, variant in variants.items():
     method, member_map, multiple = (tuple(variant) + (1,))[:3] if isinstance(variant, tuple) else (variant, "loop", 1)
-    batch = np.random.default_rng(0).standard_normal(
-        (args.batch_size * multiple, *common.STEP_INPUT_SHAPES[args.model])).astype(np.float32)
-    runners[name] = StepRunner(model_name=args.model, method=method, batch=batch, num_examples=args.num_examples,
-                               member_map=member_map)
+    batch = (
+      np.random.default_rng(0)
+      .standard_normal((args.batch_size * multiple, *common.STEP_INPUT_SHAPES[args.model]))
+      .astype(np.float32)
+    )
+    runners[name] = StepRunner(
+      model_name=args.model, method=method, batch=batch, num_examples=args.num_examples, member_map=member_map
+    )
   sides = {name: (lambda r=runner: r(args.steps)) for name, runner in runners.items()}
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   return common.summarize(times, work=args.batch_size * args.steps, unit="images/s")
-

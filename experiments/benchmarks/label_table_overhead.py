@@ -33,15 +33,26 @@ def main(argv=None):
     s["overhead_percent_medians"] = 100.0 * (s["ratio_of_medians"] - 1.0)
     s["overhead_percent_paired"] = 100.0 * (s["median_ratio"] - 1.0)
   overhead = common.format_table(
-      ["side", "ms per step (median)", "overhead % (medians)", "overhead % (paired)"],
-      [[name, s["median_s"] * 1e3 / args.steps, s["overhead_percent_medians"], s["overhead_percent_paired"]]
-       for name, s in summary.items()])
+    ["side", "ms per step (median)", "overhead % (medians)", "overhead % (paired)"],
+    [
+      [name, s["median_s"] * 1e3 / args.steps, s["overhead_percent_medians"], s["overhead_percent_paired"]]
+      for name, s in summary.items()
+    ],
+  )
   settings = common.step_variants_settings(args, history_length=jo.history_length)
   settings["jo"] = {k: v for k, v in jax_side.JO_SETTINGS.items() if k in ("alpha", "beta")}
-  common.report("label_table_overhead", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s"), overhead],
-                notes=["synthetic data (random normal images, random labels); timing only.",
-                       "overhead of a side = its time / CE's time - 1."])
+  common.report(
+    "label_table_overhead",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s"), overhead],
+    notes=[
+      "synthetic data (random normal images, random labels); timing only.",
+      "overhead of a side = its time / CE's time - 1.",
+    ],
+  )
 
 
 if __name__ == "__main__":

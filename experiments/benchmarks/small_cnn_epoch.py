@@ -29,8 +29,12 @@ from experiments.benchmarks import common
 def main(argv=None):
   parser = common.base_parser(__doc__.splitlines()[0], repeats=10, torch_device=True)
   parser.add_argument("--batch-size", type=int, default=128)
-  parser.add_argument("--jax-mode", choices=("auto", "scan", "steps"), default="auto",
-                      help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)")
+  parser.add_argument(
+    "--jax-mode",
+    choices=("auto", "scan", "steps"),
+    default="auto",
+    help="make_epoch_fn mode ('auto': 'steps' on CPU, 'scan' on an accelerator)",
+  )
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup = 3, 1
@@ -63,18 +67,28 @@ def main(argv=None):
   method = jax_side.make_method("ce", num_classes)
   state = jax_side.make_state(model, x_train.shape[1:], steps_per_epoch=steps_per_epoch)
   num_parameters = jax_side.count_parameters(state.params)
-  jx = {"state": mesh_lib.replicate(state, mesh),
-        "table": mesh_lib.replicate(jax_side.make_table(method, y_train, num_classes), mesh), "epoch": 0}
+  jx = {
+    "state": mesh_lib.replicate(state, mesh),
+    "table": mesh_lib.replicate(jax_side.make_table(method, y_train, num_classes), mesh),
+    "epoch": 0,
+  }
   images = mesh_lib.replicate(jnp.asarray(x_train), mesh)
-  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n, mode=args.jax_mode,
-                                 compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform))
+  epoch_fn = epoch_lib.make_epoch_fn(
+    method,
+    mesh,
+    batch_size=batch_size,
+    num_examples=n,
+    mode=args.jax_mode,
+    compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
+  )
   order_key = jax.random.key(1)
 
   def jax_epoch():
     jx["epoch"] += 1
     epoch = jx["epoch"]
-    jx["state"], jx["table"], metrics = epoch_fn(jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch),
-                                                 jnp.asarray(epoch, jnp.int32))
+    jx["state"], jx["table"], metrics = epoch_fn(
+      jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32)
+    )
     return jax.device_get(metrics)
 
   # --- PyTorch
@@ -84,22 +98,26 @@ def main(argv=None):
   x_on, y_on = x.to(device), y.to(device)  # the slices loop's tensors, on the PyTorch side's device
 
   def torch_epoch(loader_kind):
-    net = torch_side.on_device(torch_side.SmallCNN(num_classes, in_channels=x.shape[1], image_size=x.shape[2]),
-                               device)
+    net = torch_side.on_device(torch_side.SmallCNN(num_classes, in_channels=x.shape[1], image_size=x.shape[2]), device)
     assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
     optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
     if loader_kind == "dataloader":
-      loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y, torch.arange(n)),
-                                           batch_size=batch_size, shuffle=True, pin_memory=device.type == "cuda")
+      loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, y, torch.arange(n)),
+        batch_size=batch_size,
+        shuffle=True,
+        pin_memory=device.type == "cuda",
+      )
 
       def batches():
         for inputs, targets, index in loader:
           yield (inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True), index)
     else:
+
       def batches():
         perm = torch.randperm(n, device=device)
         for start in range(0, n, batch_size):
-          index = perm[start:start + batch_size]
+          index = perm[start : start + batch_size]
           yield x_on[index], y_on[index], index
 
     def run():
@@ -119,21 +137,38 @@ def main(argv=None):
     return run
 
   torch_name = "torch eager" if device.type == "cpu" else f"torch {device.type} eager"
-  sides = {f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch,
-           f"{torch_name}, DataLoader": torch_epoch("dataloader"),
-           f"{torch_name}, tensor slices": torch_epoch("slices")}
+  sides = {
+    f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch,
+    f"{torch_name}, DataLoader": torch_epoch("dataloader"),
+    f"{torch_name}, tensor slices": torch_epoch("slices"),
+  }
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   summary = common.summarize(times, work=n, unit="images/s")
-  settings = {"model": "small_cnn (12, 24, 48)", "parameters": num_parameters, "dataset": "mnist5k train (real)",
-              "num_examples": n, "batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "loss": "CE",
-              "jax_mode": args.jax_mode, "torch_device": args.torch_device}
-  common.report("small_cnn_epoch", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s")],
-                notes=["real data: noisy_jax.data.load('mnist5k'), standardised per channel"
-                       + (" (first 512 training images: --quick)" if args.quick else ""),
-                       "noisy_jax pads the last batch to 128 (padding rows masked out); PyTorch runs a short last "
-                       "batch.",
-                       "one unit = one epoch; ratio > 1: that side's epoch takes longer than noisy_jax's."])
+  settings = {
+    "model": "small_cnn (12, 24, 48)",
+    "parameters": num_parameters,
+    "dataset": "mnist5k train (real)",
+    "num_examples": n,
+    "batch_size": batch_size,
+    "steps_per_epoch": steps_per_epoch,
+    "loss": "CE",
+    "jax_mode": args.jax_mode,
+    "torch_device": args.torch_device,
+  }
+  common.report(
+    "small_cnn_epoch",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s")],
+    notes=[
+      "real data: noisy_jax.data.load('mnist5k'), standardised per channel"
+      + (" (first 512 training images: --quick)" if args.quick else ""),
+      "noisy_jax pads the last batch to 128 (padding rows masked out); PyTorch runs a short last batch.",
+      "one unit = one epoch; ratio > 1: that side's epoch takes longer than noisy_jax's.",
+    ],
+  )
 
 
 if __name__ == "__main__":

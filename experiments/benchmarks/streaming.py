@@ -61,7 +61,7 @@ from experiments.benchmarks import common
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 GENERATOR_VERSION = 1  # bump when the pictures change, so that a cached folder is rewritten
 MARKER = "benchmark_folder.json"
-MIB = 2.0 ** 20
+MIB = 2.0**20
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -76,6 +76,7 @@ def default_data_dir(num_files: int) -> str:
 def _upsample_matrix(grid: int, size: int = 32):
   """[size, grid] bilinear weights from `grid` points to `size` pixels (corners aligned)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   pos = np.linspace(0, grid - 1, size)
   lo = np.floor(pos).astype(int).clip(0, grid - 2)
   frac = pos - lo
@@ -89,6 +90,7 @@ def synthetic_pictures(rng, count: int):
   """uint8 [count, 32, 32, 3]: a random mean colour + smooth random fields (grids of 3, 6, 12 points, amplitudes
   70, 35, 18) + Gaussian noise (sigma 6), rounded and clipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   x = rng.uniform(60, 190, (count, 1, 1, 3)) + rng.normal(0, 6, (count, 32, 32, 3))
   for grid, amplitude in ((3, 70), (6, 35), (12, 18)):
     m = _upsample_matrix(grid)
@@ -99,6 +101,7 @@ def synthetic_pictures(rng, count: int):
 def _write_split(root: str, split: str, count: int, rng, first_index: int = 0) -> int:
   """Writes `count` PNGs to root/split/CLASS/NNNNN.png (file i in class i % 10); returns their total bytes."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   for name in CLASSES:
     os.makedirs(os.path.join(root, split, name), exist_ok=True)
   total, chunk = 0, 1000
@@ -116,16 +119,23 @@ def ensure_folder(root: str, num_files: int, *, seed: int = 0) -> dict:
   """The folder of `num_files` training PNGs at `root`, written now unless a matching one is there; its marker
   (N, seed, version, sizes, time to write)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  want = {"num_files": num_files, "num_test_files": max(len(CLASSES), num_files // 50), "seed": seed,
-          "version": GENERATOR_VERSION}
+
+  want = {
+    "num_files": num_files,
+    "num_test_files": max(len(CLASSES), num_files // 50),
+    "seed": seed,
+    "version": GENERATOR_VERSION,
+  }
   marker_path = os.path.join(root, MARKER)
   if os.path.exists(marker_path):
     with open(marker_path) as f:
       marker = json.load(f)
     if {k: marker.get(k) for k in want} == want:
       return dict(marker, reused=True)
-    raise SystemExit(f"{root!r} holds another benchmark folder ({marker_path}: "
-                     f"{ {k: marker.get(k) for k in want} }, wanted {want}); remove it or pass another --data-dir.")
+    raise SystemExit(
+      f"{root!r} holds another benchmark folder ({marker_path}: "
+      f"{ {k: marker.get(k) for k in want} }, wanted {want}); remove it or pass another --data-dir."
+    )
   if os.path.exists(root) and os.listdir(root):
     raise SystemExit(f"{root!r} exists without {MARKER}; remove it or pass another --data-dir.")
   partial = f"{root}.partial-{os.getpid()}"
@@ -133,8 +143,9 @@ def ensure_folder(root: str, num_files: int, *, seed: int = 0) -> dict:
   rng = np.random.default_rng(seed)
   train_bytes = _write_split(partial, "train", num_files, rng)
   _write_split(partial, "test", want["num_test_files"], rng, first_index=num_files)
-  marker = dict(want, mean_file_bytes=train_bytes / num_files, train_bytes=train_bytes,
-                write_seconds=time.perf_counter() - start)
+  marker = dict(
+    want, mean_file_bytes=train_bytes / num_files, train_bytes=train_bytes, write_seconds=time.perf_counter() - start
+  )
   with open(os.path.join(partial, MARKER), "w") as f:
     json.dump(marker, f, indent=1)
   os.makedirs(os.path.dirname(os.path.abspath(root)), exist_ok=True)
@@ -167,6 +178,7 @@ class RssSampler:
 
   def __init__(self, interval: float):
     import psutil  # pylint: disable=g-import-not-at-top
+
     self._psutil = psutil
     self._proc = psutil.Process()
     self._interval = interval
@@ -205,9 +217,18 @@ class RssSampler:
   def _record(self, label: str) -> None:
     own, workers, unique, count = self.sample()
     with self._lock:
-      p = self.peaks.setdefault(label, {"process_at_start_mib": own / MIB, "peak_total_mib": 0.0,
-                                        "peak_process_mib": 0.0, "peak_workers_mib": 0.0,
-                                        "peak_workers_uss_mib": 0.0, "max_workers_seen": 0, "samples": 0})
+      p = self.peaks.setdefault(
+        label,
+        {
+          "process_at_start_mib": own / MIB,
+          "peak_total_mib": 0.0,
+          "peak_process_mib": 0.0,
+          "peak_workers_mib": 0.0,
+          "peak_workers_uss_mib": 0.0,
+          "max_workers_seen": 0,
+          "samples": 0,
+        },
+      )
       p["peak_total_mib"] = max(p["peak_total_mib"], (own + workers) / MIB)
       p["peak_process_mib"] = max(p["peak_process_mib"], own / MIB)
       p["peak_workers_mib"] = max(p["peak_workers_mib"], workers / MIB)
@@ -250,6 +271,7 @@ def _resident_child(dtype_name: str, num_examples: int, conn) -> None:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import psutil  # pylint: disable=g-import-not-at-top
+
   proc = psutil.Process()
   jax.block_until_ready(jax.device_put(np.zeros(8, np.float32)))  # the CPU client started
   before = proc.memory_info().rss
@@ -267,14 +289,22 @@ def _resident_child(dtype_name: str, num_examples: int, conn) -> None:
   del host
   gc.collect()
   device_only = proc.memory_info().rss
-  conn.send({"dtype": dtype_name, "bytes": int(on_device.nbytes), "host_array_rss_mib": (with_host - before) / MIB,
-             "device_put_rss_increase_mib": (after_put - with_host) / MIB,
-             "kept_after_host_deleted_mib": (device_only - before) / MIB, "device_aliases_host": aliases})
+  conn.send(
+    {
+      "dtype": dtype_name,
+      "bytes": int(on_device.nbytes),
+      "host_array_rss_mib": (with_host - before) / MIB,
+      "device_put_rss_increase_mib": (after_put - with_host) / MIB,
+      "kept_after_host_deleted_mib": (device_only - before) / MIB,
+      "device_aliases_host": aliases,
+    }
+  )
   conn.close()
 
 
 def resident_memory(num_examples: int) -> list[dict]:
   import multiprocessing  # pylint: disable=g-import-not-at-top
+
   ctx = multiprocessing.get_context("spawn")
   out = []
   for dtype_name in ("float32", "uint8"):
@@ -292,19 +322,30 @@ def resident_memory(num_examples: int) -> list[dict]:
 
 def main(argv=None):
   parser = common.base_parser(__doc__.splitlines()[0], repeats=5, warmup=1)
-  parser.add_argument("--workers", default="2",
-                      help="comma-separated worker counts W (Grain workers and DataLoader num_workers alike), one "
-                           "pair of sides each, e.g. 0,2 (default %(default)s)")
+  parser.add_argument(
+    "--workers",
+    default="2",
+    help="comma-separated worker counts W (Grain workers and DataLoader num_workers alike), one "
+    "pair of sides each, e.g. 0,2 (default %(default)s)",
+  )
   parser.add_argument("--num-files", type=int, default=50_000, help="training PNGs in the folder (N)")
   parser.add_argument("--data-dir", default=None, help="the folder (default workdirs/benchmarks/png50k for N=50,000)")
   parser.add_argument("--batch-size", type=int, default=128)
-  parser.add_argument("--epoch-images", type=int, default=5000,
-                      help="files per training epoch (every (N / this)-th file; default %(default)s)")
+  parser.add_argument(
+    "--epoch-images",
+    type=int,
+    default=5000,
+    help="files per training epoch (every (N / this)-th file; default %(default)s)",
+  )
   parser.add_argument("--epoch-repeats", type=int, default=3, help="timed training epochs per side")
   parser.add_argument("--augment", action="store_true", help="crop (padding 4) + flip in the training epochs")
   parser.add_argument("--skip-epoch", action="store_true", help="measure the data path only")
-  parser.add_argument("--resident-examples", type=int, default=50_000,
-                      help="rows of the CIFAR-shaped split of the resident memory measurement (0: skip it)")
+  parser.add_argument(
+    "--resident-examples",
+    type=int,
+    default=50_000,
+    help="rows of the CIFAR-shaped split of the resident memory measurement (0: skip it)",
+  )
   parser.add_argument("--rss-interval", type=float, default=0.05, help="seconds between RSS samples")
   args = parser.parse_args(argv)
   if args.quick:  # every code path once, tiny: 640 files, batch 32, 2 training steps
@@ -313,8 +354,9 @@ def main(argv=None):
   workers = [int(w) for w in args.workers.split(",")]
   data_dir = args.data_dir or default_data_dir(args.num_files)
   if not args.batch_size <= args.epoch_images <= args.num_files:  # epoch_lib.epoch_batches pads from the epoch's rows
-    raise SystemExit(f"--epoch-images={args.epoch_images} must be in [--batch-size={args.batch_size}, "
-                     f"--num-files={args.num_files}].")
+    raise SystemExit(
+      f"--epoch-images={args.epoch_images} must be in [--batch-size={args.batch_size}, --num-files={args.num_files}]."
+    )
   load_at_start = [round(x, 2) for x in os.getloadavg()]
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
@@ -337,8 +379,11 @@ def main(argv=None):
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
   folder = ensure_folder(data_dir, args.num_files)
-  print(f"folder {data_dir}: {args.num_files} training PNGs, mean {folder['mean_file_bytes']:.0f} bytes per file "
-        f"({'reused' if folder['reused'] else 'written in %.1f s' % folder['write_seconds']})", flush=True)
+  print(
+    f"folder {data_dir}: {args.num_files} training PNGs, mean {folder['mean_file_bytes']:.0f} bytes per file "
+    f"({'reused' if folder['reused'] else 'written in %.1f s' % folder['write_seconds']})",
+    flush=True,
+  )
   batch_size, num_classes = args.batch_size, len(CLASSES)
 
   # Both sides list the same files in the same order (asserted).
@@ -391,8 +436,13 @@ def main(argv=None):
     return run
 
   def torch_data(w):
-    loader = torch.utils.data.DataLoader(FolderImages(paths, labels, pil_to_tensor), batch_size=batch_size,
-                                         shuffle=True, num_workers=w, persistent_workers=False)
+    loader = torch.utils.data.DataLoader(
+      FolderImages(paths, labels, pil_to_tensor),
+      batch_size=batch_size,
+      shuffle=True,
+      num_workers=w,
+      persistent_workers=False,
+    )
 
     def run():
       count = 0
@@ -430,6 +480,7 @@ def main(argv=None):
   norm = None
   if not args.skip_epoch:
     import types  # pylint: disable=g-import-not-at-top
+
     norm = normalization.fit(types.SimpleNamespace(x_train=epoch_files, pixel_max=255.0), "per_channel")
     steps_per_epoch = math.ceil(n_epoch / batch_size)
     augment_config = {"crop_padding": 4, "flip": True} if args.augment else None
@@ -438,8 +489,11 @@ def main(argv=None):
     method = jax_side.make_method("ce", num_classes)
     state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
     num_parameters = jax_side.count_parameters(state.params)
-    jx = {"state": mesh_lib.replicate(state, mesh),
-          "table": mesh_lib.replicate(jax_side.make_table(method, epoch_labels, num_classes), mesh), "epoch": 0}
+    jx = {
+      "state": mesh_lib.replicate(state, mesh),
+      "table": mesh_lib.replicate(jax_side.make_table(method, epoch_labels, num_classes), mesh),
+      "epoch": 0,
+    }
     waits = {}
 
     def timed_epoch_loader(*a, **kw):  # streaming.epoch_loader with the time spent waiting for batches counted
@@ -470,10 +524,17 @@ def main(argv=None):
     original_epoch_loader = streaming.epoch_loader
 
     def jax_epoch(w):
-      fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch_size, num_examples=n_epoch,
-                               augment=augment_lib.make_augment(augment_config),
-                               compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
-                               normalize=norm, source=epoch_files, workers=w)
+      fn = epoch_lib.make_epoch_fn(
+        method,
+        mesh,
+        batch_size=batch_size,
+        num_examples=n_epoch,
+        augment=augment_lib.make_augment(augment_config),
+        compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
+        normalize=norm,
+        source=epoch_files,
+        workers=w,
+      )
       name = f"noisy_jax W={w}"
 
       def run():
@@ -482,9 +543,13 @@ def main(argv=None):
         streaming.epoch_loader = timed_epoch_loader
         start = time.perf_counter()
         try:
-          jx["state"], jx["table"], metrics = fn(jx["state"], jx["table"], None,
-                                                 jax.random.fold_in(order_key, jx["epoch"]),
-                                                 jnp.asarray(jx["epoch"], jnp.int32))
+          jx["state"], jx["table"], metrics = fn(
+            jx["state"],
+            jx["table"],
+            None,
+            jax.random.fold_in(order_key, jx["epoch"]),
+            jnp.asarray(jx["epoch"], jnp.int32),
+          )
           metrics = jax.device_get(metrics)  # fit's record of the epoch waits for it
         finally:
           streaming.epoch_loader = original_epoch_loader
@@ -499,14 +564,18 @@ def main(argv=None):
     assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
     optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
     mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
-    transform = torch_side.cifar_train_transform(mean, std, crop_padding=4 if args.augment else 0,
-                                                 flip=args.augment)
+    transform = torch_side.cifar_train_transform(mean, std, crop_padding=4 if args.augment else 0, flip=args.augment)
     epoch_dataset = FolderImages(epoch_paths, [int(y) for y in epoch_labels], transform)
 
     def torch_epoch(w):
-      loader = torch.utils.data.DataLoader(epoch_dataset, batch_size=batch_size, shuffle=True, num_workers=w,
-                                           persistent_workers=False,
-                                           worker_init_fn=torch_side.seed_worker if w else None)
+      loader = torch.utils.data.DataLoader(
+        epoch_dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=w,
+        persistent_workers=False,
+        worker_init_fn=torch_side.seed_worker if w else None,
+      )
       name = f"torch W={w}"
 
       def run():
@@ -541,16 +610,21 @@ def main(argv=None):
       sides[f"noisy_jax W={w}"] = jax_epoch(w)
       sides[f"torch W={w}"] = torch_epoch(w)
     sides = {name: sampler.watch(f"epoch: {name}", fn) for name, fn in sides.items()}
-    print(f"training epochs: {len(sides)} sides, {args.warmup} + {args.epoch_repeats} epochs of {n_epoch} images "
-          "each ...", flush=True)
+    print(
+      f"training epochs: {len(sides)} sides, {args.warmup} + {args.epoch_repeats} epochs of {n_epoch} images each ...",
+      flush=True,
+    )
     epoch_times = common.alternate(sides, repeats=args.epoch_repeats, warmup=args.warmup)
     epoch_summary = common.summarize(epoch_times, work=n_epoch, unit="images/s")
     for name, s in epoch_summary.items():
-      timed = waits[name][args.warmup:]  # the warm-up epochs left out
+      timed = waits[name][args.warmup :]  # the warm-up epochs left out
       s["data_wait_fraction_median"] = float(np.median(timed))
       s["data_wait_fractions"] = timed
-    epoch_results = {"parameters": num_parameters, "steps_per_epoch": steps_per_epoch,
-                     "normalization": {"mean": norm.mean.tolist(), "std": norm.std.tolist()}}
+    epoch_results = {
+      "parameters": num_parameters,
+      "steps_per_epoch": steps_per_epoch,
+      "normalization": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
+    }
   sampler.close()
 
   # --- 4. The resident split, float32 vs uint8 (fresh processes).
@@ -558,8 +632,9 @@ def main(argv=None):
 
   # --- Tables and the record.
   tables = [
-      "data path alone: one unit = one epoch of the files (the N/10 sides: every 10th file); x first per image",
-      common.timing_table(data_summary, unit="images/s", scale=1.0, time_unit="s")]
+    "data path alone: one unit = one epoch of the files (the N/10 sides: every 10th file); x first per image",
+    common.timing_table(data_summary, unit="images/s", scale=1.0, time_unit="s"),
+  ]
 
   def pairs(summary, extra=None):
     rows_ = []
@@ -577,55 +652,102 @@ def main(argv=None):
   tables.append(pairs(data_summary))
   rss_rows = []
   for label, p in sampler.peaks.items():
-    rss_rows.append([label, p["peak_total_mib"], p["peak_workers_mib"], p["peak_workers_uss_mib"],
-                     p["max_workers_seen"], p["process_at_start_mib"], p["peak_process_mib"]])
-  tables += ["peak host RSS, MiB (total = this process + its workers' RSS; the process holds both frameworks; "
-             "workers USS = pages only the workers map)",
-             common.format_table(["side", "peak total", "peak workers", "workers USS", "workers",
-                                  "process at start", "peak process"], rss_rows)]
+    rss_rows.append(
+      [
+        label,
+        p["peak_total_mib"],
+        p["peak_workers_mib"],
+        p["peak_workers_uss_mib"],
+        p["max_workers_seen"],
+        p["process_at_start_mib"],
+        p["peak_process_mib"],
+      ]
+    )
+  tables += [
+    "peak host RSS, MiB (total = this process + its workers' RSS; the process holds both frameworks; "
+    "workers USS = pages only the workers map)",
+    common.format_table(
+      ["side", "peak total", "peak workers", "workers USS", "workers", "process at start", "peak process"], rss_rows
+    ),
+  ]
   if epoch_summary:
-    tables += [f"training epoch, ResNet-32, {n_epoch} images, batch {batch_size}"
-               f"{', crop + flip' if args.augment else ''}",
-               common.timing_table(epoch_summary, unit="images/s", scale=1.0, time_unit="s"),
-               pairs(epoch_summary, "data_wait_fraction_median")]
+    tables += [
+      f"training epoch, ResNet-32, {n_epoch} images, batch {batch_size}{', crop + flip' if args.augment else ''}",
+      common.timing_table(epoch_summary, unit="images/s", scale=1.0, time_unit="s"),
+      pairs(epoch_summary, "data_wait_fraction_median"),
+    ]
   if resident:
-    tables += [f"resident training split [{args.resident_examples}, 32, 32, 3] on the CPU device (fresh processes)",
-               common.format_table(["dtype", "bytes MiB", "host array RSS", "device_put RSS increase",
-                                    "kept after host array deleted", "device aliases host"],
-                                   [[r["dtype"], r["bytes"] / MIB, r["host_array_rss_mib"],
-                                     r["device_put_rss_increase_mib"], r["kept_after_host_deleted_mib"],
-                                     r["device_aliases_host"]] for r in resident])]
+    tables += [
+      f"resident training split [{args.resident_examples}, 32, 32, 3] on the CPU device (fresh processes)",
+      common.format_table(
+        [
+          "dtype",
+          "bytes MiB",
+          "host array RSS",
+          "device_put RSS increase",
+          "kept after host array deleted",
+          "device aliases host",
+        ],
+        [
+          [
+            r["dtype"],
+            r["bytes"] / MIB,
+            r["host_array_rss_mib"],
+            r["device_put_rss_increase_mib"],
+            r["kept_after_host_deleted_mib"],
+            r["device_aliases_host"],
+          ]
+          for r in resident
+        ],
+      ),
+    ]
   example_bytes = 32 * 32 * 3
   prefetch_batches = 2  # streaming.Loader's per_worker_buffer_size
   notes = [
-      f"files: {args.num_files} PNGs, mean {folder['mean_file_bytes']:.0f} bytes (raw pixels: {example_bytes}); "
-      "the warm-up epoch puts them in the page cache, so the timed epochs measure decoding, not the disk.",
-      "speed vs PyTorch = PyTorch's time / noisy_jax's time at the same W (above 1: noisy_jax is faster).",
-      f"noisy_jax reads ceil(N/{batch_size}) full batches (the last one padded with invalid rows, as the trainer does); "
-      "PyTorch's last batch is short.",
-      f"prefetch bound: noisy_jax keeps {prefetch_batches} batches per Grain worker "
-      f"({prefetch_batches} x {batch_size} x {example_bytes} bytes = "
-      f"{prefetch_batches * batch_size * example_bytes / MIB:.2f} MiB each); PyTorch's DataLoader "
-      "prefetch_factor 2 per worker likewise; each worker also holds the list of N paths (its only O(N) state).",
-      "workers start anew every epoch on both sides (persistent_workers=False; Grain spawns, the DataLoader "
-      "forks) and share the cores with the training threads.",
-      "data wait: time in next(loader) and creating the loader / epoch time; PyTorch's step is synchronous (the "
-      "step waited that long), noisy_jax dispatches asynchronously (an upper bound on the step's wait).",
-      "RSS sums count shared pages in every process (forked workers share the parent's pages copy-on-write); "
-      "the workers' USS (unique set size) leaves shared pages out.",
+    f"files: {args.num_files} PNGs, mean {folder['mean_file_bytes']:.0f} bytes (raw pixels: {example_bytes}); "
+    "the warm-up epoch puts them in the page cache, so the timed epochs measure decoding, not the disk.",
+    "speed vs PyTorch = PyTorch's time / noisy_jax's time at the same W (above 1: noisy_jax is faster).",
+    f"noisy_jax reads ceil(N/{batch_size}) full batches (the last one padded with invalid rows, as the trainer "
+    "does); PyTorch's last batch is short.",
+    f"prefetch bound: noisy_jax keeps {prefetch_batches} batches per Grain worker "
+    f"({prefetch_batches} x {batch_size} x {example_bytes} bytes = "
+    f"{prefetch_batches * batch_size * example_bytes / MIB:.2f} MiB each); PyTorch's DataLoader "
+    "prefetch_factor 2 per worker likewise; each worker also holds the list of N paths (its only O(N) state).",
+    "workers start anew every epoch on both sides (persistent_workers=False; Grain spawns, the DataLoader "
+    "forks) and share the cores with the training threads.",
+    "data wait: time in next(loader) and creating the loader / epoch time; PyTorch's step is synchronous (the "
+    "step waited that long), noisy_jax dispatches asynchronously (an upper bound on the step's wait).",
+    "RSS sums count shared pages in every process (forked workers share the parent's pages copy-on-write); "
+    "the workers' USS (unique set size) leaves shared pages out.",
   ]
   if args.quick:
     notes.append("--quick: a smoke run (640 files, batch 32, 2 training steps); the numbers mean nothing.")
-  settings = {"num_files": args.num_files, "data_dir": data_dir, "mean_file_bytes": folder["mean_file_bytes"],
-              "folder_reused": folder["reused"], "batch_size": batch_size, "workers": workers,
-              "epoch_images": n_epoch, "epoch_repeats": args.epoch_repeats, "augment": bool(args.augment),
-              "model": "preact_resnet32", "loss": "CE", "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4",
-              "rss_interval_s": args.rss_interval, "resident_examples": args.resident_examples,
-              "load_average_start": load_at_start}
-  results = {"data_path": data_summary, "epoch": epoch_summary, "epoch_info": epoch_results,
-             "rss": sampler.peaks, "resident": resident, "folder": folder}
-  common.report("streaming", args=args, threads=threads, settings=settings, results=results, notes=notes,
-                 tables=tables)
+  settings = {
+    "num_files": args.num_files,
+    "data_dir": data_dir,
+    "mean_file_bytes": folder["mean_file_bytes"],
+    "folder_reused": folder["reused"],
+    "batch_size": batch_size,
+    "workers": workers,
+    "epoch_images": n_epoch,
+    "epoch_repeats": args.epoch_repeats,
+    "augment": bool(args.augment),
+    "model": "preact_resnet32",
+    "loss": "CE",
+    "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4",
+    "rss_interval_s": args.rss_interval,
+    "resident_examples": args.resident_examples,
+    "load_average_start": load_at_start,
+  }
+  results = {
+    "data_path": data_summary,
+    "epoch": epoch_summary,
+    "epoch_info": epoch_results,
+    "rss": sampler.peaks,
+    "resident": resident,
+    "folder": folder,
+  }
+  common.report("streaming", args=args, threads=threads, settings=settings, results=results, notes=notes, tables=tables)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ def on_device(model: nn.Module, device, memory_format=None) -> nn.Module:
   CPU copy left behind when the benchmark asked for a GPU)."""
   model = model.to(device) if memory_format is None else model.to(device, memory_format=memory_format)
   device = torch.device(device)
-  misplaced = [name for name, t in list(model.named_parameters()) + list(model.named_buffers())
-               if t.device.type != device.type]
+  misplaced = [
+    name for name, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device.type != device.type
+  ]
   if misplaced:
     raise RuntimeError(f"{type(model).__name__}: {misplaced[:3]} not on {device} after .to({device}).")
   return model
@@ -138,7 +139,7 @@ class RandomCrop:
     p = self.padding
     padded = np.pad(image, ((p, p), (p, p), (0, 0)))
     top, left = np.random.randint(0, padded.shape[0] - self.size + 1, size=2)
-    return padded[top:top + self.size, left:left + self.size]
+    return padded[top : top + self.size, left : left + self.size]
 
 
 class RandomHorizontalFlip:
@@ -201,4 +202,4 @@ class IndexedImages(torch.utils.data.Dataset):
 
 def seed_worker(worker_id: int) -> None:
   """DataLoader worker_init_fn: a distinct NumPy seed per worker (the transforms draw from np.random)."""
-  np.random.seed((torch.initial_seed() + worker_id) % 2 ** 32)
+  np.random.seed((torch.initial_seed() + worker_id) % 2**32)

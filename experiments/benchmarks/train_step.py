@@ -29,10 +29,15 @@ def main(argv=None):
   parser.add_argument("--steps", type=int, default=5, help="train steps per timed unit")
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--channels-last", action="store_true", help="also time PyTorch with channels_last tensors")
-  parser.add_argument("--model", default="preact_resnet32",
-                      choices=("preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34"))
-  parser.add_argument("--xla-options", default="model", choices=("model", "default", "both"),
-                      help="compile the noisy_jax step with the model's XLA options, XLA's defaults, or both sides")
+  parser.add_argument(
+    "--model", default="preact_resnet32", choices=("preact_resnet32", "preact_resnet_jo", "resnet18", "resnet34")
+  )
+  parser.add_argument(
+    "--xla-options",
+    default="model",
+    choices=("model", "default", "both"),
+    help="compile the noisy_jax step with the model's XLA options, XLA's defaults, or both sides",
+  )
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.steps, args.batch_size = 2, 1, 2, 32
@@ -52,10 +57,12 @@ def main(argv=None):
   variants = {"model": [True], "default": [False], "both": [True, False]}[args.xla_options]
   runners = {}
   for with_options in variants:
-    name = "noisy_jax (jit, donated)" + ("" if len(variants) == 1 else
-                                         (", model's XLA options" if with_options else ", XLA defaults"))
-    runners[name] = jax_side.StepRunner(model_name=args.model, method="ce", batch=batch, num_examples=50_000,
-                                        xla_options=with_options)
+    name = "noisy_jax (jit, donated)" + (
+      "" if len(variants) == 1 else (", model's XLA options" if with_options else ", XLA defaults")
+    )
+    runners[name] = jax_side.StepRunner(
+      model_name=args.model, method="ce", batch=batch, num_examples=50_000, xla_options=with_options
+    )
   runner = next(iter(runners.values()))
 
   torch.manual_seed(0)
@@ -65,10 +72,13 @@ def main(argv=None):
     torch_models[f"{torch_name} (NCHW)"] = torch_side.on_device(torch_side.PreActResNet32(10), device)
   if args.channels_last and torch_models:
     torch_models[f"{torch_name} (channels_last)"] = torch_side.on_device(
-        torch_side.PreActResNet32(10), device, memory_format=torch.channels_last)
+      torch_side.PreActResNet32(10), device, memory_format=torch.channels_last
+    )
   for model in torch_models.values():
     assert torch_side.count_parameters(model) == runner.num_parameters, (
-        torch_side.count_parameters(model), runner.num_parameters)
+      torch_side.count_parameters(model),
+      runner.num_parameters,
+    )
   x_nchw = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous().to(device)
   y = torch.from_numpy(labels).to(device)
 
@@ -96,14 +106,29 @@ def main(argv=None):
   times = common.alternate(sides, repeats=args.repeats, warmup=args.warmup)
   work = args.batch_size * args.steps
   summary = common.summarize(times, work=work, unit="images/s")
-  settings = {"model": args.model, "xla_options": args.xla_options, "parameters": runner.num_parameters,
-              "batch_size": args.batch_size, "steps_per_unit": args.steps,
-              "input": "synthetic CIFAR-shaped float32 [B,32,32,3]", "loss": "CE",
-              "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4", "torch_device": args.torch_device}
-  common.report("train_step", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s")],
-                notes=["synthetic data (random normal images, random labels); timing only.",
-                       "ratio > 1: that side takes longer per unit than noisy_jax."])
+  settings = {
+    "model": args.model,
+    "xla_options": args.xla_options,
+    "parameters": runner.num_parameters,
+    "batch_size": args.batch_size,
+    "steps_per_unit": args.steps,
+    "input": "synthetic CIFAR-shaped float32 [B,32,32,3]",
+    "loss": "CE",
+    "optimizer": "SGD lr 0.1 momentum 0.9 weight decay 5e-4",
+    "torch_device": args.torch_device,
+  }
+  common.report(
+    "train_step",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s")],
+    notes=[
+      "synthetic data (random normal images, random labels); timing only.",
+      "ratio > 1: that side takes longer per unit than noisy_jax.",
+    ],
+  )
 
 
 if __name__ == "__main__":

@@ -62,9 +62,12 @@ def main(argv=None):
   options = xla_options.compiler_options(model, mesh.devices.flat[0].platform)
   make = lambda config: registry.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)
   dividemix = make({"name": "dividemix", "warm_up": 1})
-  variants = {"CE": (jax_side.make_method("ce"), 1),
-              "Co-teaching": (make({"name": "coteaching", "forget_rate": 0.4}), 1),
-              "ELR+": (make({"name": "elr_plus"}), 1), "DivideMix": (dividemix, 2)}
+  variants = {
+    "CE": (jax_side.make_method("ce"), 1),
+    "Co-teaching": (make({"name": "coteaching", "forget_rate": 0.4}), 1),
+    "ELR+": (make({"name": "elr_plus"}), 1),
+    "DivideMix": (dividemix, 2),
+  }
 
   class EpochRunner:
     """(state, table) on the device; each call trains one epoch (donated) and waits for it."""
@@ -79,38 +82,52 @@ def main(argv=None):
         table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
       self.state, self.table = mesh_lib.replicate(state, mesh), mesh_lib.replicate(table, mesh)
       self.epoch = jnp.asarray(epoch, jnp.int32)
-      self.fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=batch, num_examples=n, mode="steps",
-                                    compiler_options=options, member_map="loop")
+      self.fn = epoch_lib.make_epoch_fn(
+        method, mesh, batch_size=batch, num_examples=n, mode="steps", compiler_options=options, member_map="loop"
+      )
       if method.epoch_factory is not None:
-        self.fn = method.epoch_factory(mesh, self.fn, batch_size=batch, num_examples=n, compiler_options=options,
-                                       axis=mesh_lib.AXIS)
+        self.fn = method.epoch_factory(
+          mesh, self.fn, batch_size=batch, num_examples=n, compiler_options=options, axis=mesh_lib.AXIS
+        )
       self.count = 0
 
     def __call__(self):
       self.count += 1
-      self.state, self.table, metrics = self.fn(self.state, self.table, images, jax.random.key(self.count),
-                                                self.epoch)
+      self.state, self.table, metrics = self.fn(self.state, self.table, images, jax.random.key(self.count), self.epoch)
       jax.block_until_ready((self.state, self.table, metrics))
 
   runners = {name: EpochRunner(method, epoch) for name, (method, epoch) in variants.items()}
-  times = common.alternate({name: runner for name, runner in runners.items()}, repeats=args.repeats,
-                           warmup=args.warmup)
+  times = common.alternate({name: runner for name, runner in runners.items()}, repeats=args.repeats, warmup=args.warmup)
   summary = common.summarize(times, work=n, unit="images/s")
   work = {**WORK, "DivideMix": dividemix_work(LABELLED_FRACTION)}
   rows = []
   for name, s in summary.items():
     work_ratio = work[name] / work["CE"]
-    rows.append([name, s["median_s"], s["ratio_of_medians"], s["median_ratio"], work_ratio,
-                 s["ratio_of_medians"] / work_ratio])
-  ratios = common.format_table(["side", "s per epoch (median)", "x CE (medians)", "x CE (paired)", "work x CE",
-                                "overhead"], rows)
-  settings = {"model": args.model, "batch_size": batch, "examples_per_epoch": n,
-              "input": f"synthetic [N,{','.join(map(str, shape))}]",
-              "dividemix_labelled_fraction": LABELLED_FRACTION}
-  common.report("two_network_epochs", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s"), ratios],
-                notes=["synthetic data (random normal images, random labels); timing only.",
-                       "work x CE: forward passes per epoch against CE's (module docstring); overhead = x CE / it."])
+    rows.append(
+      [name, s["median_s"], s["ratio_of_medians"], s["median_ratio"], work_ratio, s["ratio_of_medians"] / work_ratio]
+    )
+  ratios = common.format_table(
+    ["side", "s per epoch (median)", "x CE (medians)", "x CE (paired)", "work x CE", "overhead"], rows
+  )
+  settings = {
+    "model": args.model,
+    "batch_size": batch,
+    "examples_per_epoch": n,
+    "input": f"synthetic [N,{','.join(map(str, shape))}]",
+    "dividemix_labelled_fraction": LABELLED_FRACTION,
+  }
+  common.report(
+    "two_network_epochs",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s"), ratios],
+    notes=[
+      "synthetic data (random normal images, random labels); timing only.",
+      "work x CE: forward passes per epoch against CE's (module docstring); overhead = x CE / it.",
+    ],
+  )
 
 
 if __name__ == "__main__":

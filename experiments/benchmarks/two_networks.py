@@ -29,19 +29,32 @@ def main(argv=None):
   from noisy_jax.methods import registry
 
   coteaching = registry.coteaching_method(forget_rate=0.5, num_epochs=10)
-  variants = {"CE": jax_side.make_method("ce"), "ELR": registry.elr_method(), "SOP": registry.sop_method(),
-              "Co-teaching (loop)": (coteaching, "loop"), "Co-teaching (vmap)": (coteaching, "vmap"),
-              "CE, batch 2B": (jax_side.make_method("ce"), "loop", 2)}
+  variants = {
+    "CE": jax_side.make_method("ce"),
+    "ELR": registry.elr_method(),
+    "SOP": registry.sop_method(),
+    "Co-teaching (loop)": (coteaching, "loop"),
+    "Co-teaching (vmap)": (coteaching, "vmap"),
+    "CE, batch 2B": (jax_side.make_method("ce"), "loop", 2),
+  }
   summary = jax_side.time_step_variants(variants, args)
   ratios = common.format_table(
-      ["side", "ms per step (median)", "x CE (medians)", "x CE (paired)"],
-      [[name, s["median_s"] * 1e3 / args.steps, s["ratio_of_medians"], s["median_ratio"]]
-       for name, s in summary.items()])
+    ["side", "ms per step (median)", "x CE (medians)", "x CE (paired)"],
+    [[name, s["median_s"] * 1e3 / args.steps, s["ratio_of_medians"], s["median_ratio"]] for name, s in summary.items()],
+  )
   settings = common.step_variants_settings(args)
-  common.report("two_networks", args=args, threads=threads, settings=settings, results=summary,
-                tables=[common.timing_table(summary, unit="images/s"), ratios],
-                notes=["synthetic data (random normal images, random labels); timing only.",
-                       "x CE = the side's time / the one-network CE step's time; goal for Co-teaching: <= 2.0."])
+  common.report(
+    "two_networks",
+    args=args,
+    threads=threads,
+    settings=settings,
+    results=summary,
+    tables=[common.timing_table(summary, unit="images/s"), ratios],
+    notes=[
+      "synthetic data (random normal images, random labels); timing only.",
+      "x CE = the side's time / the one-network CE step's time; goal for Co-teaching: <= 2.0.",
+    ],
+  )
 
 
 if __name__ == "__main__":

@@ -17,12 +17,14 @@ def get_shared() -> ml_collections.ConfigDict:
   # Training-time augmentation on device (noisy_jax.core.augment), after normalisation: zero padding pads with the mean.
   # Off by default. CIFAR in both papers' code: crop_padding=4 (32 -> 40 -> random 32 crop) and flip=True.
   config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": False})
-  config.noise = ml_collections.ConfigDict({
+  config.noise = ml_collections.ConfigDict(
+    {
       "type": "symmetric",  # 'none', 'symmetric', 'symmetric_include_true', 'pairflip', 'asymmetric'
       "rate": 0.6,
       "exact": True,  # flip exactly round(rate * n_c) examples of each class c
       "dataset": "",  # for 'asymmetric': 'cifar10', 'cifar100' or 'mnist'
-  })
+    }
+  )
   config.model = ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}})
   config.batch_size = 128
   config.num_devices = 0  # 0: every local device
@@ -54,23 +56,31 @@ def get_shared() -> ml_collections.ConfigDict:
   # that record no predictions (all but Joint Optimization) record the last history_length epochs' softmax for it
   # (-1: every epoch, or as many as fit in 256 MiB, N x C x 4 bytes an epoch; 0: none). score: 'self_confidence' or
   # 'normalized_margin'; rule (the flagged set of methods without a verdict of their own): 'argmax' or 'confident'.
-  config.label_issues = ml_collections.ConfigDict({"history_length": -1, "score": "self_confidence",
-                                                   "rule": "argmax"})
+  config.label_issues = ml_collections.ConfigDict({"history_length": -1, "score": "self_confidence", "rule": "argmax"})
   return config
 
 
-def paper_data(config: ml_collections.ConfigDict, dataset: str, *, noise_type: str, rate: float,
-               noise_dataset: str = "", validation_size: int = 0, normalization: str = "per_channel",
-               crop_padding: int = 4, flip: bool = True) -> ml_collections.ConfigDict:
+def paper_data(
+  config: ml_collections.ConfigDict,
+  dataset: str,
+  *,
+  noise_type: str,
+  rate: float,
+  noise_dataset: str = "",
+  validation_size: int = 0,
+  normalization: str = "per_channel",
+  crop_padding: int = 4,
+  flip: bool = True,
+) -> ml_collections.ConfigDict:
   """`config` with a paper config's data: the TFDS `dataset` (its data_dir a placeholder for
   --config.dataset_kwargs.data_dir), `validation_size` examples held out of the training split, noise of
   `noise_type` at `rate` injected exactly (`noise_dataset`: the class map of 'asymmetric'), `normalization`, and
   random crops after `crop_padding` pixels of padding plus horizontal flips (the CIFAR papers' augmentation)."""
   config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": validation_size, "data_dir": ml_collections.config_dict.placeholder(str)})
-  config.noise = ml_collections.ConfigDict({"type": noise_type, "rate": rate, "exact": True,
-                                            "dataset": noise_dataset})
+  config.dataset_kwargs = ml_collections.ConfigDict(
+    {"validation_size": validation_size, "data_dir": ml_collections.config_dict.placeholder(str)}
+  )
+  config.noise = ml_collections.ConfigDict({"type": noise_type, "rate": rate, "exact": True, "dataset": noise_dataset})
   config.normalization = normalization
   config.augment = ml_collections.ConfigDict({"crop_padding": crop_padding, "flip": flip})
   return config
@@ -89,11 +99,19 @@ def comparison(title: str = "", *, plots: bool = False) -> ml_collections.Config
   return config
 
 
-def optimizer(learning_rate: float, *, weight_decay: float = 5e-4, lr_boundaries=(), lr_decay: float = 0.1,
-              momentum: float = 0.9) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict({
-      "learning_rate": learning_rate, "momentum": momentum, "nesterov": False, "weight_decay": weight_decay,
-      "lr_boundaries": tuple(lr_boundaries), "lr_decay": lr_decay})
+def optimizer(
+  learning_rate: float, *, weight_decay: float = 5e-4, lr_boundaries=(), lr_decay: float = 0.1, momentum: float = 0.9
+) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(
+    {
+      "learning_rate": learning_rate,
+      "momentum": momentum,
+      "nesterov": False,
+      "weight_decay": weight_decay,
+      "lr_boundaries": tuple(lr_boundaries),
+      "lr_decay": lr_decay,
+    }
+  )
 
 
 def single(run: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

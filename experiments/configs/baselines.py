@@ -54,8 +54,16 @@ ELR_PLUS_EMA_STEP = 560  # half of the run's 40 x 28 steps, as the original's 40
 
 def coteaching_run(forget_rate: float, *, plus: bool = False) -> ml_collections.ConfigDict:
   run = ml_collections.ConfigDict()
-  run.method = {"name": "coteaching", "forget_rate": forget_rate, "num_gradual": 10, "exponent": 1.0,
-                "ramp": "paper", "plus": plus, "init_epoch": 0, "normalise_twice": False}
+  run.method = {
+    "name": "coteaching",
+    "forget_rate": forget_rate,
+    "num_gradual": 10,
+    "exponent": 1.0,
+    "ramp": "paper",
+    "plus": plus,
+    "init_epoch": 0,
+    "normalise_twice": False,
+  }
   run.num_epochs = COTEACHING_EPOCHS
   run.optimizer = {"name": "coteaching_adam", "learning_rate": 1e-3, "decay_start": COTEACHING_DECAY_START}
   return run
@@ -63,24 +71,38 @@ def coteaching_run(forget_rate: float, *, plus: bool = False) -> ml_collections.
 
 def dividemix_run(symmetric: bool) -> ml_collections.ConfigDict:
   run = ce.get_run()
-  run.method = {"name": "dividemix", "warm_up": DIVIDEMIX_WARM_UP, "p_threshold": 0.5,
-                "lambda_u": 25.0 if symmetric else 0.0, "warmup_penalty": not symmetric}
+  run.method = {
+    "name": "dividemix",
+    "warm_up": DIVIDEMIX_WARM_UP,
+    "p_threshold": 0.5,
+    "lambda_u": 25.0 if symmetric else 0.0,
+    "warmup_penalty": not symmetric,
+  }
   return run
 
 
 def elr_plus_run(symmetric: bool) -> ml_collections.ConfigDict:
   run = ce.get_run()
   run.optimizer = base.optimizer(0.02, weight_decay=5e-4, lr_boundaries=(30,))
-  run.method = {"name": "elr_plus", "beta": 0.7 if symmetric else 0.9, "lam": 3.0 if symmetric else 1.0,
-                "mixup_alpha": 1.0, "coef_step": 0, "ema_alpha": 0.997, "ema_update": True,
-                "ema_step": ELR_PLUS_EMA_STEP}
+  run.method = {
+    "name": "elr_plus",
+    "beta": 0.7 if symmetric else 0.9,
+    "lam": 3.0 if symmetric else 1.0,
+    "mixup_alpha": 1.0,
+    "coef_step": 0,
+    "ema_alpha": 0.997,
+    "ema_update": True,
+    "ema_step": ELR_PLUS_EMA_STEP,
+  }
   return run
 
 
 def get_config(setting: str = "sym60"):
   if setting not in SETTINGS:
-    raise ValueError(f"baselines setting {setting!r}; allowed: {', '.join(SETTINGS)} "
-                     "(--config=experiments/configs/baselines.py:SETTING).")
+    raise ValueError(
+      f"baselines setting {setting!r}; allowed: {', '.join(SETTINGS)} "
+      "(--config=experiments/configs/baselines.py:SETTING)."
+    )
   noise_type, rate, noise_dataset = SETTINGS[setting]
   symmetric = noise_type == "symmetric"
   config = base.comparison(f"mnist5k, {rate:.0%} {noise_type} noise: every method")
@@ -91,9 +113,14 @@ def get_config(setting: str = "sym60"):
   config.shared.checkpoint_every = 0
   elr_run, sop_run = ce.get_run(), ce.get_run()
   elr_run.method = {"name": "elr", "beta": 0.7 if symmetric else 0.9, "lam": 3.0 if symmetric else 1.0}
-  sop_run.method = {"name": "sop", "lr_u": 1.0 if symmetric else 0.1, "lr_v": 10.0 if symmetric else 100.0,
-                    "init_std": 1e-8}
-  config.runs = ml_collections.ConfigDict({
+  sop_run.method = {
+    "name": "sop",
+    "lr_u": 1.0 if symmetric else 0.1,
+    "lr_v": 10.0 if symmetric else 100.0,
+    "init_std": 1e-8,
+  }
+  config.runs = ml_collections.ConfigDict(
+    {
       "ce": ce.get_run(),
       "gce": gce.get_run(),
       "truncated_lq": truncated_lq.get_run(),
@@ -106,5 +133,6 @@ def get_config(setting: str = "sym60"):
       "coteaching_plus": coteaching_run(rate, plus=True),
       "elr_plus": elr_plus_run(symmetric),
       "dividemix": dividemix_run(symmetric),
-  })
+    }
+  )
   return config

@@ -77,8 +77,12 @@ DROPOUT_RATE = 0.0  # what the published numbers ran (noisy_jax.models.coteachin
 LEARNING_RATE = 1e-3  # REFERENCE §7
 NUM_EPOCHS = 200  # REFERENCE §7
 # Epoch (0-based) where the lr starts its linear decay and beta1 drops to 0.1, per (method, dataset). REFERENCE §7.
-DECAY_START = {("coteaching", "cifar10"): 80, ("coteaching", "cifar100"): 100,
-               ("coteaching_plus", "cifar10"): 80, ("coteaching_plus", "cifar100"): 80}
+DECAY_START = {
+  ("coteaching", "cifar10"): 80,
+  ("coteaching", "cifar100"): 100,
+  ("coteaching_plus", "cifar10"): 80,
+  ("coteaching_plus", "cifar100"): 80,
+}
 BATCH_SIZE = 128  # REFERENCE §7
 NUM_GRADUAL = 10  # REFERENCE §7 (T_k)
 EXPONENT = 1.0  # REFERENCE §7 (c)
@@ -89,8 +93,9 @@ def parse(arg: str | None) -> tuple[str, str, str, bool]:
   """'DATASET,METHOD,SETTING[,original]' -> (dataset, method, setting, original); ValueError naming the allowed."""
   parts = [p.strip() for p in (arg or DEFAULT).split(",")]
   if len(parts) not in (3, 4):
-    raise ValueError(f"coteaching_paper config string {arg!r} must be DATASET,METHOD,SETTING[,original], "
-                     f"e.g. {DEFAULT!r}.")
+    raise ValueError(
+      f"coteaching_paper config string {arg!r} must be DATASET,METHOD,SETTING[,original], e.g. {DEFAULT!r}."
+    )
   dataset, method, setting = parts[:3]
   checks = [("dataset", dataset, DATASETS), ("method", method, METHODS), ("setting", setting, tuple(SETTINGS))]
   if len(parts) == 4:
@@ -106,15 +111,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   noise_type, rate = SETTINGS[setting]
   plus = method == "coteaching_plus"
   config = base.get_shared()
-  base.paper_data(config, dataset, noise_type=noise_type, rate=rate, normalization="none", crop_padding=0,
-                  flip=False)
+  base.paper_data(config, dataset, noise_type=noise_type, rate=rate, normalization="none", crop_padding=0, flip=False)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {"dropout_rate": DROPOUT_RATE}})
   config.batch_size = BATCH_SIZE
-  config.method = ml_collections.ConfigDict({
-      "name": "coteaching", "forget_rate": rate, "num_gradual": NUM_GRADUAL, "exponent": EXPONENT,
-      "ramp": "original" if original else "paper", "plus": plus, "init_epoch": INIT_EPOCH[dataset] if plus else 0,
-      "normalise_twice": original})
+  config.method = ml_collections.ConfigDict(
+    {
+      "name": "coteaching",
+      "forget_rate": rate,
+      "num_gradual": NUM_GRADUAL,
+      "exponent": EXPONENT,
+      "ramp": "original" if original else "paper",
+      "plus": plus,
+      "init_epoch": INIT_EPOCH[dataset] if plus else 0,
+      "normalise_twice": original,
+    }
+  )
   config.num_epochs = NUM_EPOCHS
-  config.optimizer = ml_collections.ConfigDict({
-      "name": "coteaching_adam", "learning_rate": LEARNING_RATE, "decay_start": DECAY_START[(method, dataset)]})
+  config.optimizer = ml_collections.ConfigDict(
+    {"name": "coteaching_adam", "learning_rate": LEARNING_RATE, "decay_start": DECAY_START[(method, dataset)]}
+  )
   return config

@@ -20,11 +20,13 @@ from experiments.configs import truncated_lq
 
 def get_config():
   config = base.comparison()  # title from the shared settings: "mnist5k, 60% symmetric noise"
-  config.runs = ml_collections.ConfigDict({
+  config.runs = ml_collections.ConfigDict(
+    {
       "ce": ce.get_run(),
       "gce": gce.get_run(),
       "truncated_lq": truncated_lq.get_run(),
       "joint_optimization": joint_optimization.get_run(),
       "encouraging": encouraging.get_run(),
-  })
+    }
+  )
   return config

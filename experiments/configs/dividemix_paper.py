@@ -110,8 +110,11 @@ from noisy_jax.methods import dividemix as dividemix_lib
 DATASETS = ("cifar10", "cifar100")
 NOISES = ("symmetric_include_true", "symmetric", "asymmetric")
 # NOISE -> the rates (percent) of the rows of noisy_jax.methods.dividemix.SETTINGS; asymmetric: CIFAR-10 only.
-RATES = {"symmetric_include_true": ("20", "50", "80", "90"), "symmetric": ("20", "50", "80", "90"),
-         "asymmetric": ("40",)}
+RATES = {
+  "symmetric_include_true": ("20", "50", "80", "90"),
+  "symmetric": ("20", "50", "80", "90"),
+  "asymmetric": ("40",),
+}
 DEFAULT = "cifar10,symmetric_include_true,50"
 
 MODEL = "preact_resnet32"  # the registry's pre-activation ResNet, built as a PreActResNet-18 by MODEL_KWARGS
@@ -133,17 +136,25 @@ def parse(arg: str | None) -> tuple[str, str, float]:
   """'DATASET,NOISE,RATE' -> (dataset, noise, rate as a fraction); ValueError naming the allowed values."""
   parts = [p.strip() for p in (arg or DEFAULT).split(",")]
   if len(parts) != 3:
-    raise ValueError(f"dividemix_paper config string {arg!r} must be DATASET,NOISE,RATE (RATE in percent), "
-                     f"e.g. {DEFAULT!r}.")
+    raise ValueError(
+      f"dividemix_paper config string {arg!r} must be DATASET,NOISE,RATE (RATE in percent), e.g. {DEFAULT!r}."
+    )
   dataset, noise, rate = parts
-  for what, value, allowed in (("dataset", dataset, DATASETS), ("noise", noise, NOISES),
-                               ("rate", rate, RATES.get(noise, ()))):
+  for what, value, allowed in (
+    ("dataset", dataset, DATASETS),
+    ("noise", noise, NOISES),
+    ("rate", rate, RATES.get(noise, ())),
+  ):
     if value not in allowed:
-      raise ValueError(f"dividemix_paper: unknown {what} {value!r} in {arg!r}; allowed"
-                       f"{' with NOISE ' + noise if what == 'rate' else ''}: {', '.join(allowed)}.")
+      raise ValueError(
+        f"dividemix_paper: unknown {what} {value!r} in {arg!r}; allowed"
+        f"{' with NOISE ' + noise if what == 'rate' else ''}: {', '.join(allowed)}."
+      )
   if noise == "asymmetric" and dataset != "cifar10":
-    raise ValueError(f"dividemix_paper: NOISE asymmetric in {arg!r} applies to cifar10 only (the paper has no "
-                     "CIFAR-100 asymmetric row).")
+    raise ValueError(
+      f"dividemix_paper: NOISE asymmetric in {arg!r} applies to cifar10 only (the paper has no "
+      "CIFAR-100 asymmetric row)."
+    )
   return dataset, noise, int(rate) / 100
 
 
@@ -155,11 +166,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   base.paper_data(config, dataset, noise_type=noise, rate=rate, noise_dataset=dataset if asymmetric else "")
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
   config.batch_size = BATCH_SIZE
-  config.method = ml_collections.ConfigDict({
-      "name": "dividemix", "warm_up": WARM_UP[dataset], "p_threshold": row.p_threshold, "lambda_u": row.lambda_u,
-      "alpha": ALPHA, "temperature": TEMPERATURE, "loss_window": LOSS_WINDOW_AT_90 if rate == 0.9 else 1,
-      "warmup_penalty": asymmetric, "penalty": True, "lu_reduction": "mean"})
+  config.method = ml_collections.ConfigDict(
+    {
+      "name": "dividemix",
+      "warm_up": WARM_UP[dataset],
+      "p_threshold": row.p_threshold,
+      "lambda_u": row.lambda_u,
+      "alpha": ALPHA,
+      "temperature": TEMPERATURE,
+      "loss_window": LOSS_WINDOW_AT_90 if rate == 0.9 else 1,
+      "warmup_penalty": asymmetric,
+      "penalty": True,
+      "lu_reduction": "mean",
+    }
+  )
   config.num_epochs = NUM_EPOCHS
-  config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES,
-                                    lr_decay=LR_DECAY, momentum=MOMENTUM)
+  config.optimizer = base.optimizer(
+    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, lr_decay=LR_DECAY, momentum=MOMENTUM
+  )
   return config

@@ -57,8 +57,10 @@ PAPER_RESULTS = {"cifar10": (92.34, 92.97), "cifar100": (74.39, 75.80)}
 def parse(arg: str | None) -> tuple[str, str]:
   parts = [p.strip() for p in (arg or DEFAULT).split(",")]
   if len(parts) != 2 or parts[0] not in DATASETS or parts[1] not in METHODS:
-    raise ValueError(f"el_paper config string {arg!r} must be DATASET,METHOD with DATASET one of "
-                     f"{', '.join(DATASETS)} and METHOD one of {', '.join(METHODS)}.")
+    raise ValueError(
+      f"el_paper config string {arg!r} must be DATASET,METHOD with DATASET one of "
+      f"{', '.join(DATASETS)} and METHOD one of {', '.join(METHODS)}."
+    )
   return parts[0], parts[1]
 
 
@@ -73,7 +75,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   else:
     config.method = {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
   config.num_epochs = NUM_EPOCHS
-  config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES,
-                                    momentum=MOMENTUM)
+  config.optimizer = base.optimizer(
+    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, momentum=MOMENTUM
+  )
   config.optimizer.nesterov = NESTEROV
   return config

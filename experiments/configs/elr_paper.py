@@ -75,9 +75,9 @@ VALIDATION_SIZE = 5000  # REFERENCE §6: 45k / 5k
 LR_DECAY = 0.01  # REFERENCE §6: MultiStepLR gamma 0.01
 # Row -> (beta, lambda, epochs, lr schedule). The schedule is ('cosine', T, lr_min) or ('piecewise', boundaries).
 ROWS = {
-    "cifar10_symmetric": (0.7, 3.0, 150, ("cosine", 10, 1e-3)),  # REFERENCE §6 (warm restarts: see the docstring)
-    "cifar10_asymmetric": (0.9, 1.0, 120, ("piecewise", (40, 80))),  # REFERENCE §6
-    "cifar100": (0.9, 7.0, 150, ("piecewise", (80, 120))),  # REFERENCE §6
+  "cifar10_symmetric": (0.7, 3.0, 150, ("cosine", 10, 1e-3)),  # REFERENCE §6 (warm restarts: see the docstring)
+  "cifar10_asymmetric": (0.9, 1.0, 120, ("piecewise", (40, 80))),  # REFERENCE §6
+  "cifar100": (0.9, 7.0, 150, ("piecewise", (80, 120))),  # REFERENCE §6
 }
 PAPER_SCHEDULE_C10 = (120, (40, 80))  # REFERENCE §6 [recalled]: the paper's CIFAR-10 schedule
 NOISE_RATES = {"cifar10_symmetric": 0.8, "cifar100_symmetric": 0.6, "asymmetric": 0.4}  # see the docstring
@@ -97,8 +97,10 @@ def parse(arg: str | None) -> tuple[str, str, bool]:
       raise ValueError(f"elr_paper: unknown {what} {value!r} in {arg!r}; allowed: {', '.join(allowed)}.")
   paper_schedule = len(parts) == 3
   if paper_schedule and (dataset != "cifar10" or noise == "asymmetric"):
-    raise ValueError(f"elr_paper: 'paper_schedule' in {arg!r} applies to cifar10 with NOISE symmetric or "
-                     "symmetric_include_true only (the other rows already use a step schedule).")
+    raise ValueError(
+      f"elr_paper: 'paper_schedule' in {arg!r} applies to cifar10 with NOISE symmetric or "
+      "symmetric_include_true only (the other rows already use a step schedule)."
+    )
   return dataset, noise, paper_schedule
 
 
@@ -120,8 +122,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     num_epochs, boundaries = PAPER_SCHEDULE_C10
     schedule = ("piecewise", boundaries)
   config = base.get_shared()
-  base.paper_data(config, dataset, noise_type=noise, rate=noise_rate(dataset, noise),
-                  noise_dataset=dataset if noise == "asymmetric" else "", validation_size=VALIDATION_SIZE)
+  base.paper_data(
+    config,
+    dataset,
+    noise_type=noise,
+    rate=noise_rate(dataset, noise),
+    noise_dataset=dataset if noise == "asymmetric" else "",
+    validation_size=VALIDATION_SIZE,
+  )
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "elr", "lam": lam, "beta": beta})
@@ -132,6 +140,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.optimizer.cosine_epochs = schedule[1]
     config.optimizer.lr_min = schedule[2]
   else:
-    config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=schedule[1],
-                                      lr_decay=LR_DECAY, momentum=MOMENTUM)
+    config.optimizer = base.optimizer(
+      LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=schedule[1], lr_decay=LR_DECAY, momentum=MOMENTUM
+    )
   return config

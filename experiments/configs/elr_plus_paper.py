@@ -123,13 +123,17 @@ EMA_STEP = 40000  # REFERENCE §6; code "ema_step" (the original's global steps:
 WARM_UP = 0  # code "trainer": {"warmup": 0}
 # Row -> (beta, lambda, coef_step, epochs, lr boundary (0-based epoch)). Code config_*.json; REFERENCE §6.
 ROWS = {
-    "cifar10_symmetric": (0.7, 3.0, 0, 200, 150),  # config_cifar10.json
-    "cifar10_asymmetric": (0.9, 1.0, 0, 200, 150),  # config_cifar10_asym.json
-    "cifar100": (0.9, 7.0, 40000, 250, 200),  # config_cifar100.json
+  "cifar10_symmetric": (0.7, 3.0, 0, 200, 150),  # config_cifar10.json
+  "cifar10_asymmetric": (0.9, 1.0, 0, 200, 150),  # config_cifar10_asym.json
+  "cifar100": (0.9, 7.0, 40000, 250, 200),  # config_cifar100.json
 }
 # Default noise rates: the configs' "percent"; CIFAR-100 asymmetric our choice (see the docstring).
-NOISE_RATES = {"cifar10_symmetric": 0.8, "cifar10_asymmetric": 0.4, "cifar100_symmetric": 0.8,
-               "cifar100_asymmetric": 0.4}
+NOISE_RATES = {
+  "cifar10_symmetric": 0.8,
+  "cifar10_asymmetric": 0.4,
+  "cifar100_symmetric": 0.8,
+  "cifar100_asymmetric": 0.4,
+}
 
 
 def parse(arg: str | None) -> tuple[str, str]:
@@ -159,15 +163,32 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise = parse(arg)
   beta, lam, coef_step, num_epochs, boundary = ROWS[row(dataset, noise)]
   config = base.get_shared()
-  base.paper_data(config, dataset, noise_type=noise, rate=noise_rate(dataset, noise),
-                  noise_dataset=dataset if noise == "asymmetric" else "", validation_size=VALIDATION_SIZE)
+  base.paper_data(
+    config,
+    dataset,
+    noise_type=noise,
+    rate=noise_rate(dataset, noise),
+    noise_dataset=dataset if noise == "asymmetric" else "",
+    validation_size=VALIDATION_SIZE,
+  )
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
   config.batch_size = BATCH_SIZE
-  config.method = ml_collections.ConfigDict({
-      "name": "elr_plus", "beta": beta, "lam": lam, "mixup_alpha": MIXUP_ALPHA, "coef_step": coef_step,
-      "ema_alpha": EMA_ALPHA, "ema_update": EMA_UPDATE, "ema_step": EMA_STEP, "warm_up": WARM_UP,
-      "reweight_labels": dataset == "cifar100"})  # code loss.py: re-weighted iff num_classes == 100
+  config.method = ml_collections.ConfigDict(
+    {
+      "name": "elr_plus",
+      "beta": beta,
+      "lam": lam,
+      "mixup_alpha": MIXUP_ALPHA,
+      "coef_step": coef_step,
+      "ema_alpha": EMA_ALPHA,
+      "ema_update": EMA_UPDATE,
+      "ema_step": EMA_STEP,
+      "warm_up": WARM_UP,
+      "reweight_labels": dataset == "cifar100",
+    }
+  )  # code loss.py: re-weighted iff num_classes == 100
   config.num_epochs = num_epochs
-  config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=(boundary,),
-                                    lr_decay=LR_DECAY, momentum=MOMENTUM)
+  config.optimizer = base.optimizer(
+    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=(boundary,), lr_decay=LR_DECAY, momentum=MOMENTUM
+  )
   return config

@@ -73,11 +73,17 @@ VALIDATION_SIZE = 5000  # our choice (see the module docstring)
 # Per dataset: (epochs, lr decay epochs, first pruning epoch); pruning every 10 epochs. Paper (REFERENCE §1) for
 # CIFAR-10 / CIFAR-100; FASHION-MNIST: our choice (CIFAR-10's); CIFAR-N: their CIFAR counterpart's (our choice).
 SCHEDULES = {"cifar10": (120, (40, 80), 40), "cifar100": (150, (80, 120), 80)}
-SCHEDULES.update({"fashion_mnist": SCHEDULES["cifar10"], "cifar10_n": SCHEDULES["cifar10"],
-                  "cifar100_n": SCHEDULES["cifar100"]})
+SCHEDULES.update(
+  {"fashion_mnist": SCHEDULES["cifar10"], "cifar10_n": SCHEDULES["cifar10"], "cifar100_n": SCHEDULES["cifar100"]}
+)
 PRUNE_EVERY = 10  # paper (REFERENCE §1)
-MODELS = {"cifar10": "resnet34", "cifar100": "resnet34", "fashion_mnist": "resnet18", "cifar10_n": "resnet34",
-          "cifar100_n": "resnet34"}  # paper (REFERENCE §1); CIFAR-N: CIFAR's
+MODELS = {
+  "cifar10": "resnet34",
+  "cifar100": "resnet34",
+  "fashion_mnist": "resnet18",
+  "cifar10_n": "resnet34",
+  "cifar100_n": "resnet34",
+}  # paper (REFERENCE §1); CIFAR-N: CIFAR's
 
 
 def parse(arg: str | None) -> tuple[str, str, str, bool]:
@@ -87,8 +93,11 @@ def parse(arg: str | None) -> tuple[str, str, str, bool]:
     raise ValueError(f"gce_paper config string {arg!r} must be DATASET,METHOD,NOISE[,summed], e.g. {DEFAULT!r}.")
   dataset, method, noise = parts[:3]
   allowed_noise = HUMAN_NOISE.get(dataset, SYNTHETIC_NOISE)
-  for what, value, allowed in (("dataset", dataset, DATASETS), ("method", method, METHODS),
-                               ("noise", noise, allowed_noise)):
+  for what, value, allowed in (
+    ("dataset", dataset, DATASETS),
+    ("method", method, METHODS),
+    ("noise", noise, allowed_noise),
+  ):
     if value not in allowed:
       raise ValueError(f"gce_paper: unknown {what} {value!r} in {arg!r}; allowed: {', '.join(allowed)}.")
   return dataset, method, noise, len(parts) == 4
@@ -99,8 +108,14 @@ def method_config(method: str, prune_start: int) -> dict:
     return {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
   if method == "gce":
     return {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": Q}}
-  return {"name": "truncated_lq", "q": Q, "k": K, "prune_start": prune_start, "prune_every": PRUNE_EVERY,
-          "prune_params": "best_val"}
+  return {
+    "name": "truncated_lq",
+    "q": Q,
+    "k": K,
+    "prune_start": prune_start,
+    "prune_every": PRUNE_EVERY,
+    "prune_params": "best_val",
+  }
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -108,8 +123,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   num_epochs, lr_boundaries, prune_start = SCHEDULES[dataset]
   config = base.get_shared()
   config.dataset = dataset
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)})
+  config.dataset_kwargs = ml_collections.ConfigDict(
+    {"validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)}
+  )
   if dataset in HUMAN_NOISE:
     config.dataset_kwargs.noise_key = noise
     config.noise = ml_collections.ConfigDict({"type": "dataset", "rate": 0.0, "exact": True, "dataset": ""})
@@ -123,6 +139,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.method = method_config(method, prune_start)
   config.num_epochs = num_epochs
   scale = BATCH_SIZE if summed else 1
-  config.optimizer = base.optimizer(LEARNING_RATE * scale, weight_decay=WEIGHT_DECAY / scale,
-                                    lr_boundaries=lr_boundaries, momentum=MOMENTUM)
+  config.optimizer = base.optimizer(
+    LEARNING_RATE * scale, weight_decay=WEIGHT_DECAY / scale, lr_boundaries=lr_boundaries, momentum=MOMENTUM
+  )
   return config

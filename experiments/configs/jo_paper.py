@@ -63,8 +63,9 @@ def parse(arg: str | None) -> tuple[str, bool]:
   parts = [p.strip() for p in (arg or DEFAULT).split(",")]
   allowed = SYNTHETIC_NOISE + tuple(f"cifar10n_{key}" for key in CIFAR10N_KEYS)
   if len(parts) not in (1, 2) or (len(parts) == 2 and parts[1] != "code_defaults") or parts[0] not in allowed:
-    raise ValueError(f"jo_paper config string {arg!r} must be NOISE[,code_defaults] with NOISE one of "
-                     f"{', '.join(allowed)}.")
+    raise ValueError(
+      f"jo_paper config string {arg!r} must be NOISE[,code_defaults] with NOISE one of {', '.join(allowed)}."
+    )
   return parts[0], len(parts) == 2
 
 
@@ -79,26 +80,38 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   noise, code_defaults = parse(arg)
   lr, alpha, beta = stage1_hyper(noise, code_defaults)
   config = base.get_shared()
-  config.dataset_kwargs = ml_collections.ConfigDict({
-      "validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)})
+  config.dataset_kwargs = ml_collections.ConfigDict(
+    {"validation_size": VALIDATION_SIZE, "data_dir": ml_collections.config_dict.placeholder(str)}
+  )
   if noise.startswith("cifar10n_"):
     config.dataset = "cifar10_n"
-    config.dataset_kwargs.noise_key = noise[len("cifar10n_"):]
+    config.dataset_kwargs.noise_key = noise[len("cifar10n_") :]
     config.noise = ml_collections.ConfigDict({"type": "dataset", "rate": 0.0, "exact": True, "dataset": ""})
   else:
     config.dataset = "cifar10"
-    config.noise = ml_collections.ConfigDict({
-        "type": noise, "rate": NOISE_RATES[noise], "exact": True,
-        "dataset": "cifar10" if noise == "asymmetric" else ""})
+    config.noise = ml_collections.ConfigDict(
+      {"type": noise, "rate": NOISE_RATES[noise], "exact": True, "dataset": "cifar10" if noise == "asymmetric" else ""}
+    )
   config.normalization = "mean_image"
   config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
   config.model = ml_collections.ConfigDict({"name": "preact_resnet_jo", "kwargs": {}})
   config.batch_size = BATCH_SIZE
-  config.method = {"name": "joint_optimization", "alpha": alpha, "beta": beta, "prior": "uniform", "begin": BEGIN,
-                   "history_length": HISTORY_LENGTH, "relabel": "soft", "stage2": True}
+  config.method = {
+    "name": "joint_optimization",
+    "alpha": alpha,
+    "beta": beta,
+    "prior": "uniform",
+    "begin": BEGIN,
+    "history_length": HISTORY_LENGTH,
+    "relabel": "soft",
+    "stage2": True,
+  }
   config.num_epochs = STAGE1_EPOCHS
   config.optimizer = base.optimizer(lr, weight_decay=WEIGHT_DECAY, lr_boundaries=(), momentum=MOMENTUM)
-  config.stage2 = {"num_epochs": STAGE2_EPOCHS,
-                   "optimizer": base.optimizer(STAGE2_LR, weight_decay=WEIGHT_DECAY, lr_boundaries=STAGE2_LR_BOUNDARIES,
-                                               momentum=MOMENTUM).to_dict()}
+  config.stage2 = {
+    "num_epochs": STAGE2_EPOCHS,
+    "optimizer": base.optimizer(
+      STAGE2_LR, weight_decay=WEIGHT_DECAY, lr_boundaries=STAGE2_LR_BOUNDARIES, momentum=MOMENTUM
+    ).to_dict(),
+  }
   return config

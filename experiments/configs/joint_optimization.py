@@ -15,8 +15,16 @@ from experiments.configs import base
 
 def get_run():
   run = base.ml_collections.ConfigDict()
-  run.method = {"name": "joint_optimization", "alpha": 1.2, "beta": 0.8, "prior": "uniform", "begin": 20,
-                "history_length": 10, "relabel": "soft", "stage2": True}
+  run.method = {
+    "name": "joint_optimization",
+    "alpha": 1.2,
+    "beta": 0.8,
+    "prior": "uniform",
+    "begin": 20,
+    "history_length": 10,
+    "relabel": "soft",
+    "stage2": True,
+  }
   run.num_epochs = 50
   run.optimizer = base.optimizer(0.08, lr_boundaries=())
   run.stage2 = {"num_epochs": 20, "optimizer": base.optimizer(0.05, lr_boundaries=(10, 15)).to_dict()}

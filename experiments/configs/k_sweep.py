@@ -14,7 +14,7 @@ noise rate, mean ± std over seeds; saves sweep.png and summary.json in the work
 
 from experiments.configs import base
 from experiments.configs import truncated_lq
-from noisy_jax.experiment import sweep
+from noisy_jax.experiment import sweep_grid
 
 K_VALUES = (0.1, 0.3, 0.5, 0.7, 0.9)
 NOISE_RATES = (0.2, 0.4, 0.6)
@@ -31,10 +31,15 @@ def get_config():
   config.optimizer.lr_boundaries = LR_BOUNDARIES
   config.method.prune_start = PRUNE_START
   config.method.prune_every = PRUNE_EVERY
-  config.sweep = sweep.default_sweep()
+  config.sweep = sweep_grid.default_sweep()
   config.sweep.grid = (("method.k", K_VALUES), ("noise.rate", NOISE_RATES))
   config.sweep.seeds = SEEDS
-  config.sweep.table_keys = ("last_test_accuracy", "best_test_accuracy", "pruned_fraction", "detection_precision",
-                             "detection_recall")
+  config.sweep.table_keys = (
+    "last_test_accuracy",
+    "best_test_accuracy",
+    "pruned_fraction",
+    "detection_precision",
+    "detection_recall",
+  )
   config.sweep.plot_keys = ("last_test_accuracy", "pruned_fraction", "detection_precision", "detection_recall")
   return config

@@ -14,8 +14,13 @@ from experiments.configs import ce
 
 def get_run():
   run = ce.get_run()
-  run.method = {"name": "loss_correction", "correction": "forward", "transition": "known", "percentile": 97.0,
-                "shared_filter": False}
+  run.method = {
+    "name": "loss_correction",
+    "correction": "forward",
+    "transition": "known",
+    "percentile": 97.0,
+    "shared_filter": False,
+  }
   return run
 
 

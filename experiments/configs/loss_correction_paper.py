@@ -122,8 +122,10 @@ OPTIONS = ("shared_filter",)
 DEFAULT = "cifar10,forward,estimated,asymmetric"
 
 MODEL = "preact_resnet32"  # the registry's CIFAR pre-activation ResNet, depth set by MODEL_KWARGS
-MODEL_KWARGS = {"cifar10": {"blocks_per_stage": (5, 5, 5)},  # ResNet-32 [recalled] (code: n from -d)
-                "cifar100": {"blocks_per_stage": (7, 7, 7)}}  # ResNet-44, code models.py cifar10_resnet(7, ...)
+MODEL_KWARGS = {
+  "cifar10": {"blocks_per_stage": (5, 5, 5)},  # ResNet-32 [recalled] (code: n from -d)
+  "cifar100": {"blocks_per_stage": (7, 7, 7)},
+}  # ResNet-44, code models.py cifar10_resnet(7, ...)
 LEARNING_RATE = 0.1  # code models.py SGD(lr=0.1)
 MOMENTUM = 0.9  # code models.py SGD(momentum=0.9)
 KERAS_L2 = {"cifar10": 1e-4, "cifar100": 1e-3}  # code models.py self.decay, resnet.py l2(decay)
@@ -143,11 +145,17 @@ def parse(arg: str | None) -> tuple[str, str, str, str, bool]:
   shared_filter); ValueError naming the allowed values."""
   parts = [p.strip() for p in (arg or DEFAULT).split(",")]
   if len(parts) not in (4, 5):
-    raise ValueError(f"loss_correction_paper config string {arg!r} must be "
-                     f"DATASET,CORRECTION,TRANSITION,NOISE[,shared_filter], e.g. {DEFAULT!r}.")
+    raise ValueError(
+      f"loss_correction_paper config string {arg!r} must be "
+      f"DATASET,CORRECTION,TRANSITION,NOISE[,shared_filter], e.g. {DEFAULT!r}."
+    )
   dataset, correction, transition, noise = parts[:4]
-  checks = [("dataset", dataset, DATASETS), ("correction", correction, CORRECTIONS),
-            ("transition", transition, TRANSITIONS), ("noise", noise, NOISES)]
+  checks = [
+    ("dataset", dataset, DATASETS),
+    ("correction", correction, CORRECTIONS),
+    ("transition", transition, TRANSITIONS),
+    ("noise", noise, NOISES),
+  ]
   if len(parts) == 5:
     checks.append(("option", parts[4], OPTIONS))
   for what, value, allowed in checks:
@@ -155,25 +163,44 @@ def parse(arg: str | None) -> tuple[str, str, str, str, bool]:
       raise ValueError(f"loss_correction_paper: unknown {what} {value!r} in {arg!r}; allowed: {', '.join(allowed)}.")
   shared_filter = len(parts) == 5
   if shared_filter and (dataset != "cifar10" or transition != "estimated"):
-    raise ValueError(f"loss_correction_paper: 'shared_filter' in {arg!r} applies to cifar10 with TRANSITION "
-                     "estimated only (CIFAR-100's estimate has no outlier filter; a known T is not estimated).")
+    raise ValueError(
+      f"loss_correction_paper: 'shared_filter' in {arg!r} applies to cifar10 with TRANSITION "
+      "estimated only (CIFAR-100's estimate has no outlier filter; a known T is not estimated)."
+    )
   return dataset, correction, transition, noise, shared_filter
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, correction, transition, noise, shared_filter = parse(arg)
   config = base.get_shared()
-  base.paper_data(config, dataset, noise_type=noise, rate=NOISE_RATE,
-                  noise_dataset=dataset if noise == "asymmetric" else "", validation_size=VALIDATION_SIZE,
-                  normalization="mean_image", crop_padding=CROP_PADDING)
+  base.paper_data(
+    config,
+    dataset,
+    noise_type=noise,
+    rate=NOISE_RATE,
+    noise_dataset=dataset if noise == "asymmetric" else "",
+    validation_size=VALIDATION_SIZE,
+    normalization="mean_image",
+    crop_padding=CROP_PADDING,
+  )
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS[dataset])})
   config.batch_size = BATCH_SIZE
   percentile = PERCENTILE[dataset]
-  config.method = ml_collections.ConfigDict({
-      "name": "loss_correction", "correction": correction, "transition": transition,
+  config.method = ml_collections.ConfigDict(
+    {
+      "name": "loss_correction",
+      "correction": correction,
+      "transition": transition,
       "percentile": ml_collections.config_dict.placeholder(float) if percentile is None else percentile,
-      "shared_filter": shared_filter})
+      "shared_filter": shared_filter,
+    }
+  )
   config.num_epochs = NUM_EPOCHS[dataset]
-  config.optimizer = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY[dataset],
-                                    lr_boundaries=LR_BOUNDARIES[dataset], lr_decay=LR_DECAY, momentum=MOMENTUM)
+  config.optimizer = base.optimizer(
+    LEARNING_RATE,
+    weight_decay=WEIGHT_DECAY[dataset],
+    lr_boundaries=LR_BOUNDARIES[dataset],
+    lr_decay=LR_DECAY,
+    momentum=MOMENTUM,
+  )
   return config

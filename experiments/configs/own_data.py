@@ -98,7 +98,8 @@ VARIANTS = ("", "compare")
 
 def dataset_kwargs() -> ml_collections.ConfigDict:
   """Every option of noisy_jax.data.disk.image_folder, unset (None: the loader's own default is used)."""
-  return ml_collections.ConfigDict({
+  return ml_collections.ConfigDict(
+    {
       "root": config_dict.placeholder(str),
       "manifest": config_dict.placeholder(str),
       "image_size": config_dict.placeholder(int),
@@ -107,7 +108,8 @@ def dataset_kwargs() -> ml_collections.ConfigDict:
       "seed": config_dict.placeholder(int),
       "channels": config_dict.placeholder(int),  # 1 or 3 (unset: from the images)
       "decode": config_dict.placeholder(bool),  # unset: the trainer decides (config.input)
-  })
+    }
+  )
 
 
 def _data_settings(config: ml_collections.ConfigDict) -> None:
@@ -119,8 +121,10 @@ def _data_settings(config: ml_collections.ConfigDict) -> None:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = (arg or "").strip()
   if variant not in VARIANTS:
-    raise ValueError(f"own_data config string {arg!r}: use none (Joint Optimization) or 'compare' "
-                     "(--config=experiments/configs/own_data.py:compare).")
+    raise ValueError(
+      f"own_data config string {arg!r}: use none (Joint Optimization) or 'compare' "
+      "(--config=experiments/configs/own_data.py:compare)."
+    )
   if variant == "compare":
     config = base.comparison("own data (image_folder), labels as given")
     config.dataset = DATASET

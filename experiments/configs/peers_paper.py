@@ -76,15 +76,15 @@ QUOTED = {"apl_nce_rce": APL_NCE_RCE_SYM20}  # row -> the number it reproduces; 
 
 # GCE setting, the library's conventions. name -> (noisy_jax.core.losses name, its keyword hyper-parameters)
 LOSSES = {
-    "ce": ("cross_entropy", {}),
-    "gce": ("generalized_cross_entropy", {"q": gce_paper.Q}),
-    "sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": losses.DEFAULT_LOG_ZERO}),
-    "nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": losses.DEFAULT_LOG_ZERO}),
-    "nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 1.0}),
-    "bootstrap_soft": ("bootstrap_soft", {"beta": 0.95}),
-    "bootstrap_hard": ("bootstrap_hard", {"beta": 0.8}),
-    "focal": ("focal_loss", {"gamma": 2.0}),
-    "label_smoothing": ("cross_entropy", {}),
+  "ce": ("cross_entropy", {}),
+  "gce": ("generalized_cross_entropy", {"q": gce_paper.Q}),
+  "sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": losses.DEFAULT_LOG_ZERO}),
+  "nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": losses.DEFAULT_LOG_ZERO}),
+  "nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 1.0}),
+  "bootstrap_soft": ("bootstrap_soft", {"beta": 0.95}),
+  "bootstrap_hard": ("bootstrap_hard", {"beta": 0.8}),
+  "focal": ("focal_loss", {"gamma": 2.0}),
+  "label_smoothing": ("cross_entropy", {}),
 }
 # name -> extra fields of config.method (method 'loss' smooths the targets itself:
 # noisy_jax.methods.registry.loss_method)
@@ -93,10 +93,10 @@ METHOD_EXTRAS = {"label_smoothing": {"label_smoothing": 0.1}}
 # APL setting, APL's conventions (APL code loss.py and configs/cifar10/sym/*.yaml).
 APL_MAE_SCALE = 0.5  # APL's MAE = 1 - p_y = half of ours (2 - 2 p_y): APL's beta b is our beta b / 2
 APL_LOSSES = {
-    "apl_ce": ("cross_entropy", {}),  # sym/ce.yaml: CrossEntropyLoss
-    "apl_sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": losses.APL_LOG_ZERO}),  # sce.yaml
-    "apl_nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": losses.APL_LOG_ZERO}),  # nce+rce.yaml
-    "apl_nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 1.0 * APL_MAE_SCALE}),  # nce+mae.yaml: alpha = beta = 1
+  "apl_ce": ("cross_entropy", {}),  # sym/ce.yaml: CrossEntropyLoss
+  "apl_sce": ("symmetric_cross_entropy", {"alpha": 0.1, "beta": 1.0, "log_zero": losses.APL_LOG_ZERO}),  # sce.yaml
+  "apl_nce_rce": ("nce_rce", {"alpha": 1.0, "beta": 1.0, "log_zero": losses.APL_LOG_ZERO}),  # nce+rce.yaml
+  "apl_nce_mae": ("nce_mae", {"alpha": 1.0, "beta": 1.0 * APL_MAE_SCALE}),  # nce+mae.yaml: alpha = beta = 1
 }
 APL_MODEL = "apl_cnn"  # models.py ToyModel(type='CIFAR10')
 APL_EPOCHS = 120  # yaml: epochs
@@ -159,8 +159,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if name in APL_LOSSES:
     return get_apl_single(name)
   if name == "all":
-    return _comparison(tuple(LOSSES), get_single,
-                       f"CIFAR-10, {NOISE_RATE:.0%} symmetric noise, GCE paper setting (ResNet-34, 120 epochs)")
-  return _comparison(tuple(APL_LOSSES), get_apl_single,
-                     f"CIFAR-10, {NOISE_RATE:.0%} symmetric noise, APL setting (8-layer CNN, 120 epochs, cosine lr, "
-                     "clip 5)")
+    return _comparison(
+      tuple(LOSSES),
+      get_single,
+      f"CIFAR-10, {NOISE_RATE:.0%} symmetric noise, GCE paper setting (ResNet-34, 120 epochs)",
+    )
+  return _comparison(
+    tuple(APL_LOSSES),
+    get_apl_single,
+    f"CIFAR-10, {NOISE_RATE:.0%} symmetric noise, APL setting (8-layer CNN, 120 epochs, cosine lr, clip 5)",
+  )

@@ -16,7 +16,7 @@ per noise rate with ±std bands) and summary.json in the workdir.
 
 from experiments.configs import base
 from experiments.configs import gce
-from noisy_jax.experiment import sweep
+from noisy_jax.experiment import sweep_grid
 
 Q_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 NOISE_RATES = (0.2, 0.4, 0.6)
@@ -30,7 +30,7 @@ def get_config():
   config.title = "mnist5k, GCE test accuracy against q, symmetric noise"
   config.num_epochs = NUM_EPOCHS
   config.optimizer.lr_boundaries = LR_BOUNDARIES
-  config.sweep = sweep.default_sweep()
+  config.sweep = sweep_grid.default_sweep()
   config.sweep.grid = (("method.loss_kwargs.q", Q_VALUES), ("noise.rate", NOISE_RATES))
   config.sweep.seeds = SEEDS
   return config

@@ -25,15 +25,35 @@ def parse(arg: str | None, config_name: str) -> str:
 def method_config(method: str, *, jo_begin: int) -> dict:
   """The config.method dict of `method` (one of METHODS)."""
   if method == "joint_optimization":
-    return {"name": "joint_optimization", "alpha": JO_ALPHA, "beta": JO_BETA, "prior": "uniform", "begin": jo_begin,
-            "history_length": JO_HISTORY_LENGTH, "relabel": "soft", "stage2": True}
+    return {
+      "name": "joint_optimization",
+      "alpha": JO_ALPHA,
+      "beta": JO_BETA,
+      "prior": "uniform",
+      "begin": jo_begin,
+      "history_length": JO_HISTORY_LENGTH,
+      "relabel": "soft",
+      "stage2": True,
+    }
   if method == "gce":
     return {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": GCE_Q}}
   return {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
 
 
-def get_config(method: str, *, dataset: str, dataset_kwargs: dict, model: str, batch_size: int, num_epochs: int,
-               learning_rate: float, weight_decay: float, momentum: float, lr_boundaries, jo_begin: int):
+def get_config(
+  method: str,
+  *,
+  dataset: str,
+  dataset_kwargs: dict,
+  model: str,
+  batch_size: int,
+  num_epochs: int,
+  learning_rate: float,
+  weight_decay: float,
+  momentum: float,
+  lr_boundaries,
+  jo_begin: int,
+):
   """A run on data with real label noise (noise type 'none': labels as given), per-channel normalisation, flips.
 
   Joint Optimization trains stage 1 at the recipe's constant learning rate and stage 2 (a fresh network on the
@@ -41,6 +61,7 @@ def get_config(method: str, *, dataset: str, dataset_kwargs: dict, model: str, b
   """
   from ml_collections import ConfigDict  # pylint: disable=g-import-not-at-top
   from experiments.configs import base  # pylint: disable=g-import-not-at-top
+
   config = base.get_shared()
   config.dataset = dataset
   config.dataset_kwargs = ConfigDict(dataset_kwargs)

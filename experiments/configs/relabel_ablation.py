@@ -22,8 +22,9 @@ def get_config():
   config.plot_key = "label_recovery_overall"
   config.curve_table = {"key": "label_recovery_overall", "every": 5}
   runs = {}
-  for name, relabel, k in ([("soft", "soft", 0), ("hard_all", "hard", 0)]
-                           + [(f"hard_top{k}", "hard_top_k", k) for k in TOP_K]):
+  for name, relabel, k in [("soft", "soft", 0), ("hard_all", "hard", 0)] + [
+    (f"hard_top{k}", "hard_top_k", k) for k in TOP_K
+  ]:
     run = joint_optimization.get_run()
     run.method.relabel = relabel
     run.method.relabel_k = k

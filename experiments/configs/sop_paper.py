@@ -94,8 +94,9 @@ def parse(arg: str | None) -> tuple[str, bool]:
     if value not in allowed:
       raise ValueError(f"sop_paper: unknown {what} {value!r} in {arg!r}; allowed: {', '.join(allowed)}.")
   if len(parts) == 2 and parts[0] != "asymmetric":
-    raise ValueError(f"sop_paper: 'paper_lr_u' in {arg!r} applies to NOISE asymmetric only (the symmetric rows "
-                     "already use lr_u 1).")
+    raise ValueError(
+      f"sop_paper: 'paper_lr_u' in {arg!r} applies to NOISE asymmetric only (the symmetric rows already use lr_u 1)."
+    )
   return parts[0], len(parts) == 2
 
 
@@ -105,8 +106,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if paper_lr_u:
     lr_u = PAPER_ASYMMETRIC_LR_U
   config = base.get_shared()
-  base.paper_data(config, DATASET, noise_type=noise, rate=NOISE_RATES[noise],
-                  noise_dataset=DATASET if noise == "asymmetric" else "")
+  base.paper_data(
+    config, DATASET, noise_type=noise, rate=NOISE_RATES[noise], noise_dataset=DATASET if noise == "asymmetric" else ""
+  )
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "sop", "lr_u": lr_u, "lr_v": lr_v, "init_std": INIT_STD})

@@ -11,8 +11,14 @@ from experiments.configs import ce
 
 def get_run():
   run = ce.get_run()
-  run.method = {"name": "truncated_lq", "q": 0.7, "k": 0.5, "prune_start": 14, "prune_every": 4,
-                "prune_params": "best_val"}
+  run.method = {
+    "name": "truncated_lq",
+    "q": 0.7,
+    "k": 0.5,
+    "prune_start": 14,
+    "prune_every": 4,
+    "prune_params": "best_val",
+  }
   return run
 
 

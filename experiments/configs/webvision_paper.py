@@ -82,8 +82,20 @@ GCE_Q = real_noise.GCE_Q
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return real_noise.get_config(
-      real_noise.parse(arg, "webvision_paper"), dataset=DATASET, dataset_kwargs={
-      "root": config_dict.placeholder(str), "image_size": IMAGE_SIZE, "num_classes": NUM_CLASSES,
-      "validation_size": VALIDATION_SIZE},
-      model=MODEL, batch_size=BATCH_SIZE, num_epochs=NUM_EPOCHS, learning_rate=LEARNING_RATE,
-      weight_decay=WEIGHT_DECAY, momentum=MOMENTUM, lr_boundaries=LR_BOUNDARIES, jo_begin=JO_BEGIN)
+    real_noise.parse(arg, "webvision_paper"),
+    dataset=DATASET,
+    dataset_kwargs={
+      "root": config_dict.placeholder(str),
+      "image_size": IMAGE_SIZE,
+      "num_classes": NUM_CLASSES,
+      "validation_size": VALIDATION_SIZE,
+    },
+    model=MODEL,
+    batch_size=BATCH_SIZE,
+    num_epochs=NUM_EPOCHS,
+    learning_rate=LEARNING_RATE,
+    weight_decay=WEIGHT_DECAY,
+    momentum=MOMENTUM,
+    lr_boundaries=LR_BOUNDARIES,
+    jo_begin=JO_BEGIN,
+  )

@@ -16,8 +16,7 @@ def is_concrete(value) -> bool:
   return True
 
 
-def check_range(name: str, value, low, high, *, low_open: bool = False,
-                high_open: bool = False) -> None:
+def check_range(name: str, value, low, high, *, low_open: bool = False, high_open: bool = False) -> None:
   """Raises ValueError unless low <(=) value <(=) high (skipped for traced values).
 
   Works for scalars and arrays (every element is checked).
@@ -51,13 +50,15 @@ def check_labels(name: str, labels, num_classes: int) -> np.ndarray:
   bad = arr[(arr < 0) | (arr >= num_classes)]
   if bad.size:
     raise ValueError(
-        f"{name} holds class id {int(bad[0])} outside the allowed range [0, {num_classes - 1}] "
-        f"(num_classes={num_classes}).")
+      f"{name} holds class id {int(bad[0])} outside the allowed range [0, {num_classes - 1}] "
+      f"(num_classes={num_classes})."
+    )
   return arr
 
 
 def check_same_shape(name_a: str, a, name_b: str, b) -> None:
   """Raises ValueError when two arrays' shapes differ."""
   if tuple(np.shape(a)) != tuple(np.shape(b)):
-    raise ValueError(f"{name_a} has shape {tuple(np.shape(a))} but {name_b} has shape "
-                     f"{tuple(np.shape(b))}; they must match.")
+    raise ValueError(
+      f"{name_a} has shape {tuple(np.shape(a))} but {name_b} has shape {tuple(np.shape(b))}; they must match."
+    )

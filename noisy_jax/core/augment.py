@@ -48,8 +48,10 @@ AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, imag
 
 def _check_images(images) -> None:
   if images.ndim != 4:
-    raise ValueError(f"images must be a [B, H, W, C] batch of images, got shape {tuple(images.shape)}; augmentation "
-                     "needs images (feature vectors [B, D] cannot be cropped or flipped).")
+    raise ValueError(
+      f"images must be a [B, H, W, C] batch of images, got shape {tuple(images.shape)}; augmentation "
+      "needs images (feature vectors [B, D] cannot be cropped or flipped)."
+    )
 
 
 def _check_padding(padding) -> int:
@@ -168,8 +170,9 @@ def example_draws(key: jax.Array, indices: jax.Array, *, padding: int) -> tuple[
   return _offsets_from_bits(bits[:, :2], padding), _mask_from_bits(bits[:, 2])
 
 
-def augment_batch(key: jax.Array, images: jax.Array, indices: jax.Array, *, crop_padding: int = 0,
-                  flip: bool = False) -> jax.Array:
+def augment_batch(
+  key: jax.Array, images: jax.Array, indices: jax.Array, *, crop_padding: int = 0, flip: bool = False
+) -> jax.Array:
   """Random crop (zero padding `crop_padding`) then random horizontal flip, example by example.
 
   Args:
@@ -185,8 +188,7 @@ def augment_batch(key: jax.Array, images: jax.Array, indices: jax.Array, *, crop
   crop_padding = _check_padding(crop_padding)
   _check_images(images)
   if indices.shape != images.shape[:1]:
-    raise ValueError(f"indices has shape {tuple(indices.shape)}; expected one index per image, "
-                     f"[{images.shape[0]}].")
+    raise ValueError(f"indices has shape {tuple(indices.shape)}; expected one index per image, [{images.shape[0]}].")
   if not crop_padding and not flip:
     return images
   offsets, mask = example_draws(key, indices, padding=crop_padding)

@@ -59,10 +59,17 @@ CSV_COLUMNS = ("index", "source", "given_label", "suggested_label", "label_quali
 # on mnist5k the mean over all 20 epochs of a cross-entropy run found the flipped labels better than the mean of the
 # last 10 in every noise setting (F1 0.951 vs 0.906 at 20% symmetric noise;
 # `python -m experiments.benchmarks.label_issues_vs_cleanlab`).
-AUTO_HISTORY_BUDGET_BYTES = 256 * 2 ** 20
+AUTO_HISTORY_BUDGET_BYTES = 256 * 2**20
 
-RECORD_DTYPE = np.dtype([("index", np.int64), ("given_label", np.int32), ("suggested_label", np.int32),
-                         ("label_quality", np.float32), ("is_issue", np.bool_)])
+RECORD_DTYPE = np.dtype(
+  [
+    ("index", np.int64),
+    ("given_label", np.int32),
+    ("suggested_label", np.int32),
+    ("label_quality", np.float32),
+    ("is_issue", np.bool_),
+  ]
+)
 
 
 def _check(probs, given) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +137,9 @@ def records(given, suggested, quality, is_issue) -> np.ndarray:
 def find(probs, given, *, score: str = "self_confidence", rule: str = "argmax") -> np.ndarray:
   """Label issues from any predicted probabilities: `records` of (index, given, argmax, q, is_issue)."""
   probs, given = _check(probs, given)
-  return records(given, suggested_labels(probs, given), label_quality(probs, given, score=score),
-                 flag(probs, given, rule=rule))
+  return records(
+    given, suggested_labels(probs, given), label_quality(probs, given, score=score), flag(probs, given, rule=rule)
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +147,7 @@ class MethodEvidence:
   """A method's own verdict on its labels (`Method.label_evidence(table)`): class probabilities `probs` [N, C]
   (scored and flagged as any probabilities), or a `quality` [N] in [0, 1] with its `is_issue` [N] (no suggestion:
   the given label); `what` names the state it comes from, for the CSV's evidence column."""
+
   what: str
   probs: np.ndarray | None = None
   quality: np.ndarray | None = None
@@ -149,6 +158,7 @@ class MethodEvidence:
 class RunIssues:
   """What a run says about its labels: `records` (RECORD_DTYPE, most suspect first) and, in the same order, one
   `evidence` string per row (which state of the method gave the verdict)."""
+
   records: np.ndarray
   evidence: list[str]
 
@@ -199,8 +209,11 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
     probs = soft if probs is None else probs
     quality = label_quality(probs, given, score=score)
     is_issue = suggested != given
-    evidence = [f"label table argmax {s} (soft label {soft[i, s]:.3f}); mean p(given) {probs[i, y]:.3f} over "
-                f"{filled} recorded epochs" for i, s, y in zip(rows, suggested, given)]
+    evidence = [
+      f"label table argmax {s} (soft label {soft[i, s]:.3f}); mean p(given) {probs[i, y]:.3f} over "
+      f"{filled} recorded epochs"
+      for i, s, y in zip(rows, suggested, given)
+    ]
   elif method.needs_train_probs:  # truncated Lq: the pruning weights
     weights = np.asarray(table.weights, np.float64)
     is_issue = weights == 0
@@ -209,16 +222,21 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
       evidence = ["pruned (weight 0)" if w == 0 else "kept (weight 1)" for w in weights]
     else:
       quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
-      evidence = [f"{'pruned (weight 0)' if w == 0 else 'kept (weight 1)'}; mean p(given) {probs[i, y]:.3f} over "
-                  f"{filled} recorded epochs" for i, w, y in zip(rows, weights, given)]
+      evidence = [
+        f"{'pruned (weight 0)' if w == 0 else 'kept (weight 1)'}; mean p(given) {probs[i, y]:.3f} over "
+        f"{filled} recorded epochs"
+        for i, w, y in zip(rows, weights, given)
+      ]
   elif method.label_evidence is not None:  # the method's own state (ELR+, DivideMix)
     own = method.label_evidence(table)
     if own.probs is not None:
       probs = np.asarray(own.probs, np.float64)
       quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
       is_issue = flag(probs, given, rule=rule)
-      evidence = [f"{own.what}: p(given) {probs[i, y]:.3f}, p(suggested) {probs[i, s]:.3f}"
-                  for i, y, s in zip(rows, given, suggested)]
+      evidence = [
+        f"{own.what}: p(given) {probs[i, y]:.3f}, p(suggested) {probs[i, s]:.3f}"
+        for i, y, s in zip(rows, given, suggested)
+      ]
     else:
       quality, is_issue = np.asarray(own.quality, np.float64), np.asarray(own.is_issue, bool)
       suggested = given.copy()
@@ -226,16 +244,19 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
   elif probs is not None:
     quality, suggested = label_quality(probs, given, score=score), suggested_labels(probs, given)
     is_issue = flag(probs, given, rule=rule)
-    evidence = [f"mean p(given) {probs[i, y]:.3f}, p(suggested) {probs[i, s]:.3f} over {filled} recorded epochs"
-                for i, y, s in zip(rows, given, suggested)]
+    evidence = [
+      f"mean p(given) {probs[i, y]:.3f}, p(suggested) {probs[i, s]:.3f} over {filled} recorded epochs"
+      for i, y, s in zip(rows, given, suggested)
+    ]
   else:
     return None
   order = np.argsort(np.asarray(quality, np.float64), kind="stable")
   return RunIssues(records(given, suggested, quality, is_issue), [evidence[i] for i in order])
 
 
-def write_csv(path: str, issues: RunIssues, *, sources: Sequence[str] | None = None,
-              class_names: Sequence[str] | None = None) -> str:
+def write_csv(
+  path: str, issues: RunIssues, *, sources: Sequence[str] | None = None, class_names: Sequence[str] | None = None
+) -> str:
   """Writes `issues` to `path` (CSV_COLUMNS; labels as class names when given, else ids; source = the example's
   file path or record id, else its index), atomically: a temporary file in the same folder renamed at the end.
   Returns the path."""
@@ -252,9 +273,17 @@ def write_csv(path: str, issues: RunIssues, *, sources: Sequence[str] | None = N
       writer.writerow(CSV_COLUMNS)
       for row, evidence in zip(issues.records, issues.evidence):
         i = int(row["index"])
-        writer.writerow([i, sources[i] if sources is not None else str(i), name(row["given_label"]),
-                         name(row["suggested_label"]), f"{float(row['label_quality']):.6f}",
-                         bool(row["is_issue"]), evidence])
+        writer.writerow(
+          [
+            i,
+            sources[i] if sources is not None else str(i),
+            name(row["given_label"]),
+            name(row["suggested_label"]),
+            f"{float(row['label_quality']):.6f}",
+            bool(row["is_issue"]),
+            evidence,
+          ]
+        )
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):

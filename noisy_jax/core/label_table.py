@@ -45,6 +45,7 @@ RELABEL_MODES = ("soft", "hard")
 @flax.struct.dataclass
 class LabelTable:
   """Per-example targets, weights and prediction history (see the module docstring for shapes)."""
+
   noisy_labels: jax.Array
   soft_labels: jax.Array
   weights: jax.Array
@@ -80,11 +81,11 @@ def create(noisy_labels, num_classes: int, *, history_length: int = 0) -> LabelT
   labels = _checks.check_labels("noisy_labels", noisy_labels, num_classes)
   n, dtype = labels.shape[0], precision.float_dtype()
   return LabelTable(
-      noisy_labels=jnp.asarray(labels, jnp.int32),
-      soft_labels=jax.nn.one_hot(labels, num_classes, dtype=dtype),
-      weights=jnp.ones((n,), dtype),
-      history=jnp.zeros((history_length, n, num_classes), dtype),
-      history_filled=jnp.zeros((history_length,), bool),
+    noisy_labels=jnp.asarray(labels, jnp.int32),
+    soft_labels=jax.nn.one_hot(labels, num_classes, dtype=dtype),
+    weights=jnp.ones((n,), dtype),
+    history=jnp.zeros((history_length, n, num_classes), dtype),
+    history_filled=jnp.zeros((history_length,), bool),
   )
 
 
@@ -92,8 +93,10 @@ def with_method_rows(table: LabelTable, rows: dict) -> LabelTable:
   """The table with a method's per-example state `rows` ({name: [N, ...]}, every leaf with the table's N rows)."""
   for name, value in rows.items():
     if np.shape(value)[:1] != (table.num_examples,):
-      raise ValueError(f"method row state {name!r} has shape {np.shape(value)}; its first axis must be the table's "
-                       f"{table.num_examples} rows.")
+      raise ValueError(
+        f"method row state {name!r} has shape {np.shape(value)}; its first axis must be the table's "
+        f"{table.num_examples} rows."
+      )
   return table.replace(method_rows=dict(rows))
 
 
@@ -104,15 +107,20 @@ def read_rows(table: LabelTable, indices: jax.Array) -> dict:
 
 def write_rows(table: LabelTable, indices: jax.Array, rows: dict) -> LabelTable:
   """method_rows[name][indices[b]] = rows[name][b]; indices outside [0, N) are dropped (padding)."""
-  return table.replace(method_rows={
+  return table.replace(
+    method_rows={
       name: value.at[indices].set(rows[name].astype(value.dtype), mode="drop")
-      for name, value in table.method_rows.items()})
+      for name, value in table.method_rows.items()
+    }
+  )
 
 
 def targets(table: LabelTable, indices: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Returns (soft_labels[indices] [B, C], weights[indices] [B]) for the batch's example indices [B]."""
-  return (jnp.take(table.soft_labels, indices, axis=0, mode="clip"),
-          jnp.take(table.weights, indices, axis=0, mode="clip"))
+  return (
+    jnp.take(table.soft_labels, indices, axis=0, mode="clip"),
+    jnp.take(table.weights, indices, axis=0, mode="clip"),
+  )
 
 
 def record(table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, slot) -> LabelTable:
@@ -125,11 +133,11 @@ def record(table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, s
   """
   if table.history_length == 0:
     raise ValueError("record() needs a table with history_length > 0; create it with history_length=H.")
-  _checks.check_same_shape("probabilities", probabilities, "soft_labels[indices]",
-                           np.empty((np.shape(indices)[0], table.num_classes)))
+  _checks.check_same_shape(
+    "probabilities", probabilities, "soft_labels[indices]", np.empty((np.shape(indices)[0], table.num_classes))
+  )
   ring_slot = jnp.asarray(slot, jnp.int32) % table.history_length
-  history = table.history.at[ring_slot, indices].set(
-      probabilities.astype(table.history.dtype), mode="drop")
+  history = table.history.at[ring_slot, indices].set(probabilities.astype(table.history.dtype), mode="drop")
   return table.replace(history=history, history_filled=table.history_filled.at[ring_slot].set(True))
 
 
@@ -181,8 +189,7 @@ def relabel_top_k(table: LabelTable, k: int) -> LabelTable:
 def set_weights(table: LabelTable, indices: jax.Array, weights: jax.Array) -> LabelTable:
   """weights[indices[b]] = weights[b]; out-of-range indices are dropped."""
   _checks.check_same_shape("weights", weights, "indices", indices)
-  return table.replace(
-      weights=table.weights.at[indices].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
+  return table.replace(weights=table.weights.at[indices].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
 
 
 def set_all_weights(table: LabelTable, weights: jax.Array) -> LabelTable:
@@ -223,12 +230,15 @@ def sharded_targets(table: LabelTable, indices: jax.Array, *, axis_name: str) ->
   local, owned = _owned_rows(table, gathered, axis_name)
   soft = jnp.where(owned[:, None], jnp.take(table.soft_labels, local, axis=0), 0)
   weights = jnp.where(owned, jnp.take(table.weights, local, axis=0), 0)
-  return (lax.psum_scatter(soft, axis_name, scatter_dimension=0, tiled=True),
-          lax.psum_scatter(weights, axis_name, scatter_dimension=0, tiled=True))
+  return (
+    lax.psum_scatter(soft, axis_name, scatter_dimension=0, tiled=True),
+    lax.psum_scatter(weights, axis_name, scatter_dimension=0, tiled=True),
+  )
 
 
-def sharded_record(table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, slot,
-                   axis_name: str) -> LabelTable:
+def sharded_record(
+  table: LabelTable, indices: jax.Array, probabilities: jax.Array, *, slot, axis_name: str
+) -> LabelTable:
   """`record` for a row-sharded table: history[slot % H, r - o] = p for each (r, p) this device owns.
 
   Args:
@@ -238,8 +248,9 @@ def sharded_record(table: LabelTable, indices: jax.Array, probabilities: jax.Arr
   """
   if table.history_length == 0:
     raise ValueError("sharded_record() needs a table with history_length > 0; create it with history_length=H.")
-  _checks.check_same_shape("probabilities", probabilities, "soft_labels[indices]",
-                           np.empty((np.shape(indices)[0], table.num_classes)))
+  _checks.check_same_shape(
+    "probabilities", probabilities, "soft_labels[indices]", np.empty((np.shape(indices)[0], table.num_classes))
+  )
   local, owned = _owned_rows(table, indices, axis_name)
   local = jnp.where(owned, local, table.num_examples)  # not ours: out of range, dropped
   ring_slot = jnp.asarray(slot, jnp.int32) % table.history_length
@@ -253,8 +264,7 @@ def sharded_set_weights(table: LabelTable, indices: jax.Array, weights: jax.Arra
   _checks.check_same_shape("weights", weights, "indices", indices)
   local, owned = _owned_rows(table, indices, axis_name)
   local = jnp.where(owned, local, table.num_examples)
-  return table.replace(
-      weights=table.weights.at[local].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
+  return table.replace(weights=table.weights.at[local].set(jnp.asarray(weights, table.weights.dtype), mode="drop"))
 
 
 def sharded_read_rows(table: LabelTable, indices: jax.Array, *, axis_name: str) -> dict:
@@ -275,9 +285,12 @@ def sharded_write_rows(table: LabelTable, indices: jax.Array, rows: dict, *, axi
   rows no device owns (e.g. -1) are dropped."""
   local, owned = _owned_rows(table, indices, axis_name)
   local = jnp.where(owned, local, table.num_examples)
-  return table.replace(method_rows={
+  return table.replace(
+    method_rows={
       name: value.at[local].set(rows[name].astype(value.dtype), mode="drop")
-      for name, value in table.method_rows.items()})
+      for name, value in table.method_rows.items()
+    }
+  )
 
 
 def current_labels(table: LabelTable) -> jax.Array:

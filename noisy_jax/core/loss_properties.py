@@ -32,6 +32,7 @@ DEFAULT_SCALES = (1.0, 10.0, 100.0, 1000.0)
 @dataclasses.dataclass(frozen=True)
 class LossProperties:
   """Result of `check`: whether L is symmetric and bounded, with the numbers behind each verdict."""
+
   name: str
   symmetric: bool
   bounded: bool
@@ -49,8 +50,16 @@ def losses_per_label(loss_fn: Callable[..., jax.Array], logits: jax.Array) -> ja
   return jax.vmap(lambda label: loss_fn(logits, jnp.broadcast_to(label, logits.shape)))(eye)
 
 
-def check(loss_fn: Callable[..., jax.Array], *, name: str = "", num_classes: int = 10, num_samples: int = 512,
-          scales: Sequence[float] = DEFAULT_SCALES, seed: int = 0, tolerance: float = 1e-3) -> LossProperties:
+def check(
+  loss_fn: Callable[..., jax.Array],
+  *,
+  name: str = "",
+  num_classes: int = 10,
+  num_samples: int = 512,
+  scales: Sequence[float] = DEFAULT_SCALES,
+  seed: int = 0,
+  tolerance: float = 1e-3,
+) -> LossProperties:
   """Checks symmetry and boundedness of `loss_fn(logits [N, C], labels [N, C]) -> [N]` on random logits.
 
   Logits are standard normal (float64 when x64 is enabled, float32 otherwise) times each scale of `scales`.
@@ -70,8 +79,14 @@ def check(loss_fn: Callable[..., jax.Array], *, name: str = "", num_classes: int
   spread = float(all_sums.max() - all_sums.min())
   symmetric = bool(np.all(np.isfinite(all_sums)) and spread <= tolerance * max(1.0, abs(float(all_sums.mean()))))
   bounded = bool(np.all(np.isfinite(maxima)) and maxima[-1] <= maxima[-2] * (1 + tolerance) + tolerance)
-  return LossProperties(name=name, symmetric=symmetric, bounded=bounded, class_sum_min=float(all_sums.min()),
-                        class_sum_max=float(all_sums.max()), max_loss_per_scale=tuple(maxima))
+  return LossProperties(
+    name=name,
+    symmetric=symmetric,
+    bounded=bounded,
+    class_sum_min=float(all_sums.min()),
+    class_sum_max=float(all_sums.max()),
+    max_loss_per_scale=tuple(maxima),
+  )
 
 
 def check_all(**kwargs) -> list[LossProperties]:
@@ -81,10 +96,14 @@ def check_all(**kwargs) -> list[LossProperties]:
 
 def format_table(results: Sequence[LossProperties]) -> str:
   """A Markdown table: loss, symmetric, bounded, range of the class sum, max loss at the two largest scales."""
-  lines = ["| loss | symmetric | bounded | sum_j L(z, j): min .. max | max L (scale 100 / 1000) |",
-           "|---|---|---|---|---|"]
+  lines = [
+    "| loss | symmetric | bounded | sum_j L(z, j): min .. max | max L (scale 100 / 1000) |",
+    "|---|---|---|---|---|",
+  ]
   for r in results:
-    lines.append(f"| {r.name} | {'yes' if r.symmetric else 'no'} | {'yes' if r.bounded else 'no'} | "
-                 f"{r.class_sum_min:.4g} .. {r.class_sum_max:.4g} | "
-                 f"{r.max_loss_per_scale[-2]:.4g} / {r.max_loss_per_scale[-1]:.4g} |")
+    lines.append(
+      f"| {r.name} | {'yes' if r.symmetric else 'no'} | {'yes' if r.bounded else 'no'} | "
+      f"{r.class_sum_min:.4g} .. {r.class_sum_max:.4g} | "
+      f"{r.max_loss_per_scale[-2]:.4g} / {r.max_loss_per_scale[-1]:.4g} |"
+    )
   return "\n".join(lines)

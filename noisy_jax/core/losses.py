@@ -299,8 +299,7 @@ def encouraging_loss(logits, labels, *, log_end: float = 0.75) -> jax.Array:
   full_bonus = jnp.log(jnp.maximum(_one_minus_exp(log_p), ENCOURAGING_CLAMP))
   # log_end = 1: p > log_end never holds; the safe slope only avoids 0-division in the unused branch.
   slope_denominator = jnp.where(log_end < 1.0, log_end - 1.0, -1.0)
-  tangent_bonus = ((p - log_end) / slope_denominator
-                   + jnp.log(jnp.maximum(1.0 - log_end, ENCOURAGING_CLAMP)))
+  tangent_bonus = (p - log_end) / slope_denominator + jnp.log(jnp.maximum(1.0 - log_end, ENCOURAGING_CLAMP))
   bonus = jnp.where(p > log_end, tangent_bonus, full_bonus)
   return jnp.sum(labels * (bonus - log_p), axis=-1).astype(out_dtype)
 
@@ -335,8 +334,9 @@ def _rce(logits: jax.Array, labels: jax.Array, log_zero) -> jax.Array:
   return -jnp.sum(p * clamped_log_labels, axis=-1)
 
 
-def symmetric_cross_entropy(logits, labels, *, alpha: float = 0.1, beta: float = 1.0,
-                            log_zero: float = DEFAULT_LOG_ZERO) -> jax.Array:
+def symmetric_cross_entropy(
+  logits, labels, *, alpha: float = 0.1, beta: float = 1.0, log_zero: float = DEFAULT_LOG_ZERO
+) -> jax.Array:
   """Symmetric cross entropy (Wang et al., ICCV 2019, arXiv 1908.06112): SCE = alpha CE + beta RCE.
 
   RCE's log 0 is `log_zero` (A): -4 as in the SCE paper by default; APL's implementation of SCE (Ma et al., ICML
@@ -382,8 +382,7 @@ def normalized_cross_entropy(logits, labels) -> jax.Array:
   return _nce(logits, labels).astype(out_dtype)
 
 
-def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0,
-            log_zero: float = DEFAULT_LOG_ZERO) -> jax.Array:
+def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0, log_zero: float = DEFAULT_LOG_ZERO) -> jax.Array:
   """Active-Passive Loss NCE+RCE (Ma et al., ICML 2020, arXiv 2006.13554): alpha NCE + beta RCE.
 
   NCE = CE(y) / sum_k (-log p_k); RCE = -sum_c p_c max(log y_c, A) (`reverse_cross_entropy`).
@@ -409,8 +408,9 @@ def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0,
   _checks.check_range("beta", beta, 0.0, np.inf)
   _checks.check_range("log_zero", log_zero, -np.inf, 0.0, high_open=True)
   logits, labels, out_dtype = _prepare(logits, labels)
-  value = (_hyper(alpha, logits.dtype) * _nce(logits, labels)
-           + _hyper(beta, logits.dtype) * _rce(logits, labels, log_zero))
+  value = _hyper(alpha, logits.dtype) * _nce(logits, labels) + _hyper(beta, logits.dtype) * _rce(
+    logits, labels, log_zero
+  )
   return value.astype(out_dtype)
 
 
@@ -519,8 +519,7 @@ def _log_mean_softmax(log_p: jax.Array, valid: jax.Array, axis_name) -> tuple[ja
   if axis_name is not None:
     shift = jax.lax.pmax(shift, axis_name)
   shift = jnp.where(jnp.isfinite(shift), shift, 0.0)  # no valid row anywhere: any finite shift will do
-  sum_exp = _global_sum(jnp.sum(jnp.exp(jnp.where(valid[:, None], log_p - shift, -jnp.inf)), axis=0),
-                        axis_name)
+  sum_exp = _global_sum(jnp.sum(jnp.exp(jnp.where(valid[:, None], log_p - shift, -jnp.inf)), axis=0), axis_name)
   count = _global_sum(jnp.sum(valid.astype(log_p.dtype)), axis_name)
   tiny = jnp.finfo(log_p.dtype).tiny
   log_mean = shift + jnp.log(jnp.maximum(sum_exp, tiny)) - jnp.log(jnp.maximum(count, 1.0))
@@ -561,8 +560,9 @@ def prior_penalty(logits, prior, *, axis_name=None, where=None) -> jax.Array:
   return _prior_penalty(log_p, jnp.asarray(prior, compute), valid, axis_name).astype(out_dtype)
 
 
-def joint_optimization_loss(logits, labels, *, prior, alpha: float, beta: float, axis_name=None,
-                            where=None) -> jax.Array:
+def joint_optimization_loss(
+  logits, labels, *, prior, alpha: float, beta: float, axis_name=None, where=None
+) -> jax.Array:
   """Joint Optimization's batch loss L = Lc + alpha Lp + beta Le (Tanaka et al., CVPR 2018, arXiv 1803.11364).
 
     Lc = mean_i KL(y_i || s_i), Lp = `prior_penalty` = KL(prior || mean_i s_i), Le = mean_i H(s_i),
@@ -602,8 +602,7 @@ def joint_optimization_loss(logits, labels, *, prior, alpha: float, beta: float,
   classification = global_mean(_kl(labels, log_p))
   penalty = _prior_penalty(log_p, jnp.asarray(prior, log_p.dtype), valid, axis_name)
   prediction_entropy = global_mean(_entropy(log_p))
-  total = (classification + _hyper(alpha, log_p.dtype) * penalty
-           + _hyper(beta, log_p.dtype) * prediction_entropy)
+  total = classification + _hyper(alpha, log_p.dtype) * penalty + _hyper(beta, log_p.dtype) * prediction_entropy
   return total.astype(out_dtype)
 
 
@@ -614,20 +613,20 @@ def joint_optimization_loss(logits, labels, *, prior, alpha: float, beta: float,
 # differ: `entropy` (no labels), `smooth_labels` (a label transform), and the batch-level scalar terms
 # `prior_penalty` and `joint_optimization_loss` (used by the 'joint_optimization' method).
 LOSSES: dict[str, Callable[..., jax.Array]] = {
-    "cross_entropy": cross_entropy,
-    "mean_absolute_error": mean_absolute_error,
-    "generalized_cross_entropy": generalized_cross_entropy,
-    "truncated_generalized_cross_entropy": truncated_generalized_cross_entropy,
-    "encouraging_loss": encouraging_loss,
-    "kl_divergence": kl_divergence,
-    "reverse_cross_entropy": reverse_cross_entropy,
-    "symmetric_cross_entropy": symmetric_cross_entropy,
-    "normalized_cross_entropy": normalized_cross_entropy,
-    "nce_rce": nce_rce,
-    "nce_mae": nce_mae,
-    "bootstrap_soft": bootstrap_soft,
-    "bootstrap_hard": bootstrap_hard,
-    "focal_loss": focal_loss,
+  "cross_entropy": cross_entropy,
+  "mean_absolute_error": mean_absolute_error,
+  "generalized_cross_entropy": generalized_cross_entropy,
+  "truncated_generalized_cross_entropy": truncated_generalized_cross_entropy,
+  "encouraging_loss": encouraging_loss,
+  "kl_divergence": kl_divergence,
+  "reverse_cross_entropy": reverse_cross_entropy,
+  "symmetric_cross_entropy": symmetric_cross_entropy,
+  "normalized_cross_entropy": normalized_cross_entropy,
+  "nce_rce": nce_rce,
+  "nce_mae": nce_mae,
+  "bootstrap_soft": bootstrap_soft,
+  "bootstrap_hard": bootstrap_hard,
+  "focal_loss": focal_loss,
 }
 
 

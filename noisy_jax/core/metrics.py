@@ -107,8 +107,10 @@ def label_recovery(table_labels, clean_labels, given_labels, counted=None) -> di
   clean = _class_ids("clean_labels", clean_labels)
   given = _class_ids("given_labels", given_labels)
   if np.ndim(clean_labels) != 1 or np.ndim(given_labels) != 1:
-    raise ValueError(f"clean_labels and given_labels must be class ids [N], got shapes "
-                     f"{np.shape(clean_labels)} and {np.shape(given_labels)}.")
+    raise ValueError(
+      f"clean_labels and given_labels must be class ids [N], got shapes "
+      f"{np.shape(clean_labels)} and {np.shape(given_labels)}."
+    )
   _check_length("table_labels", table_ids, "clean_labels", clean)
   _check_length("given_labels", given, "clean_labels", clean)
   counted = jnp.ones(clean.shape, bool) if counted is None else _as_flags("counted", counted)
@@ -116,9 +118,9 @@ def label_recovery(table_labels, clean_labels, given_labels, counted=None) -> di
   recovered = table_ids == clean
   is_noisy = given != clean
   return {
-      "overall": _mean_or_nan(recovered, counted),
-      "on_noisy": _mean_or_nan(recovered, is_noisy & counted),
-      "on_clean": _mean_or_nan(recovered, ~is_noisy & counted),
+    "overall": _mean_or_nan(recovered, counted),
+    "on_noisy": _mean_or_nan(recovered, is_noisy & counted),
+    "on_clean": _mean_or_nan(recovered, ~is_noisy & counted),
   }
 
 
@@ -160,9 +162,9 @@ def detection_scores(flagged, is_noisy, counted=None) -> dict[str, jax.Array]:
   false_pos = jnp.sum(flagged & ~is_noisy, dtype=jnp.float32)
   false_neg = jnp.sum(~flagged & is_noisy, dtype=jnp.float32)
   return {
-      "precision": _safe_ratio(true_pos, true_pos + false_pos),
-      "recall": _safe_ratio(true_pos, true_pos + false_neg),
-      "f1": _safe_ratio(2.0 * true_pos, 2.0 * true_pos + false_pos + false_neg),
+    "precision": _safe_ratio(true_pos, true_pos + false_pos),
+    "recall": _safe_ratio(true_pos, true_pos + false_neg),
+    "f1": _safe_ratio(2.0 * true_pos, 2.0 * true_pos + false_pos + false_neg),
   }
 
 

@@ -38,30 +38,29 @@ ROW_SUM_TOLERANCE = 1e-6
 # https://www.cs.toronto.edu/~kriz/cifar.html. Ids are derived below from the alphabetical order of the names,
 # which is the order of `coarse_label_names` / `fine_label_names` in the dataset's meta file (and in TFDS).
 CIFAR100_SUPERCLASSES: dict[str, tuple[str, ...]] = {
-    "aquatic_mammals": ("beaver", "dolphin", "otter", "seal", "whale"),
-    "fish": ("aquarium_fish", "flatfish", "ray", "shark", "trout"),
-    "flowers": ("orchid", "poppy", "rose", "sunflower", "tulip"),
-    "food_containers": ("bottle", "bowl", "can", "cup", "plate"),
-    "fruit_and_vegetables": ("apple", "mushroom", "orange", "pear", "sweet_pepper"),
-    "household_electrical_devices": ("clock", "keyboard", "lamp", "telephone", "television"),
-    "household_furniture": ("bed", "chair", "couch", "table", "wardrobe"),
-    "insects": ("bee", "beetle", "butterfly", "caterpillar", "cockroach"),
-    "large_carnivores": ("bear", "leopard", "lion", "tiger", "wolf"),
-    "large_man-made_outdoor_things": ("bridge", "castle", "house", "road", "skyscraper"),
-    "large_natural_outdoor_scenes": ("cloud", "forest", "mountain", "plain", "sea"),
-    "large_omnivores_and_herbivores": ("camel", "cattle", "chimpanzee", "elephant", "kangaroo"),
-    "medium_mammals": ("fox", "porcupine", "possum", "raccoon", "skunk"),
-    "non-insect_invertebrates": ("crab", "lobster", "snail", "spider", "worm"),
-    "people": ("baby", "boy", "girl", "man", "woman"),
-    "reptiles": ("crocodile", "dinosaur", "lizard", "snake", "turtle"),
-    "small_mammals": ("hamster", "mouse", "rabbit", "shrew", "squirrel"),
-    "trees": ("maple_tree", "oak_tree", "palm_tree", "pine_tree", "willow_tree"),
-    "vehicles_1": ("bicycle", "bus", "motorcycle", "pickup_truck", "train"),
-    "vehicles_2": ("lawn_mower", "rocket", "streetcar", "tank", "tractor"),
+  "aquatic_mammals": ("beaver", "dolphin", "otter", "seal", "whale"),
+  "fish": ("aquarium_fish", "flatfish", "ray", "shark", "trout"),
+  "flowers": ("orchid", "poppy", "rose", "sunflower", "tulip"),
+  "food_containers": ("bottle", "bowl", "can", "cup", "plate"),
+  "fruit_and_vegetables": ("apple", "mushroom", "orange", "pear", "sweet_pepper"),
+  "household_electrical_devices": ("clock", "keyboard", "lamp", "telephone", "television"),
+  "household_furniture": ("bed", "chair", "couch", "table", "wardrobe"),
+  "insects": ("bee", "beetle", "butterfly", "caterpillar", "cockroach"),
+  "large_carnivores": ("bear", "leopard", "lion", "tiger", "wolf"),
+  "large_man-made_outdoor_things": ("bridge", "castle", "house", "road", "skyscraper"),
+  "large_natural_outdoor_scenes": ("cloud", "forest", "mountain", "plain", "sea"),
+  "large_omnivores_and_herbivores": ("camel", "cattle", "chimpanzee", "elephant", "kangaroo"),
+  "medium_mammals": ("fox", "porcupine", "possum", "raccoon", "skunk"),
+  "non-insect_invertebrates": ("crab", "lobster", "snail", "spider", "worm"),
+  "people": ("baby", "boy", "girl", "man", "woman"),
+  "reptiles": ("crocodile", "dinosaur", "lizard", "snake", "turtle"),
+  "small_mammals": ("hamster", "mouse", "rabbit", "shrew", "squirrel"),
+  "trees": ("maple_tree", "oak_tree", "palm_tree", "pine_tree", "willow_tree"),
+  "vehicles_1": ("bicycle", "bus", "motorcycle", "pickup_truck", "train"),
+  "vehicles_2": ("lawn_mower", "rocket", "streetcar", "tank", "tractor"),
 }
 CIFAR100_COARSE_NAMES: tuple[str, ...] = tuple(sorted(CIFAR100_SUPERCLASSES))
-CIFAR100_FINE_NAMES: tuple[str, ...] = tuple(
-    sorted(name for names in CIFAR100_SUPERCLASSES.values() for name in names))
+CIFAR100_FINE_NAMES: tuple[str, ...] = tuple(sorted(name for names in CIFAR100_SUPERCLASSES.values() for name in names))
 _FINE_ID = {name: i for i, name in enumerate(CIFAR100_FINE_NAMES)}
 # CIFAR100_COARSE_OF_FINE[fine id] = coarse id, int64 [100].
 CIFAR100_COARSE_OF_FINE: np.ndarray = np.zeros(len(CIFAR100_FINE_NAMES), np.int64)
@@ -204,8 +203,10 @@ def make_transition(noise_type: str, num_classes: int, rate: float, *, dataset: 
     raise ValueError(f"noise_type='asymmetric' needs dataset, one of {ASYMMETRIC_DATASETS}.")
   _checks.check_choice("dataset", dataset, ASYMMETRIC_DATASETS)
   if ASYMMETRIC_NUM_CLASSES[dataset] != num_classes:
-    raise ValueError(f"num_classes={num_classes} does not match dataset {dataset!r}, which has "
-                     f"{ASYMMETRIC_NUM_CLASSES[dataset]} classes.")
+    raise ValueError(
+      f"num_classes={num_classes} does not match dataset {dataset!r}, which has "
+      f"{ASYMMETRIC_NUM_CLASSES[dataset]} classes."
+    )
   return asymmetric_transition(dataset, rate)
 
 
@@ -225,8 +226,9 @@ def check_transition(transition) -> np.ndarray:
   row_sums = matrix.sum(axis=1)
   bad = np.flatnonzero(np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE)
   if bad.size:
-    raise ValueError(f"transition row {bad[0]} sums to {row_sums[bad[0]]!r}; every row must sum to 1 "
-                     f"(within {ROW_SUM_TOLERANCE}).")
+    raise ValueError(
+      f"transition row {bad[0]} sums to {row_sums[bad[0]]!r}; every row must sum to 1 (within {ROW_SUM_TOLERANCE})."
+    )
   return matrix / row_sums[:, None]
 
 
@@ -322,18 +324,19 @@ def noise_report(clean, noisy, num_classes: int) -> dict:
   clean_ids = _checks.check_labels("clean", clean, num_classes)
   noisy_ids = _checks.check_labels("noisy", noisy, num_classes)
   _checks.check_same_shape("clean", clean_ids, "noisy", noisy_ids)
-  counts = np.bincount(clean_ids * num_classes + noisy_ids,
-                       minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+  counts = np.bincount(clean_ids * num_classes + noisy_ids, minlength=num_classes * num_classes).reshape(
+    num_classes, num_classes
+  )
   class_counts = counts.sum(axis=1)
   safe = np.maximum(class_counts, 1)
   num_examples = int(clean_ids.size)
   flipped = num_examples - int(np.trace(counts))
   return {
-      "num_examples": num_examples,
-      "flip_rate": flipped / num_examples if num_examples else 0.0,
-      "class_counts": class_counts.astype(np.int64),
-      "per_class_flip_rate": (class_counts - np.diag(counts)) / safe,
-      "counts": counts.astype(np.int64),
-      "transition": counts / safe[:, None],
-      "sha256": hashlib.sha256(np.asarray(noisy_ids, dtype="<i4").tobytes()).hexdigest(),
+    "num_examples": num_examples,
+    "flip_rate": flipped / num_examples if num_examples else 0.0,
+    "class_counts": class_counts.astype(np.int64),
+    "per_class_flip_rate": (class_counts - np.diag(counts)) / safe,
+    "counts": counts.astype(np.int64),
+    "transition": counts / safe[:, None],
+    "sha256": hashlib.sha256(np.asarray(noisy_ids, dtype="<i4").tobytes()).hexdigest(),
   }

@@ -43,7 +43,7 @@ def kmeans(features: np.ndarray, num_clusters: int, *, seed: int, num_iters: int
   centres = np.asarray(centres)
   assignment = np.full(n, -1)
   for _ in range(num_iters):
-    d2 = ((features ** 2).sum(1)[:, None] - 2 * features @ centres.T + (centres ** 2).sum(1)[None])
+    d2 = (features**2).sum(1)[:, None] - 2 * features @ centres.T + (centres**2).sum(1)[None]
     new = np.argmin(d2, axis=1)
     if np.array_equal(new, assignment):
       break
@@ -58,6 +58,7 @@ def kmeans(features: np.ndarray, num_clusters: int, *, seed: int, num_iters: int
 def match_clusters(clusters: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
   """The class of each cluster id [C] under the one-to-one assignment that maximises agreement with `labels`."""
   from scipy.optimize import linear_sum_assignment  # pylint: disable=g-import-not-at-top
+
   confusion = np.zeros((num_classes, num_classes), np.int64)
   np.add.at(confusion, (np.asarray(clusters), np.asarray(labels)), 1)
   rows, cols = linear_sum_assignment(confusion, maximize=True)
@@ -72,8 +73,9 @@ def pseudo_labels(features: np.ndarray, labels: np.ndarray, num_classes: int, *,
   return match_clusters(clusters, labels, num_classes)[clusters]
 
 
-def corrupt_with_pseudo_labels(features: np.ndarray, labels: np.ndarray, num_classes: int, rate: float, *,
-                               seed: int) -> tuple[np.ndarray, dict]:
+def corrupt_with_pseudo_labels(
+  features: np.ndarray, labels: np.ndarray, num_classes: int, rate: float, *, seed: int
+) -> tuple[np.ndarray, dict]:
   """Gives exactly round(rate N) uniformly chosen examples their pseudo-label; returns (noisy [N], info).
 
   info: 'pseudo_label_accuracy' (of the pseudo-labels over all N examples), 'num_relabelled' (round(rate N)).

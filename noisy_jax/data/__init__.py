@@ -33,26 +33,26 @@ from noisy_jax.data.arrays import standardize
 from noisy_jax.data.arrays import stratified_split
 
 DATASETS: dict[str, Callable[..., Dataset]] = {
-    "mnist5k": embedded.mnist5k,
-    "digits": embedded.digits,
-    # TFDS, prepared beforehand in array_record format (noisy_jax.data.tfds_data); options validation_size,
-    # data_dir, seed, and noise_key for the CIFAR-N human labels (Dataset.noisy_y_train).
-    "mnist": tfds_data.mnist,
-    "fashion_mnist": tfds_data.fashion_mnist,
-    "cifar10": tfds_data.cifar10,
-    "cifar100": tfds_data.cifar100,
-    "cifar10_n": tfds_data.cifar10_n,
-    "cifar100_n": tfds_data.cifar100_n,
-    # From disk, options in their docstrings: root or manifest, image_size, classes, validation_size, seed.
-    "image_folder": disk.image_folder,
-    "npz": disk.npz,  # path, validation_size, seed, num_classes
-    "tfds": tfds_data.by_name,  # name, image_key, label_key, *_split, image_size, download, data_dir, ...
-    # Published noisy-label datasets in their release layouts (manual downloads). y_train holds the GIVEN (noisy)
-    # labels, as no clean ones are known: train with noise type 'none'. Options: root, image_size, validation_size,
-    # seed, channels, decode, and those named here.
-    "clothing1m": clothing1m.load,  # noisy_train, max_examples; val = clean_val, test = clean_test
-    "mini_webvision": webvision.mini_webvision,  # num_classes (50); test = WebVision's validation set
-    "animal10n": animal10n.animal10n,  # 64x64, decoded by default
+  "mnist5k": embedded.mnist5k,
+  "digits": embedded.digits,
+  # TFDS, prepared beforehand in array_record format (noisy_jax.data.tfds_data); options validation_size,
+  # data_dir, seed, and noise_key for the CIFAR-N human labels (Dataset.noisy_y_train).
+  "mnist": tfds_data.mnist,
+  "fashion_mnist": tfds_data.fashion_mnist,
+  "cifar10": tfds_data.cifar10,
+  "cifar100": tfds_data.cifar100,
+  "cifar10_n": tfds_data.cifar10_n,
+  "cifar100_n": tfds_data.cifar100_n,
+  # From disk, options in their docstrings: root or manifest, image_size, classes, validation_size, seed.
+  "image_folder": disk.image_folder,
+  "npz": disk.npz,  # path, validation_size, seed, num_classes
+  "tfds": tfds_data.by_name,  # name, image_key, label_key, *_split, image_size, download, data_dir, ...
+  # Published noisy-label datasets in their release layouts (manual downloads). y_train holds the GIVEN (noisy)
+  # labels, as no clean ones are known: train with noise type 'none'. Options: root, image_size, validation_size,
+  # seed, channels, decode, and those named here.
+  "clothing1m": clothing1m.load,  # noisy_train, max_examples; val = clean_val, test = clean_test
+  "mini_webvision": webvision.mini_webvision,  # num_classes (50); test = WebVision's validation set
+  "animal10n": animal10n.animal10n,  # 64x64, decoded by default
 }
 
 
@@ -70,5 +70,13 @@ def load(name: str, /, **kwargs) -> Dataset:
   return DATASETS[name](**kwargs)
 
 
-__all__ = ["DATASETS", "Dataset", "ON_DISK", "STANDARDIZE_MODES", "from_arrays", "load", "standardize",
-           "stratified_split"]
+__all__ = [
+  "DATASETS",
+  "Dataset",
+  "ON_DISK",
+  "STANDARDIZE_MODES",
+  "from_arrays",
+  "load",
+  "standardize",
+  "stratified_split",
+]

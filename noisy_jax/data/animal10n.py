@@ -33,12 +33,13 @@ from noisy_jax.data import images
 # Class id c is CLASS_NAMES[c]: the order of the dataset's README as the loaders of several public codebases
 # reproduce it (the README itself was not read here). One of those codebases remarks that in the released files
 # ids 4 and 5 (cheetah, jaguar) look swapped; that is unchecked here, and the ids stay the files' own.
-CLASS_NAMES = ("cat", "lynx", "wolf", "coyote", "cheetah", "jaguar", "chimpanzee", "orangutan", "hamster",
-               "guinea pig")
+CLASS_NAMES = ("cat", "lynx", "wolf", "coyote", "cheetah", "jaguar", "chimpanzee", "orangutan", "hamster", "guinea pig")
 SPLIT_FOLDERS = {"train": "training", "test": "testing"}
 _FILE_NAME = re.compile(r"([0-9]+)_(.+)")
-_HOW_TO_GET = ("ANIMAL-10N is a manual download (https://dm.kaist.ac.kr/datasets/animal-10n/): unpack its "
-               "training/ and testing/ image folders into ROOT; see noisy_jax/data/animal10n.py for the layout.")
+_HOW_TO_GET = (
+  "ANIMAL-10N is a manual download (https://dm.kaist.ac.kr/datasets/animal-10n/): unpack its "
+  "training/ and testing/ image folders into ROOT; see noisy_jax/data/animal10n.py for the layout."
+)
 
 
 def _order(name: str):
@@ -69,23 +70,35 @@ def list_files(root: str) -> disk.Listing:
     for name in names:
       path = os.path.join(folder, name)
       if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
-        raise ValueError(f"{path!r} is not an image file: ANIMAL-10N's {folder_name}/ holds only "
-                         f"<label>_<id>{'|'.join(images.IMAGE_EXTENSIONS)} files.")
+        raise ValueError(
+          f"{path!r} is not an image file: ANIMAL-10N's {folder_name}/ holds only "
+          f"<label>_<id>{'|'.join(images.IMAGE_EXTENSIONS)} files."
+        )
       match = _FILE_NAME.fullmatch(name)
       if match is None:
-        raise ValueError(f"{path!r}: an ANIMAL-10N file name is '<label>_<id>.jpg' with the class id 0..9 before "
-                         "the first '_'.")
+        raise ValueError(
+          f"{path!r}: an ANIMAL-10N file name is '<label>_<id>.jpg' with the class id 0..9 before the first '_'."
+        )
       if int(match.group(1)) >= len(CLASS_NAMES):
         raise ValueError(f"{path!r}: label {match.group(1)} is not an ANIMAL-10N class id (0..9).")
     if not names:
       raise ValueError(f"ANIMAL-10N: the folder {folder!r} holds no image. {_HOW_TO_GET}")
-    listing[split] = [(f"{folder_name}/{name}", CLASS_NAMES[int(_FILE_NAME.fullmatch(name).group(1))])
-                      for name in sorted(names, key=_order)]
+    listing[split] = [
+      (f"{folder_name}/{name}", CLASS_NAMES[int(_FILE_NAME.fullmatch(name).group(1))])
+      for name in sorted(names, key=_order)
+    ]
   return listing
 
 
-def animal10n(root: str, *, image_size: int | None = None, validation_size: int | float | None = None,
-              seed: int = disk.SPLIT_SEED, channels: int = 3, decode: bool = True) -> arrays.Dataset:
+def animal10n(
+  root: str,
+  *,
+  image_size: int | None = None,
+  validation_size: int | float | None = None,
+  seed: int = disk.SPLIT_SEED,
+  channels: int = 3,
+  decode: bool = True,
+) -> arrays.Dataset:
   """ANIMAL-10N's training and test images with their given labels (layout in the module docstring).
 
   Args:
@@ -110,6 +123,15 @@ def animal10n(root: str, *, image_size: int | None = None, validation_size: int 
     FileNotFoundError, ValueError: naming the bad file or folder (list_files), or an undecodable image.
   """
   listing = list_files(root)
-  return disk.from_listing("animal10n", listing, root, image_size=image_size, classes=CLASS_NAMES,
-                           validation_size=validation_size, seed=seed, where=f"ANIMAL-10N at {root!r}",
-                           channels=channels, decode=decode)
+  return disk.from_listing(
+    "animal10n",
+    listing,
+    root,
+    image_size=image_size,
+    classes=CLASS_NAMES,
+    validation_size=validation_size,
+    seed=seed,
+    where=f"ANIMAL-10N at {root!r}",
+    channels=channels,
+    decode=decode,
+  )

@@ -37,8 +37,10 @@ def _sources(name: str, sources, num_rows: int) -> np.ndarray:
   if array.dtype == object and all(isinstance(s, str) for s in array.ravel()):
     array = array.astype(str)
   if array.ndim != 1 or len(array) != num_rows or (array.size and array.dtype.kind != "U"):
-    raise ValueError(f"{name} must hold one string per row of the split: expected [{num_rows}] strings, got "
-                     f"shape {array.shape} of dtype {array.dtype}.")
+    raise ValueError(
+      f"{name} must hold one string per row of the split: expected [{num_rows}] strings, got "
+      f"shape {array.shape} of dtype {array.dtype}."
+    )
   return _readonly(array, array.dtype if array.size else str)
 
 
@@ -73,6 +75,7 @@ class Dataset:
   The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
   be cached and shared safely. The optional fields default to None, which is what every built-in dataset has.
   """
+
   name: str
   num_classes: int
   x_train: np.ndarray
@@ -99,15 +102,18 @@ class Dataset:
       if y.ndim != 1 or len(y) != len(x):
         raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(x)} rows; expected [{len(x)}].")
       if x.shape[1:] != np.shape(self.x_train)[1:]:
-        raise ValueError(f"x_{split} has example shape {x.shape[1:]} but x_train has "
-                         f"{np.shape(self.x_train)[1:]}; they must match.")
+        raise ValueError(
+          f"x_{split} has example shape {x.shape[1:]} but x_train has {np.shape(self.x_train)[1:]}; they must match."
+        )
       object.__setattr__(self, f"x_{split}", x)
       object.__setattr__(self, f"y_{split}", y)
     if self.noisy_y_train is not None:
       noisy = _checks.check_labels("noisy_y_train", self.noisy_y_train, self.num_classes)
       if len(noisy) != len(self.y_train):
-        raise ValueError(f"noisy_y_train has {len(noisy)} labels but the training split has {len(self.y_train)} "
-                         f"rows; expected [{len(self.y_train)}].")
+        raise ValueError(
+          f"noisy_y_train has {len(noisy)} labels but the training split has {len(self.y_train)} "
+          f"rows; expected [{len(self.y_train)}]."
+        )
       object.__setattr__(self, "noisy_y_train", _readonly(noisy, np.int32))
     if self.class_names is not None:
       names = tuple(self.class_names)
@@ -119,8 +125,9 @@ class Dataset:
     for split in ("train", "val", "test"):
       sources = getattr(self, f"{split}_sources")
       if sources is not None:
-        object.__setattr__(self, f"{split}_sources", _sources(f"{split}_sources", sources, len(getattr(
-            self, f"y_{split}"))))
+        object.__setattr__(
+          self, f"{split}_sources", _sources(f"{split}_sources", sources, len(getattr(self, f"y_{split}")))
+        )
 
   @property
   def input_shape(self) -> tuple[int, ...]:
@@ -156,8 +163,9 @@ class Dataset:
     return {"train": self.num_train, "val": self.num_val, "test": self.num_test}
 
   def __repr__(self) -> str:
-    return (f"Dataset(name={self.name!r}, num_classes={self.num_classes}, input_shape={self.input_shape}, "
-            f"sizes={self.sizes})")
+    return (
+      f"Dataset(name={self.name!r}, num_classes={self.num_classes}, input_shape={self.input_shape}, sizes={self.sizes})"
+    )
 
 
 def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
@@ -229,8 +237,9 @@ def stratified_split(labels, sizes: Sequence[int | float | None], *, seed: int) 
   for total in totals:
     remaining = np.array([len(rows) for rows in shuffled]) - used
     counts = _largest_remainder(total, remaining)
-    parts.append(np.sort(np.concatenate(
-        [rows[u:u + k] for rows, u, k in zip(shuffled, used, counts)] + [np.zeros(0, np.int64)])))
+    parts.append(
+      np.sort(np.concatenate([rows[u : u + k] for rows, u, k in zip(shuffled, used, counts)] + [np.zeros(0, np.int64)]))
+    )
     used += counts
   return parts
 
@@ -266,10 +275,24 @@ def _labels(name: str, y, num_rows: int) -> np.ndarray:
   return y
 
 
-def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num_classes: int | None = None,
-                validation_size: int | float = 0, seed: int = 0, name: str = "arrays",
-                class_names: Sequence[str] | None = None, train_sources=None, val_sources=None,
-                test_sources=None, pixel_max: float = 1.0) -> Dataset:
+def from_arrays(
+  x_train,
+  y_train,
+  x_test,
+  y_test,
+  *,
+  x_val=None,
+  y_val=None,
+  num_classes: int | None = None,
+  validation_size: int | float = 0,
+  seed: int = 0,
+  name: str = "arrays",
+  class_names: Sequence[str] | None = None,
+  train_sources=None,
+  val_sources=None,
+  test_sources=None,
+  pixel_max: float = 1.0,
+) -> Dataset:
   """Wraps the user's own NumPy arrays as a Dataset, so every model, method and metric runs on them.
 
   Args:
@@ -298,16 +321,21 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
       non-finite inputs, a validation_size out of range or given together with x_val.
   """
   if (x_val is None) != (y_val is None):
-    raise ValueError("x_val and y_val must be given together (or neither); got only "
-                     f"{'x_val' if y_val is None else 'y_val'}.")
+    raise ValueError(
+      f"x_val and y_val must be given together (or neither); got only {'x_val' if y_val is None else 'y_val'}."
+    )
   if x_val is not None and validation_size:
-    raise ValueError(f"validation_size={validation_size!r} carves a validation split from the training data, "
-                     "but x_val/y_val were given too: pass one or the other.")
+    raise ValueError(
+      f"validation_size={validation_size!r} carves a validation split from the training data, "
+      "but x_val/y_val were given too: pass one or the other."
+    )
   if val_sources is not None and x_val is None:
     raise ValueError("val_sources describes the rows of x_val, but x_val was not given.")
   if (x_test is None) != (y_test is None):
-    raise ValueError("x_test and y_test must be given together (or neither, for no test split); got only "
-                     f"{'x_test' if y_test is None else 'y_test'}.")
+    raise ValueError(
+      "x_test and y_test must be given together (or neither, for no test split); got only "
+      f"{'x_test' if y_test is None else 'y_test'}."
+    )
   if x_test is None:  # no test split: an empty one shaped like the training inputs
     x_test, y_test = np.asarray(x_train)[:0], np.zeros((0,), np.int64)
   splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
@@ -319,8 +347,10 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
     raise ValueError("x_train has 0 rows; the training split needs at least one example.")
   for split, x in xs.items():
     if x.shape[1:] != xs["train"].shape[1:]:
-      raise ValueError(f"x_{split} has example shape {x.shape[1:]} but x_train has {xs['train'].shape[1:]}; "
-                       "every split must have the same example shape.")
+      raise ValueError(
+        f"x_{split} has example shape {x.shape[1:]} but x_train has {xs['train'].shape[1:]}; "
+        "every split must have the same example shape."
+      )
   if num_classes is None:  # negative labels are reported by check_labels below
     num_classes = max(int(max(np.max(y) for y in ys.values() if len(y))) + 1, 1)
   if not isinstance(num_classes, numbers.Integral) or num_classes < 1:
@@ -339,10 +369,21 @@ def from_arrays(x_train, y_train, x_test, y_test, *, x_val=None, y_val=None, num
       train_sources, val_sources = train_sources[train_rows], train_sources[val_rows]
     xs["val"], ys["val"] = xs["train"][val_rows], ys["train"][val_rows]
     xs["train"], ys["train"] = xs["train"][train_rows], ys["train"][train_rows]
-  return Dataset(name=name, num_classes=int(num_classes),
-                 x_train=xs["train"], y_train=ys["train"], x_val=xs["val"], y_val=ys["val"],
-                 x_test=xs["test"], y_test=ys["test"], class_names=class_names, train_sources=train_sources,
-                 val_sources=val_sources, test_sources=test_sources, pixel_max=pixel_max)
+  return Dataset(
+    name=name,
+    num_classes=int(num_classes),
+    x_train=xs["train"],
+    y_train=ys["train"],
+    x_val=xs["val"],
+    y_val=ys["val"],
+    x_test=xs["test"],
+    y_test=ys["test"],
+    class_names=class_names,
+    train_sources=train_sources,
+    val_sources=val_sources,
+    test_sources=test_sources,
+    pixel_max=pixel_max,
+  )
 
 
 def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
@@ -380,5 +421,11 @@ def standardize(dataset: Dataset, mode: str = "per_channel") -> Dataset:
     else:
       mean_image = x.mean(axis=0)
       apply = lambda a: unit(a) - mean_image
-  return dataclasses.replace(dataset, x_train=apply(dataset.x_train), x_val=apply(dataset.x_val),
-                             x_test=apply(dataset.x_test), pixel_max=1.0, normalized=mode)
+  return dataclasses.replace(
+    dataset,
+    x_train=apply(dataset.x_train),
+    x_val=apply(dataset.x_val),
+    x_test=apply(dataset.x_test),
+    pixel_max=1.0,
+    normalized=mode,
+  )

@@ -59,13 +59,15 @@ NOISY_LABELS_FILE = "noisy_label_kv.txt"
 CLEAN_LABELS_FILE = "clean_label_kv.txt"
 # split -> (key list, label file)
 SPLITS = {
-    "noisy_train": ("noisy_train_key_list.txt", NOISY_LABELS_FILE),
-    "clean_train": ("clean_train_key_list.txt", CLEAN_LABELS_FILE),
-    "clean_val": ("clean_val_key_list.txt", CLEAN_LABELS_FILE),
-    "clean_test": ("clean_test_key_list.txt", CLEAN_LABELS_FILE),
+  "noisy_train": ("noisy_train_key_list.txt", NOISY_LABELS_FILE),
+  "clean_train": ("clean_train_key_list.txt", CLEAN_LABELS_FILE),
+  "clean_val": ("clean_val_key_list.txt", CLEAN_LABELS_FILE),
+  "clean_test": ("clean_test_key_list.txt", CLEAN_LABELS_FILE),
 }
-_HOW_TO_GET = ("Clothing1M is a manual download (request it at https://github.com/Cysu/noisy_label), then untar "
-               "images/0.tar .. images/9.tar inside ROOT/images; see noisy_jax/data/clothing1m.py for the layout.")
+_HOW_TO_GET = (
+  "Clothing1M is a manual download (request it at https://github.com/Cysu/noisy_label), then untar "
+  "images/0.tar .. images/9.tar inside ROOT/images; see noisy_jax/data/clothing1m.py for the layout."
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -80,6 +82,7 @@ class Split:
     clean_labels: int32 [N] hand-checked labels where known, -1 elsewhere (equal to `labels` for clean splits).
     class_names: the 14 names of category_names_eng.txt.
   """
+
   name: str
   root: str
   keys: np.ndarray
@@ -111,8 +114,10 @@ def annotation_dir(root: str) -> str:
   for folder in (root, os.path.join(root, "annotations")):
     if os.path.isfile(os.path.join(folder, CATEGORY_FILE)):
       return folder
-  raise FileNotFoundError(f"Clothing1M: {CATEGORY_FILE} is missing from {root!r} (looked in {root!r} and "
-                          f"{os.path.join(root, 'annotations')!r}). {_HOW_TO_GET}")
+  raise FileNotFoundError(
+    f"Clothing1M: {CATEGORY_FILE} is missing from {root!r} (looked in {root!r} and "
+    f"{os.path.join(root, 'annotations')!r}). {_HOW_TO_GET}"
+  )
 
 
 def check_layout(root: str, splits=tuple(SPLITS)) -> str:
@@ -129,8 +134,7 @@ def check_layout(root: str, splits=tuple(SPLITS)) -> str:
     if not os.path.isfile(os.path.join(folder, name)):
       raise FileNotFoundError(f"Clothing1M: {name} is missing from {folder!r}. {_HOW_TO_GET}")
   if not os.path.isdir(os.path.join(root, "images")):
-    raise FileNotFoundError(f"Clothing1M: the image folder {os.path.join(root, 'images')!r} is missing. "
-                            f"{_HOW_TO_GET}")
+    raise FileNotFoundError(f"Clothing1M: the image folder {os.path.join(root, 'images')!r} is missing. {_HOW_TO_GET}")
   return folder
 
 
@@ -177,19 +181,22 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
   keys = _read_lines(os.path.join(folder, key_file))
   if max_examples is not None:
     _checks.check_range("max_examples", max_examples, 1, float("inf"))
-    keys = keys[:int(max_examples)]
+    keys = keys[: int(max_examples)]
   if not keys:
     raise ValueError(f"Clothing1M: {key_file} lists no image.")
   given = _read_labels(os.path.join(folder, label_file))
   missing = [k for k in keys if k not in given]
   if missing:
-    raise ValueError(f"Clothing1M: {len(missing)} key(s) of {key_file} have no label in {label_file}, e.g. "
-                     f"{missing[0]!r}.")
+    raise ValueError(
+      f"Clothing1M: {len(missing)} key(s) of {key_file} have no label in {label_file}, e.g. {missing[0]!r}."
+    )
   labels = np.array([given[k] for k in keys], np.int64)
   bad = np.flatnonzero((labels < 0) | (labels >= NUM_CLASSES))
   if bad.size:
-    raise ValueError(f"Clothing1M: {label_file} gives {keys[bad[0]]!r} (listed in {key_file}) the label "
-                     f"{labels[bad[0]]}, outside the class ids 0..{NUM_CLASSES - 1}.")
+    raise ValueError(
+      f"Clothing1M: {label_file} gives {keys[bad[0]]!r} (listed in {key_file}) the label "
+      f"{labels[bad[0]]}, outside the class ids 0..{NUM_CLASSES - 1}."
+    )
   if label_file == CLEAN_LABELS_FILE:
     clean = labels
   else:
@@ -198,13 +205,27 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
   first = os.path.join(root, keys[0])
   if not os.path.isfile(first):
     raise FileNotFoundError(f"Clothing1M: the first image of {key_file}, {first!r}, does not exist. {_HOW_TO_GET}")
-  return Split(name=split, root=root, keys=np.array(keys, dtype=object), labels=labels.astype(np.int32),
-               clean_labels=clean.astype(np.int32), class_names=names)
+  return Split(
+    name=split,
+    root=root,
+    keys=np.array(keys, dtype=object),
+    labels=labels.astype(np.int32),
+    clean_labels=clean.astype(np.int32),
+    class_names=names,
+  )
 
 
-def load(root: str, *, image_size: int | None = 224, noisy_train: bool = True, max_examples: int | None = None,
-         validation_size: int | float | None = None, seed: int = disk.SPLIT_SEED, channels: int = 3,
-         decode: bool = False) -> arrays.Dataset:
+def load(
+  root: str,
+  *,
+  image_size: int | None = 224,
+  noisy_train: bool = True,
+  max_examples: int | None = None,
+  validation_size: int | float | None = None,
+  seed: int = disk.SPLIT_SEED,
+  channels: int = 3,
+  decode: bool = False,
+) -> arrays.Dataset:
   """Clothing1M as a Dataset for the trainer (registered as 'clothing1m'; layout in the module docstring).
 
   Rows: training example i is key i of noisy_train_key_list.txt (clean_train_key_list.txt with noisy_train=False),
@@ -244,12 +265,23 @@ def load(root: str, *, image_size: int | None = 224, noisy_train: bool = True, m
     rows = load_split(root, name, max_examples=max_examples)
     missing = file_lists.first_missing(root, rows.keys)
     if missing is not None:
-      raise FileNotFoundError(f"Clothing1M: image {rows.path(missing)!r} does not exist; it is key {missing + 1} "
-                              f"of {SPLITS[name][0]}. {_HOW_TO_GET}")
+      raise FileNotFoundError(
+        f"Clothing1M: image {rows.path(missing)!r} does not exist; it is key {missing + 1} "
+        f"of {SPLITS[name][0]}. {_HOW_TO_GET}"
+      )
     listing[split] = [(str(key), names[label]) for key, label in zip(rows.keys, rows.labels)]
-  return disk.from_listing("clothing1m", listing, root, image_size=image_size, classes=names,
-                           validation_size=validation_size, seed=seed, where=f"Clothing1M at {root!r}",
-                           channels=channels, decode=decode)
+  return disk.from_listing(
+    "clothing1m",
+    listing,
+    root,
+    image_size=image_size,
+    classes=names,
+    validation_size=validation_size,
+    seed=seed,
+    where=f"Clothing1M at {root!r}",
+    channels=channels,
+    decode=decode,
+  )
 
 
 def decode(path: str, *, resize: int = 256, crop: int = 224, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -259,6 +291,7 @@ def decode(path: str, *, resize: int = 256, crop: int = 224, rng: np.random.Gene
   without, the crop is centred (evaluation). Returns uint8 [crop, crop, 3].
   """
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   with Image.open(path) as image:
     image = image.convert("RGB")
     width, height = image.size
@@ -276,10 +309,20 @@ def decode(path: str, *, resize: int = 256, crop: int = 224, rng: np.random.Gene
   return np.ascontiguousarray(pixels)
 
 
-def iterate_batches(split: Split, *, batch_size: int, seed: int = 0, epoch: int = 0, train: bool = True,
-                    shuffle: bool | None = None, drop_remainder: bool = False, dtype: str = "uint8",
-                    resize: int = 256, crop: int = 224,
-                    num_workers: int = 4) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def iterate_batches(
+  split: Split,
+  *,
+  batch_size: int,
+  seed: int = 0,
+  epoch: int = 0,
+  train: bool = True,
+  shuffle: bool | None = None,
+  drop_remainder: bool = False,
+  dtype: str = "uint8",
+  resize: int = 256,
+  crop: int = 224,
+  num_workers: int = 4,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
   """Yields the split's batches as (indices int64 [B], images [B, crop, crop, 3], labels int32 [B]).
 
   Deterministic: the order is a permutation drawn from (seed, epoch) (when shuffling), and example i's random crop
@@ -301,8 +344,9 @@ def iterate_batches(split: Split, *, batch_size: int, seed: int = 0, epoch: int 
   if crop > resize:
     raise ValueError(f"crop={crop} must be <= resize={resize}.")
   shuffle = train if shuffle is None else shuffle
-  order = (np.random.default_rng((seed, epoch)).permutation(split.num_examples) if shuffle
-           else np.arange(split.num_examples))
+  order = (
+    np.random.default_rng((seed, epoch)).permutation(split.num_examples) if shuffle else np.arange(split.num_examples)
+  )
   stop = (len(order) // batch_size) * batch_size if drop_remainder else len(order)
 
   def one(index):
@@ -312,7 +356,7 @@ def iterate_batches(split: Split, *, batch_size: int, seed: int = 0, epoch: int 
   pool = futures.ThreadPoolExecutor(num_workers) if num_workers > 0 else None
   try:
     for start in range(0, stop, batch_size):
-      indices = order[start:min(start + batch_size, stop)].astype(np.int64)
+      indices = order[start : min(start + batch_size, stop)].astype(np.int64)
       images = np.stack(list(pool.map(one, indices) if pool else map(one, indices)))
       if dtype == "float32":
         images = np.multiply(images, np.float32(1.0 / 255.0), dtype=np.float32)

@@ -106,14 +106,17 @@ def list_folder(root: str) -> Listing:
       for name in files:
         path = os.path.join(class_folder, name)
         if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
-          raise ValueError(f"{path!r} is not an image file: a class folder holds only "
-                           f"{', '.join(images.IMAGE_EXTENSIONS)} files.")
+          raise ValueError(
+            f"{path!r} is not an image file: a class folder holds only {', '.join(images.IMAGE_EXTENSIONS)} files."
+          )
         listing[split].append((f"{split}/{label}/{name}", label))
     if not listing[split]:
       raise ValueError(f"split folder {folder!r} has no class folder.")
   if "train" not in listing:
-    raise FileNotFoundError(f"{os.path.join(root, 'train')!r} is missing: an image folder needs "
-                            f"ROOT/train/LABEL/ images (val and test are optional).")
+    raise FileNotFoundError(
+      f"{os.path.join(root, 'train')!r} is missing: an image folder needs "
+      f"ROOT/train/LABEL/ images (val and test are optional)."
+    )
   return {split: listing[split] for split in SPLITS if split in listing}
 
 
@@ -149,8 +152,10 @@ def read_manifest(manifest: str) -> Listing:
         raise FileNotFoundError(f"{line}: image file {os.path.join(base, path)!r} does not exist.")
       listing.setdefault(split, []).append((path, label))
   if "train" not in listing:
-    raise ValueError(f"manifest {manifest!r} has no train row; give rows the split train (or leave out the split "
-                     "column: every row is then a training row).")
+    raise ValueError(
+      f"manifest {manifest!r} has no train row; give rows the split train (or leave out the split "
+      "column: every row is then a training row)."
+    )
   return {split: listing[split] for split in SPLITS if split in listing}
 
 
@@ -173,33 +178,68 @@ def _class_ids(listing: Listing, classes: Sequence[str] | None, where: str) -> t
     for source, label in rows:
       if label not in index:
         shown = ", ".join(map(repr, names[:20])) + (", ..." if len(names) > 20 else "")
-        raise ValueError(f"{where}: label {label!r} of {source!r} is not in the class list ({shown}), which "
-                         f"{'is `classes`' if classes is not None else 'comes from the training split'}.")
+        raise ValueError(
+          f"{where}: label {label!r} of {source!r} is not in the class list ({shown}), which "
+          f"{'is `classes`' if classes is not None else 'comes from the training split'}."
+        )
     ids[split] = np.array([index[label] for _, label in rows], np.int64)
   return names, ids
 
 
-def assemble(name: str, x: dict, y: dict, sources: dict, class_names, *, num_classes: int | None, validation_size,
-             seed: int, where: str, pixel_max: float = 255.0) -> arrays.Dataset:
+def assemble(
+  name: str,
+  x: dict,
+  y: dict,
+  sources: dict,
+  class_names,
+  *,
+  num_classes: int | None,
+  validation_size,
+  seed: int,
+  where: str,
+  pixel_max: float = 255.0,
+) -> arrays.Dataset:
   """Splits {'train', 'test'[, 'val']} -> `arrays.from_arrays`; without 'val', validation_size (None: 10%) is
   carved stratified from train with `seed`. Shared by image_folder, npz and tfds_data.by_name."""
   if "val" in x:
     if validation_size:
-      raise ValueError(f"validation_size={validation_size!r} carves a validation split from train, but {where} "
-                       "has a val split already: drop one of them.")
+      raise ValueError(
+        f"validation_size={validation_size!r} carves a validation split from train, but {where} "
+        "has a val split already: drop one of them."
+      )
     validation_size = 0
   elif validation_size is None:
     validation_size = DEFAULT_VALIDATION_FRACTION
   return arrays.from_arrays(
-      x["train"], y["train"], x.get("test"), y.get("test"), x_val=x.get("val"), y_val=y.get("val"),
-      num_classes=num_classes, validation_size=validation_size,
-      seed=seed, name=name, class_names=class_names, train_sources=sources["train"],
-      val_sources=sources.get("val"), test_sources=sources.get("test", []), pixel_max=pixel_max)
+    x["train"],
+    y["train"],
+    x.get("test"),
+    y.get("test"),
+    x_val=x.get("val"),
+    y_val=y.get("val"),
+    num_classes=num_classes,
+    validation_size=validation_size,
+    seed=seed,
+    name=name,
+    class_names=class_names,
+    train_sources=sources["train"],
+    val_sources=sources.get("val"),
+    test_sources=sources.get("test", []),
+    pixel_max=pixel_max,
+  )
 
 
-def image_folder(root: str | None = None, *, manifest: str | None = None, image_size: int | None = None,
-                 classes: Sequence[str] | None = None, validation_size: int | float | None = None,
-                 seed: int = SPLIT_SEED, channels: int | None = None, decode: bool = True) -> arrays.Dataset:
+def image_folder(
+  root: str | None = None,
+  *,
+  manifest: str | None = None,
+  image_size: int | None = None,
+  classes: Sequence[str] | None = None,
+  validation_size: int | float | None = None,
+  seed: int = SPLIT_SEED,
+  channels: int | None = None,
+  decode: bool = True,
+) -> arrays.Dataset:
   """Loads an image folder or a CSV manifest (layouts in the module docstring).
 
   Args:
@@ -224,21 +264,43 @@ def image_folder(root: str | None = None, *, manifest: str | None = None, image_
     FileNotFoundError, ValueError: naming the bad file, folder or value (see the module docstring).
   """
   if (root is None) == (manifest is None):
-    raise ValueError(f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
-                     f"manifest={manifest!r}. On the command line: --config.dataset_kwargs.root=DIR (or "
-                     "--config.dataset_kwargs.manifest=FILE.csv) with experiments/configs/own_data.py.")
+    raise ValueError(
+      f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
+      f"manifest={manifest!r}. On the command line: --config.dataset_kwargs.root=DIR (or "
+      "--config.dataset_kwargs.manifest=FILE.csv) with experiments/configs/own_data.py."
+    )
   where = root if manifest is None else manifest
   listing = list_folder(root) if manifest is None else read_manifest(manifest)
   base = root if manifest is None else os.path.dirname(manifest)
-  return from_listing("image_folder", listing, base, image_size=image_size, classes=classes,
-                      validation_size=validation_size, seed=seed, where=where, channels=channels, decode=decode,
-                      order_by_class=manifest is None)
+  return from_listing(
+    "image_folder",
+    listing,
+    base,
+    image_size=image_size,
+    classes=classes,
+    validation_size=validation_size,
+    seed=seed,
+    where=where,
+    channels=channels,
+    decode=decode,
+    order_by_class=manifest is None,
+  )
 
 
-def from_listing(name: str, listing: Listing, base: str, *, image_size: int | None = None,
-                 classes: Sequence[str] | None = None, validation_size: int | float | None = None,
-                 seed: int = SPLIT_SEED, where: str, channels: int | None = None, decode: bool = True,
-                 order_by_class: bool = False) -> arrays.Dataset:
+def from_listing(
+  name: str,
+  listing: Listing,
+  base: str,
+  *,
+  image_size: int | None = None,
+  classes: Sequence[str] | None = None,
+  validation_size: int | float | None = None,
+  seed: int = SPLIT_SEED,
+  where: str,
+  channels: int | None = None,
+  decode: bool = True,
+  order_by_class: bool = False,
+) -> arrays.Dataset:
   """A Dataset of image files: `listing` {split: [(path relative to `base`, label name)]}, splits train and test
   (val optional). The shared end of image_folder and the readers of published layouts (Clothing1M, WebVision,
   ANIMAL-10N); arguments as image_folder's. order_by_class: rows sorted by (class id, listing order), as a folder
@@ -264,8 +326,17 @@ def from_listing(name: str, listing: Listing, base: str, *, image_size: int | No
   else:
     probe = image_files.ImageFiles.probe(paths["train"], image_size=image_size, channels=channels)
     x = {split: dataclasses.replace(probe, paths=tuple(p)) for split, p in paths.items()}
-  return assemble(name, x, y, sources, class_names, num_classes=len(class_names),
-                  validation_size=validation_size, seed=seed, where=where)
+  return assemble(
+    name,
+    x,
+    y,
+    sources,
+    class_names,
+    num_classes=len(class_names),
+    validation_size=validation_size,
+    seed=seed,
+    where=where,
+  )
 
 
 def open_npz(path: str):
@@ -279,8 +350,9 @@ def open_npz(path: str):
   return archive
 
 
-def npz(path: str, *, validation_size: int | float | None = None, seed: int = SPLIT_SEED,
-        num_classes: int | None = None) -> arrays.Dataset:
+def npz(
+  path: str, *, validation_size: int | float | None = None, seed: int = SPLIT_SEED, num_classes: int | None = None
+) -> arrays.Dataset:
   """Loads a .npz of x_train, y_train, x_test, y_test [, x_val, y_val, class_names] (`arrays.from_arrays`).
 
   Inputs are taken as they are (cast to float32, not rescaled), as from_arrays does. C: len(class_names) when the
@@ -300,8 +372,10 @@ def npz(path: str, *, validation_size: int | float | None = None, seed: int = SP
       raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
   missing, unknown = set(NPZ_REQUIRED) - set(loaded), set(loaded) - set(NPZ_REQUIRED) - set(NPZ_OPTIONAL)
   if missing or unknown:
-    raise ValueError(f"npz file {path!r} has the arrays {sorted(loaded)}: it needs {', '.join(NPZ_REQUIRED)} "
-                     f"(optional: {', '.join(NPZ_OPTIONAL)}); missing {sorted(missing)}, unknown {sorted(unknown)}.")
+    raise ValueError(
+      f"npz file {path!r} has the arrays {sorted(loaded)}: it needs {', '.join(NPZ_REQUIRED)} "
+      f"(optional: {', '.join(NPZ_OPTIONAL)}); missing {sorted(missing)}, unknown {sorted(unknown)}."
+    )
   for split in ("val", "test"):
     if (f"x_{split}" in loaded) != (f"y_{split}" in loaded):
       raise ValueError(f"npz file {path!r} has only one of x_{split} and y_{split}; give both or neither.")
@@ -314,5 +388,15 @@ def npz(path: str, *, validation_size: int | float | None = None, seed: int = SP
   x = {split: loaded[f"x_{split}"] for split in SPLITS if f"x_{split}" in loaded}
   y = {split: loaded[f"y_{split}"] for split in SPLITS if f"y_{split}" in loaded}
   sources = {split: [f"npz:x_{split}[{i}]" for i in range(len(v))] for split, v in x.items()}
-  return assemble("npz", x, y, sources, class_names, num_classes=num_classes, validation_size=validation_size,
-                  seed=seed, where=path, pixel_max=1.0)
+  return assemble(
+    "npz",
+    x,
+    y,
+    sources,
+    class_names,
+    num_classes=num_classes,
+    validation_size=validation_size,
+    seed=seed,
+    where=path,
+    pixel_max=1.0,
+  )

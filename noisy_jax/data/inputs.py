@@ -43,20 +43,25 @@ def noisy_training_labels(config, dataset, key: jax.Array):
   if noise_config.type == DATASET_NOISE:
     noisy = getattr(dataset, "noisy_y_train", None)
     if noisy is None:
-      raise ValueError(f"noise type {DATASET_NOISE!r} uses the noisy labels that come with the dataset, but "
-                       f"dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_train is None); use e.g. "
-                       "dataset='cifar10_n' or 'cifar100_n', or another noise type.")
+      raise ValueError(
+        f"noise type {DATASET_NOISE!r} uses the noisy labels that come with the dataset, but "
+        f"dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_train is None); use e.g. "
+        "dataset='cifar10_n' or 'cifar100_n', or another noise type."
+      )
     noisy = np.asarray(noisy)
     return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
   seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
   if noise_config.type == PSEUDO_LABEL_NOISE:
-    features = pseudo_labels_lib.pca_features(host_features(config, dataset),
-                                              int(noise_config.get("num_components", 50)))
+    features = pseudo_labels_lib.pca_features(
+      host_features(config, dataset), int(noise_config.get("num_components", 50))
+    )
     noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
-        features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed)
+      features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed
+    )
     return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
-  transition = noise_lib.make_transition(noise_config.type, dataset.num_classes, float(noise_config.rate),
-                                         dataset=noise_config.get("dataset") or None)
+  transition = noise_lib.make_transition(
+    noise_config.type, dataset.num_classes, float(noise_config.rate), dataset=noise_config.get("dataset") or None
+  )
   noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
 
@@ -68,6 +73,7 @@ DEFAULT_INPUT_BUDGET_MIB = 2048  # 'auto': a training split up to this size (as 
 def input_mode(config, dataset) -> str:
   """'resident' or 'streaming' for `dataset` under config.input (see the module docstring)."""
   from noisy_jax.core import _checks  # pylint: disable=g-import-not-at-top
+
   mode = config.get("input", "auto")
   _checks.check_choice("input", mode, INPUT_MODES)
   if mode != "auto":
@@ -80,6 +86,7 @@ def normalizer(config, dataset):
   """The on-device normalisation of `dataset`'s inputs for config.normalization (default 'per_channel'):
   noisy_jax.data.normalization.fit, statistics of the training split."""
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+
   return normalization.fit(dataset, config.get("normalization", "per_channel"))
 
 
@@ -87,6 +94,7 @@ def host_features(config, dataset) -> np.ndarray:
   """The normalised training inputs as float32 on the host (what the PCA of pseudo-label noise works on):
   data.standardize with config.normalization ('imagenet': the same constants as on the device)."""
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
+
   mode = config.get("normalization", "per_channel")
   if mode in data.STANDARDIZE_MODES:
     return data.standardize(dataset, mode).x_train
@@ -111,6 +119,7 @@ def load_dataset(config):
   `decode` given by the user wins.
   """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
+
   kwargs = dataset_kwargs(config)
   if config.get("input", "auto") != "resident" and config.dataset in data.ON_DISK:
     kwargs.setdefault("decode", False)

@@ -44,16 +44,18 @@ _CHUNK = 4096
 class Normalization:
   """x = (codes / pixel_max - mean) / std in float32 (mean, std broadcast over the example's trailing axes); on the
   device in float64 when JAX's x64 mode is on (noisy_jax.core.precision)."""
+
   mode: str
   pixel_max: float
   mean: np.ndarray  # float32 [C] (per_channel, imagenet), [H, W, C] (mean_image) or [] (none: 0)
-  std: np.ndarray   # float32, same broadcasting; 1 where the mode has no scale
+  std: np.ndarray  # float32, same broadcasting; 1 where the mode has no scale
 
   def __call__(self, codes):
     """codes [..., example shape] (any dtype) -> float32 normalised inputs (precision.float_dtype(): float64 with
     x64 on), with jax.numpy (inside jit)."""
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
     from noisy_jax.core import precision  # pylint: disable=g-import-not-at-top  (jax only where the caller uses it)
+
     dtype = precision.float_dtype()
     x = codes.astype(dtype)
     if self.pixel_max != 1.0:
@@ -96,7 +98,7 @@ def training_statistics(x, pixel_max: float, mode: str) -> tuple[np.ndarray, np.
   rows = _rows(x, len(x))
   count, total, total_sq = 0, 0.0, 0.0
   for start in range(0, len(rows), _CHUNK):
-    chunk = unit_floats(np.asarray(x[rows[start:start + _CHUNK]]), pixel_max).astype(np.float64)
+    chunk = unit_floats(np.asarray(x[rows[start : start + _CHUNK]]), pixel_max).astype(np.float64)
     axes = tuple(range(chunk.ndim - 1)) if mode == "per_channel" else (0,)
     count += int(np.prod([chunk.shape[a] for a in axes]))
     total = total + chunk.sum(axis=axes)
@@ -115,6 +117,7 @@ def fit(dataset, mode: str = "per_channel") -> Normalization:
     ValueError: naming an unknown mode, or 'imagenet' for inputs that are not RGB images.
   """
   from noisy_jax.core import _checks  # pylint: disable=g-import-not-at-top
+
   _checks.check_choice("normalization", mode, MODES)
   pixel_max = float(getattr(dataset, "pixel_max", 1.0))
   if getattr(dataset, "normalized", None):
@@ -124,9 +127,10 @@ def fit(dataset, mode: str = "per_channel") -> Normalization:
   if mode == "imagenet":
     shape = tuple(dataset.x_train.shape[1:])
     if len(shape) != 3 or shape[-1] != 3:
-      raise ValueError(f"normalization='imagenet' is for RGB images [H, W, 3]; dataset "
-                       f"{getattr(dataset, 'name', '?')!r} has inputs of shape {shape}.")
-    return Normalization(mode, pixel_max, np.asarray(IMAGENET_MEAN, np.float32),
-                         np.asarray(IMAGENET_STD, np.float32))
+      raise ValueError(
+        f"normalization='imagenet' is for RGB images [H, W, 3]; dataset "
+        f"{getattr(dataset, 'name', '?')!r} has inputs of shape {shape}."
+      )
+    return Normalization(mode, pixel_max, np.asarray(IMAGENET_MEAN, np.float32), np.asarray(IMAGENET_STD, np.float32))
   mean, std = training_statistics(dataset.x_train, pixel_max, mode)
   return Normalization(mode, pixel_max, mean.astype(np.float32), std.astype(np.float32))

@@ -42,8 +42,13 @@ from noisy_jax.data import arrays
 
 SPLIT_SEED = 20180611  # the validation carving's seed: part of the dataset's definition (as in embedded.py)
 
-CIFAR10N_NOISE_KEYS = {"aggregate": "aggre_label", "random1": "random_label1", "random2": "random_label2",
-                       "random3": "random_label3", "worst": "worse_label"}
+CIFAR10N_NOISE_KEYS = {
+  "aggregate": "aggre_label",
+  "random1": "random_label1",
+  "random2": "random_label2",
+  "random3": "random_label3",
+  "worst": "worse_label",
+}
 CIFAR100N_NOISE_KEYS = {"noisy": "noise_label"}
 
 
@@ -56,13 +61,13 @@ class _Spec:
 
 
 SPECS = {
-    "mnist": _Spec("mnist", 10, 0),
-    "fashion_mnist": _Spec("fashion_mnist", 10, 0),
-    "cifar10": _Spec("cifar10", 10, 5000),
-    "cifar100": _Spec("cifar100", 100, 5000),
-    # CIFAR-N's benchmark (Wei et al. 2022) trains on all 50,000 noisy labels: no validation split by default.
-    "cifar10_n": _Spec("cifar10_n", 10, 0, manual=True),
-    "cifar100_n": _Spec("cifar100_n", 100, 0, manual=True),
+  "mnist": _Spec("mnist", 10, 0),
+  "fashion_mnist": _Spec("fashion_mnist", 10, 0),
+  "cifar10": _Spec("cifar10", 10, 5000),
+  "cifar100": _Spec("cifar100", 100, 5000),
+  # CIFAR-N's benchmark (Wei et al. 2022) trains on all 50,000 noisy labels: no validation split by default.
+  "cifar10_n": _Spec("cifar10_n", 10, 0, manual=True),
+  "cifar100_n": _Spec("cifar100_n", 100, 0, manual=True),
 }
 
 
@@ -73,27 +78,35 @@ def _prepare_instructions(tfds_name: str, data_dir) -> str:
   manual = ""
   if tfds_name in SPECS and SPECS[tfds_name].manual:
     n = "10" if tfds_name == "cifar10_n" else "100"
-    manual = (f"{tfds_name} needs a MANUAL download: put side_info_cifar{n}N.csv, CIFAR-{n}_human_annotations.csv "
-              f"(converted from CIFAR-{n}_human_ordered.npy, see the MANUAL_DOWNLOAD_INSTRUCTIONS of TFDS's "
-              f"{tfds_name} builder) and image_order_c{n}.npy from https://github.com/UCSC-REAL/cifar-10-100n into a "
-              "folder MANUAL; then, ")
+    manual = (
+      f"{tfds_name} needs a MANUAL download: put side_info_cifar{n}N.csv, CIFAR-{n}_human_annotations.csv "
+      f"(converted from CIFAR-{n}_human_ordered.npy, see the MANUAL_DOWNLOAD_INSTRUCTIONS of TFDS's "
+      f"{tfds_name} builder) and image_order_c{n}.npy from https://github.com/UCSC-REAL/cifar-10-100n into a "
+      "folder MANUAL; then, "
+    )
     command += " --manual_dir=MANUAL"
   if tfds_name in SPECS:
     last = "noisy_jax never downloads."
   else:  # dataset 'tfds' (by_name) can ask TFDS to download
-    last = ("Or let TFDS download and prepare it here: download=True in dataset_kwargs (needs network, "
-            "tensorflow-datasets and, for most datasets, TensorFlow).")
-  return (f"{manual}{'on' if manual else 'On'} a machine with internet and TensorFlow "
-          f"(pip install tensorflow-datasets tensorflow-cpu) run\n  {command}\nthen copy {where} here and pass it as "
-          f"data_dir (config: --config.dataset_kwargs.data_dir={where}), or use ~/tensorflow_datasets. {last}")
+    last = (
+      "Or let TFDS download and prepare it here: download=True in dataset_kwargs (needs network, "
+      "tensorflow-datasets and, for most datasets, TensorFlow)."
+    )
+  return (
+    f"{manual}{'on' if manual else 'On'} a machine with internet and TensorFlow "
+    f"(pip install tensorflow-datasets tensorflow-cpu) run\n  {command}\nthen copy {where} here and pass it as "
+    f"data_dir (config: --config.dataset_kwargs.data_dir={where}), or use ~/tensorflow_datasets. {last}"
+  )
 
 
 def _builder(tfds_name: str, data_dir):
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise ImportError("this dataset needs the 'tensorflow-datasets' package (and pillow), which is not installed: "
-                      "pip install \"noisy_jax[data]\"") from e
+    raise ImportError(
+      "this dataset needs the 'tensorflow-datasets' package (and pillow), which is not installed: "
+      'pip install "noisy_jax[data]"'
+    ) from e
   return tfds.builder(tfds_name, data_dir=data_dir)
 
 
@@ -105,27 +118,34 @@ def _data_source(tfds_name: str, split: str, data_dir):
     return builder.as_data_source(split=split)
   except (NotImplementedError, ValueError, FileNotFoundError, AssertionError) as e:
     if not builder.is_prepared():
-      raise FileNotFoundError(f"TFDS dataset {tfds_name!r} is not prepared in {builder.data_dir}.\n"
-                              f"{_prepare_instructions(tfds_name, data_dir)}") from e
-    raise ValueError(f"TFDS dataset {tfds_name!r} in {builder.data_dir} cannot be read without TensorFlow: it is "
-                     f"stored as {builder.info.file_format}, random access needs array_record.\n"
-                     f"{_prepare_instructions(tfds_name, data_dir)}") from e
+      raise FileNotFoundError(
+        f"TFDS dataset {tfds_name!r} is not prepared in {builder.data_dir}.\n"
+        f"{_prepare_instructions(tfds_name, data_dir)}"
+      ) from e
+    raise ValueError(
+      f"TFDS dataset {tfds_name!r} in {builder.data_dir} cannot be read without TensorFlow: it is "
+      f"stored as {builder.info.file_format}, random access needs array_record.\n"
+      f"{_prepare_instructions(tfds_name, data_dir)}"
+    ) from e
 
 
 def _fit_image(image, image_size: int, where: str) -> np.ndarray:
   """uint8 [H, W, C] (C = 1 or 3) -> [S, S, C]: shorter side resized to S, centre crop (noisy_jax.data.images)."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import images as images_lib  # pylint: disable=g-import-not-at-top
+
   image = np.asarray(image, np.uint8)
   if image.ndim != 3 or image.shape[-1] not in (1, 3):
     raise ValueError(f"{where}: image of shape {image.shape}; resizing needs [H, W, 1] or [H, W, 3] uint8 pixels.")
-  fitted = np.asarray(images_lib.resize_and_crop(Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image),
-                                                 image_size), np.uint8)
+  fitted = np.asarray(
+    images_lib.resize_and_crop(Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image), image_size), np.uint8
+  )
   return fitted.reshape(image_size, image_size, image.shape[-1])
 
 
-def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None, image_key: str = "image",
-               image_size: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def read_split(
+  tfds_name: str, split: str, label_keys, *, data_dir=None, image_key: str = "image", image_size: int | None = None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
   """Reads a whole TFDS split into memory.
 
   image_size: None keeps the records' images, which must then all have one shape; S resizes each image's shorter
@@ -154,17 +174,25 @@ def read_split(tfds_name: str, split: str, label_keys, *, data_dir=None, image_k
     example = first if i == 0 else source[i]
     image = pixels(example, i)
     if np.shape(image) != shape:
-      raise ValueError(f"TFDS {tfds_name}:{split}[0] has an image of shape {shape} but [{i}] one of "
-                       f"{np.shape(image)}; pass image_size=S (in dataset_kwargs) to resize every image's shorter "
-                       "side to S and centre-crop S x S.")
+      raise ValueError(
+        f"TFDS {tfds_name}:{split}[0] has an image of shape {shape} but [{i}] one of "
+        f"{np.shape(image)}; pass image_size=S (in dataset_kwargs) to resize every image's shorter "
+        "side to S and centre-crop S x S."
+      )
     images[i] = image
     for k in label_keys:
       labels[k][i] = example[k]
   return images, labels
 
 
-def load(name: str, *, validation_size: int | float | None = None, data_dir: str | None = None,
-         noise_key: str | None = None, seed: int = SPLIT_SEED) -> arrays.Dataset:
+def load(
+  name: str,
+  *,
+  validation_size: int | float | None = None,
+  data_dir: str | None = None,
+  noise_key: str | None = None,
+  seed: int = SPLIT_SEED,
+) -> arrays.Dataset:
   """Loads a TFDS dataset of SPECS into memory as a Dataset with clean labels (plus CIFAR-N's human labels).
 
   Args:
@@ -202,8 +230,11 @@ def load(name: str, *, validation_size: int | float | None = None, data_dir: str
   x_test, test_labels = read_split(spec.tfds_name, "test", ("label",), data_dir=data_dir)
   y_train = _checks.check_labels(f"{name} train labels", train_labels["label"], spec.num_classes)
   y_test = _checks.check_labels(f"{name} test labels", test_labels["label"], spec.num_classes)
-  noisy = None if noise_keys is None else _checks.check_labels(
-      f"{name} '{noise_key}' human labels", train_labels[label_keys[1]], spec.num_classes)
+  noisy = (
+    None
+    if noise_keys is None
+    else _checks.check_labels(f"{name} '{noise_key}' human labels", train_labels[label_keys[1]], spec.num_classes)
+  )
 
   validation_size = spec.validation_size if validation_size is None else validation_size
   if isinstance(validation_size, (int, np.integer)) and not isinstance(validation_size, bool):
@@ -212,11 +243,17 @@ def load(name: str, *, validation_size: int | float | None = None, data_dir: str
     _checks.check_range("validation_size", validation_size, 0.0, 1.0, high_open=True)
   val_rows, train_rows = arrays.stratified_split(y_train, [validation_size, None], seed=seed)
   return arrays.Dataset(
-      name=name, num_classes=spec.num_classes,
-      x_train=x_train[train_rows], y_train=y_train[train_rows],
-      x_val=x_train[val_rows], y_val=y_train[val_rows],
-      x_test=x_test, y_test=y_test,
-      noisy_y_train=None if noisy is None else noisy[train_rows], pixel_max=255.0)
+    name=name,
+    num_classes=spec.num_classes,
+    x_train=x_train[train_rows],
+    y_train=y_train[train_rows],
+    x_val=x_train[val_rows],
+    y_val=y_train[val_rows],
+    x_test=x_test,
+    y_test=y_test,
+    noisy_y_train=None if noisy is None else noisy[train_rows],
+    pixel_max=255.0,
+  )
 
 
 def mnist(**kwargs) -> arrays.Dataset:
@@ -249,10 +286,20 @@ def cifar100_n(**kwargs) -> arrays.Dataset:
   return load("cifar100_n", **kwargs)
 
 
-def by_name(name: str, *, image_key: str = "image", label_key: str = "label", train_split: str = "train",
-            val_split: str | None = None, test_split: str = "test", image_size: int | None = None,
-            download: bool = False, data_dir: str | None = None, validation_size: int | float | None = None,
-            seed: int = SPLIT_SEED) -> arrays.Dataset:
+def by_name(
+  name: str,
+  *,
+  image_key: str = "image",
+  label_key: str = "label",
+  train_split: str = "train",
+  val_split: str | None = None,
+  test_split: str = "test",
+  image_size: int | None = None,
+  download: bool = False,
+  data_dir: str | None = None,
+  validation_size: int | float | None = None,
+  seed: int = SPLIT_SEED,
+) -> arrays.Dataset:
   """Any TFDS image classification dataset by name, held in memory (registered as 'tfds').
 
     python -m experiments.train --config=experiments/configs/ce.py --config.dataset=tfds \\
@@ -278,6 +325,7 @@ def by_name(name: str, *, image_key: str = "image", label_key: str = "label", tr
   """
   from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import images  # pylint: disable=g-import-not-at-top
+
   image_size = images.check_image_size(image_size)
   builder = _builder(name, data_dir)
   if download and not builder.is_prepared():
@@ -287,12 +335,21 @@ def by_name(name: str, *, image_key: str = "image", label_key: str = "label", tr
   for split, tfds_split in splits.items():
     if tfds_split is None:
       continue
-    pixels, labels = read_split(name, tfds_split, (label_key,), data_dir=data_dir, image_key=image_key,
-                                image_size=image_size)
+    pixels, labels = read_split(
+      name, tfds_split, (label_key,), data_dir=data_dir, image_key=image_key, image_size=image_size
+    )
     x[split], y[split] = pixels, labels[label_key]
     sources[split] = [f"tfds:{name}/{tfds_split}[{i}]" for i in range(len(pixels))]
   feature = builder.info.features[label_key]  # read_split has checked that the records have it
   class_names = tuple(feature.names) if getattr(feature, "names", None) else None  # a ClassLabel's names
-  return disk.assemble(name, x, y, sources, class_names,
-                       num_classes=None if class_names is None else len(class_names),
-                       validation_size=validation_size, seed=seed, where=f"TFDS dataset {name!r}")
+  return disk.assemble(
+    name,
+    x,
+    y,
+    sources,
+    class_names,
+    num_classes=None if class_names is None else len(class_names),
+    validation_size=validation_size,
+    seed=seed,
+    where=f"TFDS dataset {name!r}",
+  )

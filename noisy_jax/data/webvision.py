@@ -31,8 +31,8 @@ Preprocessing. The papers train an Inception-ResNet-v2 on crops of the stored 25
 changed between versions of the same code: DivideMix at d9d3058 (the commit ../shared/REFERENCE.md pins) resizes the
 shorter side to 320, then takes a RandomResizedCrop(299) with a horizontal flip for training and the centre 299 crop
 for testing; its earlier commit 25aed25, and ELR, take a random 227 x 227 crop (flip) for training and the centre
-227 crop for testing, without a resize. Here every split is decoded the evaluation way (shorter side resized to `image_size`, default 224,
-then the centre crop: noisy_jax.data.images); augmentation is the trainer's, on the device.
+227 crop for testing, without a resize. Here every split is decoded the evaluation way (shorter side resized to
+`image_size`, default 224, then the centre crop: noisy_jax.data.images); augmentation is the trainer's, on the device.
 """
 
 from __future__ import annotations
@@ -49,9 +49,11 @@ SYNSETS = os.path.join("info", "synsets.txt")
 TEST_IMAGES = "val_images_256"
 ALL_CLASSES = 1000
 MINI_CLASSES = 50
-_HOW_TO_GET = ("WebVision 1.0 is a manual download (https://data.vision.ee.ethz.ch/cvl/webvision/): the resized "
-               "Google images, the validation images and the info/ lists; see noisy_jax/data/webvision.py for the "
-               "layout.")
+_HOW_TO_GET = (
+  "WebVision 1.0 is a manual download (https://data.vision.ee.ethz.ch/cvl/webvision/): the resized "
+  "Google images, the validation images and the info/ lists; see noisy_jax/data/webvision.py for the "
+  "layout."
+)
 
 
 def class_names(root: str, num_classes: int = MINI_CLASSES) -> tuple[str, ...]:
@@ -85,8 +87,9 @@ def read_list(root: str, list_file: str, num_classes: int, *, folder: str = "") 
   rows = []
   for number, listed, label in file_lists.read_path_labels(path):
     if not 0 <= label < ALL_CLASSES:
-      raise ValueError(f"{path}, line {number}: label {label} of {listed!r} is outside WebVision's class ids "
-                       f"0..{ALL_CLASSES - 1}.")
+      raise ValueError(
+        f"{path}, line {number}: label {label} of {listed!r} is outside WebVision's class ids 0..{ALL_CLASSES - 1}."
+      )
     if label < num_classes:
       rows.append((number, os.path.join(folder, listed) if folder else listed, label))
   missing = file_lists.first_missing(root, [listed for _, listed, _ in rows])
@@ -96,9 +99,16 @@ def read_list(root: str, list_file: str, num_classes: int, *, folder: str = "") 
   return [(listed, label) for _, listed, label in rows]
 
 
-def mini_webvision(root: str, *, num_classes: int = MINI_CLASSES, image_size: int | None = 224,
-                   validation_size: int | float | None = None, seed: int = disk.SPLIT_SEED, channels: int = 3,
-                   decode: bool = False) -> arrays.Dataset:
+def mini_webvision(
+  root: str,
+  *,
+  num_classes: int = MINI_CLASSES,
+  image_size: int | None = 224,
+  validation_size: int | float | None = None,
+  seed: int = disk.SPLIT_SEED,
+  channels: int = 3,
+  decode: bool = False,
+) -> arrays.Dataset:
   """(mini-)WebVision's Google training images and its validation set as the test split (module docstring).
 
   Args:
@@ -132,6 +142,15 @@ def mini_webvision(root: str, *, num_classes: int = MINI_CLASSES, image_size: in
     if not rows:
       raise ValueError(f"{os.path.join(root, list_file)!r} has no row with a label below num_classes={num_classes}.")
     listing[split] = [(listed, names[label]) for listed, label in rows]
-  return disk.from_listing("mini_webvision", listing, root, image_size=image_size, classes=names,
-                           validation_size=validation_size, seed=seed, where=f"mini-WebVision at {root!r}",
-                           channels=channels, decode=decode)
+  return disk.from_listing(
+    "mini_webvision",
+    listing,
+    root,
+    image_size=image_size,
+    classes=names,
+    validation_size=validation_size,
+    seed=seed,
+    where=f"mini-WebVision at {root!r}",
+    channels=channels,
+    decode=decode,
+  )

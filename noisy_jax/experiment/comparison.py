@@ -24,16 +24,16 @@ from noisy_jax.experiment.runs import run_single, total_epochs  # pylint: disabl
 
 
 TABLE_COLUMNS = (  # (summary key, header, format)
-    ("best_test_accuracy", "best test", "{:.2%}"),
-    ("last_test_accuracy", "last test", "{:.2%}"),
-    ("test_accuracy_at_best_val", "test@best val", "{:.2%}"),
-    ("best_val_accuracy", "best val", "{:.2%}"),  # runs without a test split
-    ("label_recovery_overall", "label recovery", "{:.2%}"),
-    ("detection_precision", "detect P", "{:.2%}"),
-    ("detection_recall", "detect R", "{:.2%}"),
-    ("test_margin_correct", "margin", "{:.2f}"),
-    ("realised_noise_rate", "noise", "{:.2%}"),
-    ("seconds", "wall s", "{:.1f}"),
+  ("best_test_accuracy", "best test", "{:.2%}"),
+  ("last_test_accuracy", "last test", "{:.2%}"),
+  ("test_accuracy_at_best_val", "test@best val", "{:.2%}"),
+  ("best_val_accuracy", "best val", "{:.2%}"),  # runs without a test split
+  ("label_recovery_overall", "label recovery", "{:.2%}"),
+  ("detection_precision", "detect P", "{:.2%}"),
+  ("detection_recall", "detect R", "{:.2%}"),
+  ("test_margin_correct", "margin", "{:.2f}"),
+  ("realised_noise_rate", "noise", "{:.2%}"),
+  ("seconds", "wall s", "{:.1f}"),
 )
 
 
@@ -48,8 +48,11 @@ def merged_run_config(config, run_name: str, seed: int):
 
 
 def flat_metrics(summary: dict) -> dict:
-  flat = {k: summary[k] for k in ("best_test_accuracy", "last_test_accuracy", "test_accuracy_at_best_val",
-                                  "best_val_accuracy", "seconds") if k in summary}
+  flat = {
+    k: summary[k]
+    for k in ("best_test_accuracy", "last_test_accuracy", "test_accuracy_at_best_val", "best_val_accuracy", "seconds")
+    if k in summary
+  }
   if "realised_rate" in summary["noise"]:
     flat["realised_noise_rate"] = summary["noise"]["realised_rate"]
   if "pseudo_label_accuracy" in summary["noise"]:
@@ -66,8 +69,10 @@ def flat_metrics(summary: dict) -> dict:
 def aggregate(per_seed: list[dict]) -> dict:
   """Mean and (population) std over seeds of each flat metric present in every seed."""
   keys = set.intersection(*(set(s) for s in per_seed))
-  return {k: {"mean": float(np.mean([s[k] for s in per_seed])), "std": float(np.std([s[k] for s in per_seed]))}
-          for k in sorted(keys)}
+  return {
+    k: {"mean": float(np.mean([s[k] for s in per_seed])), "std": float(np.std([s[k] for s in per_seed]))}
+    for k in sorted(keys)
+  }
 
 
 def text_table(rows: list[list[str]], *, left_align: bool = False) -> str:
@@ -142,29 +147,44 @@ def run(config, workdir: str | None = None) -> dict:
     return summary
 
   seeds = tuple(config.shared.get("seeds", (config.shared.get("seed", 0),)))
-  title = config.get("title") or (f"{config.shared.dataset}, {config.shared.noise.rate:.0%} "
-                                  f"{config.shared.noise.type} noise")
+  title = config.get("title") or (
+    f"{config.shared.dataset}, {config.shared.noise.rate:.0%} {config.shared.noise.type} noise"
+  )
   start = time.perf_counter()
   dataset = inputs.load_dataset(config.shared)
   if workdir and distributed.is_main_process():
     inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
   mesh = mesh_lib.make_mesh(config.shared.get("num_devices") or None)
   results, summaries, first_seed_histories = {}, {}, {}
-  progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs)
-                                * len(seeds))
+  progress = reporting.Progress(
+    sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs) * len(seeds)
+  )
   for name in config.runs:
     per_seed = []
     for seed in seeds:
       run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
       progress.prefix = f"{name} seed {seed}"
-      summary = run_single(merged_run_config(config, name, seed), run_dir, dataset=dataset, mesh=mesh,
-                           log_fn=progress, resume_fn=progress.restored)
+      summary = run_single(
+        merged_run_config(config, name, seed),
+        run_dir,
+        dataset=dataset,
+        mesh=mesh,
+        log_fn=progress,
+        resume_fn=progress.restored,
+      )
       first_seed_histories.setdefault(name, summary["history"])
       per_seed.append(flat_metrics(summary))
-      logging.info("%s seed %d: %s, %.1fs", name, seed, ", ".join(
-          f"{what} {100 * summary[key]:.2f}%" for key, what in (("last_test_accuracy", "last test"),
-                                                                ("best_val_accuracy", "best val")) if key in summary),
-                   summary["seconds"])
+      logging.info(
+        "%s seed %d: %s, %.1fs",
+        name,
+        seed,
+        ", ".join(
+          f"{what} {100 * summary[key]:.2f}%"
+          for key, what in (("last_test_accuracy", "last test"), ("best_val_accuracy", "best val"))
+          if key in summary
+        ),
+        summary["seconds"],
+      )
     results[name] = aggregate(per_seed)
     summaries[name] = per_seed
   if config.get("epoch_table"):
@@ -179,14 +199,24 @@ def run(config, workdir: str | None = None) -> dict:
   pseudo = [agg["pseudo_label_accuracy"]["mean"] for agg in results.values() if "pseudo_label_accuracy" in agg]
   if pseudo:
     print(f"pseudo-labels: {pseudo[0]:.2%} of the training set's cluster-matched labels are right (mean over seeds)")
-  out = {"title": title, "seeds": list(seeds), "mean_std": results, "per_seed": summaries,
-         "seconds": total, "config": config.to_dict()}
+  out = {
+    "title": title,
+    "seeds": list(seeds),
+    "mean_std": results,
+    "per_seed": summaries,
+    "seconds": total,
+    "config": config.to_dict(),
+  }
   if workdir and distributed.is_main_process():
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)
     if config.get("plots", False):
       plot_key = config.get("plot_key", "test_accuracy")
-      reporting.save_comparison(first_seed_histories, os.path.join(workdir, "comparison.png"), key=plot_key,
-                                title=f"{title}: {plot_key.replace('_', ' ')}, seed {seeds[0]}")
+      reporting.save_comparison(
+        first_seed_histories,
+        os.path.join(workdir, "comparison.png"),
+        key=plot_key,
+        title=f"{title}: {plot_key.replace('_', ' ')}, seed {seeds[0]}",
+      )
   return out

@@ -75,17 +75,18 @@ def vector_isa(cpuinfo: str = "/proc/cpuinfo") -> str:
 def describe() -> dict:
   """The environment of this process (imports jax: call it where JAX may start its backend)."""
   import jax  # pylint: disable=g-import-not-at-top  (only the caller decides when the backend starts)
+
   devices = jax.devices()
   return {
-      "python": platform.python_version(),
-      "packages": package_versions(),
-      "backend": jax.default_backend(),
-      "device_count": len(devices),
-      "device_kind": devices[0].device_kind,
-      "xla_flags": os.environ.get("XLA_FLAGS", ""),
-      "cpu": cpu_model(),
-      "isa": vector_isa(),
-      "machine": platform.machine(),
+    "python": platform.python_version(),
+    "packages": package_versions(),
+    "backend": jax.default_backend(),
+    "device_count": len(devices),
+    "device_kind": devices[0].device_kind,
+    "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    "cpu": cpu_model(),
+    "isa": vector_isa(),
+    "machine": platform.machine(),
   }
 
 
@@ -102,8 +103,11 @@ def _flatten(env: dict) -> dict[str, str]:
 def differences(stored: dict, current: dict) -> list[str]:
   """'field: stored -> current' for every field that differs (packages as 'packages.jax'), sorted."""
   a, b = _flatten(stored), _flatten(current)
-  return [f"{key}: {a.get(key, '(absent)')} -> {b.get(key, '(absent)')}" for key in sorted(set(a) | set(b))
-          if a.get(key) != b.get(key)]
+  return [
+    f"{key}: {a.get(key, '(absent)')} -> {b.get(key, '(absent)')}"
+    for key in sorted(set(a) | set(b))
+    if a.get(key) != b.get(key)
+  ]
 
 
 def summary_line(env: dict) -> str:

@@ -69,8 +69,10 @@ MODEL_FILE = "model.json"
 VARIABLES_DIRNAME = "variables"
 WHICH = ("final", "best_val")
 COLLECTIONS = ("params", "batch_stats")
-PRODUCED_BY = ("python -m experiments.train --config=... --workdir=WORKDIR (any run with a workdir exports its "
-               "network to WORKDIR/model/final and WORKDIR/model/best_val)")
+PRODUCED_BY = (
+  "python -m experiments.train --config=... --workdir=WORKDIR (any run with a workdir exports its "
+  "network to WORKDIR/model/final and WORKDIR/model/best_val)"
+)
 
 
 def model_dir(workdir: str, which: str = "final") -> str:
@@ -86,8 +88,14 @@ def model_dir(workdir: str, which: str = "final") -> str:
 def normalization_to_json(norm: normalization_lib.Normalization) -> dict:
   """The fields of `norm` as JSON types; float32 values written as exact Python floats (module docstring)."""
   mean, std = np.asarray(norm.mean, np.float32), np.asarray(norm.std, np.float32)
-  return {"mode": norm.mode, "pixel_max": float(norm.pixel_max), "mean": mean.tolist(), "std": std.tolist(),
-          "mean_shape": list(mean.shape), "std_shape": list(std.shape)}
+  return {
+    "mode": norm.mode,
+    "pixel_max": float(norm.pixel_max),
+    "mean": mean.tolist(),
+    "std": std.tolist(),
+    "mean_shape": list(mean.shape),
+    "std_shape": list(std.shape),
+  }
 
 
 def normalization_from_json(fields: dict) -> normalization_lib.Normalization:
@@ -119,15 +127,18 @@ def _host_collections(variables) -> dict:
 
 def _shapes(tree) -> dict:
   """{'path/to/leaf': (shape, dtype name)} of a tree of arrays or ShapeDtypeStructs."""
-  return {"/".join(map(str, k)): (tuple(v.shape), np.dtype(v.dtype).name)
-          for k, v in flax.traverse_util.flatten_dict(tree).items()}
+  return {
+    "/".join(map(str, k)): (tuple(v.shape), np.dtype(v.dtype).name)
+    for k, v in flax.traverse_util.flatten_dict(tree).items()
+  }
 
 
 def _expected_collections(model, input_shape, num_networks: int = 1) -> dict:
   """{collection: ShapeDtypeStruct tree} that `model` initialises for one example of `input_shape` (with a leading
   axis of `num_networks` when that is more than 1)."""
-  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape), jnp.float32),
-                                             train=False))
+  shapes = jax.eval_shape(
+    lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape), jnp.float32), train=False)
+  )
   if num_networks > 1:
     shapes = jax.tree.map(lambda s: jax.ShapeDtypeStruct((num_networks, *s.shape), s.dtype), shapes)
   return {k: flax.core.unfreeze(v) for k, v in shapes.items() if jax.tree.leaves(v)}
@@ -136,14 +147,14 @@ def _expected_collections(model, input_shape, num_networks: int = 1) -> dict:
 def _check_variables(collections: dict, expected: dict, where: str) -> None:
   """Raises ValueError naming the first difference between the variables and what the model initialises."""
   if set(collections) != set(expected):
-    raise ValueError(f"{where}: the variables have the collections {sorted(collections)}, the model "
-                     f"{sorted(expected)}.")
+    raise ValueError(
+      f"{where}: the variables have the collections {sorted(collections)}, the model {sorted(expected)}."
+    )
   for name in expected:
     got, want = _shapes(collections[name]), _shapes(expected[name])
     if got != want:
       diff = sorted(set(got.items()) ^ set(want.items()))[:4]
-      raise ValueError(f"{where}: the {name} do not fit the model (differing leaves, (path, (shape, dtype))): "
-                       f"{diff}.")
+      raise ValueError(f"{where}: the {name} do not fit the model (differing leaves, (path, (shape, dtype))): {diff}.")
 
 
 def _json_model_config(model_config) -> dict:
@@ -151,11 +162,23 @@ def _json_model_config(model_config) -> dict:
   return json.loads(json.dumps(raw, default=repr))
 
 
-def save(directory: str, *, variables, model_config, num_classes: int, input_shape: Sequence[int],
-         normalization: normalization_lib.Normalization, class_names: Sequence[str] | None = None,
-         pixel_max: float | None = None, image_size: int | None = None, input_dtype: str = "uint8",
-         dataset: str | None = None, normalized: str | None = None, meta: dict | None = None,
-         num_networks: int = 1) -> str:
+def save(
+  directory: str,
+  *,
+  variables,
+  model_config,
+  num_classes: int,
+  input_shape: Sequence[int],
+  normalization: normalization_lib.Normalization,
+  class_names: Sequence[str] | None = None,
+  pixel_max: float | None = None,
+  image_size: int | None = None,
+  input_dtype: str = "uint8",
+  dataset: str | None = None,
+  normalized: str | None = None,
+  meta: dict | None = None,
+  num_networks: int = 1,
+) -> str:
   """Writes the artefact of one network (or a pair: num_networks = 2) to `directory` (layout in the module
   docstring); returns its path.
 
@@ -177,31 +200,34 @@ def save(directory: str, *, variables, model_config, num_classes: int, input_sha
     ValueError: variables that do not fit the model built from model_config for input_shape, bad class_names.
   """
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
   input_shape = tuple(int(d) for d in input_shape)
   config = _json_model_config(model_config)
   name = models.resolve(config["name"], input_shape)
   model = models.build(_model_config(name, config.get("kwargs", {})), int(num_classes), input_shape)
   collections = _host_collections(variables)
-  _check_variables(collections, _expected_collections(model, input_shape, int(num_networks)),
-                   f"export to {directory}")
+  _check_variables(collections, _expected_collections(model, input_shape, int(num_networks)), f"export to {directory}")
   if class_names is not None:
     class_names = [str(n) for n in class_names]
     if len(class_names) != int(num_classes):
       raise ValueError(f"class_names has {len(class_names)} names for {num_classes} classes.")
   info = {
-      "format_version": FORMAT_VERSION,
-      "model": {"name": name, "kwargs": config.get("kwargs", {}), "config": config},
-      "num_classes": int(num_classes),
-      "input_shape": list(input_shape),
-      "input_dtype": str(np.dtype(input_dtype)),
-      "normalization": normalization_to_json(normalization),
-      "data": {"pixel_max": float(normalization.pixel_max if pixel_max is None else pixel_max),
-               "image_size": None if image_size is None else int(image_size),
-               "channels": input_shape[-1] if len(input_shape) == 3 else None,
-               "dataset": dataset, "normalized": normalized},
-      "class_names": class_names,
-      "variables": {"collections": sorted(collections, key=COLLECTIONS.index), "num_networks": int(num_networks)},
-      "meta": json.loads(json.dumps(meta or {}, default=repr)),
+    "format_version": FORMAT_VERSION,
+    "model": {"name": name, "kwargs": config.get("kwargs", {}), "config": config},
+    "num_classes": int(num_classes),
+    "input_shape": list(input_shape),
+    "input_dtype": str(np.dtype(input_dtype)),
+    "normalization": normalization_to_json(normalization),
+    "data": {
+      "pixel_max": float(normalization.pixel_max if pixel_max is None else pixel_max),
+      "image_size": None if image_size is None else int(image_size),
+      "channels": input_shape[-1] if len(input_shape) == 3 else None,
+      "dataset": dataset,
+      "normalized": normalized,
+    },
+    "class_names": class_names,
+    "variables": {"collections": sorted(collections, key=COLLECTIONS.index), "num_networks": int(num_networks)},
+    "meta": json.loads(json.dumps(meta or {}, default=repr)),
   }
   directory = os.path.abspath(directory)
   parent, base = os.path.split(directory)
@@ -227,12 +253,14 @@ def save(directory: str, *, variables, model_config, num_classes: int, input_sha
 def _this_process_only():
   """Orbax multiprocessing options for a save by this process alone (run_single exports from process 0 only)."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
   index = jax.process_index()
   return ocp.options.MultiprocessingOptions(primary_host=index, active_processes={index})
 
 
 def _model_config(name: str, kwargs: dict):
   import ml_collections  # pylint: disable=g-import-not-at-top
+
   return ml_collections.ConfigDict({"name": name, "kwargs": _tuples(kwargs)})
 
 
@@ -284,18 +312,38 @@ def _replace(tmp: str, directory: str) -> None:
   shutil.rmtree(old, ignore_errors=True)
 
 
-def save_run(directory: str, *, variables, config, dataset, normalization: normalization_lib.Normalization,
-             meta: dict | None = None, num_networks: int = 1) -> str:
+def save_run(
+  directory: str,
+  *,
+  variables,
+  config,
+  dataset,
+  normalization: normalization_lib.Normalization,
+  meta: dict | None = None,
+  num_networks: int = 1,
+) -> str:
   """`save` of a run's network: the model config, classes and input description taken from `config` and `dataset`
   (what noisy_jax.experiment.runs.run_single calls); `normalization` is the one the stage trained with."""
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+
   image_size = inputs.dataset_kwargs(config).get("image_size")
   x = dataset.x_train
-  return save(directory, variables=variables, model_config=config.model, num_classes=dataset.num_classes,
-              input_shape=tuple(x.shape[1:]), normalization=normalization,
-              class_names=getattr(dataset, "class_names", None), pixel_max=float(getattr(dataset, "pixel_max", 1.0)),
-              image_size=image_size, input_dtype=str(np.dtype(x.dtype)), dataset=getattr(dataset, "name", None),
-              normalized=getattr(dataset, "normalized", None), meta=meta, num_networks=num_networks)
+  return save(
+    directory,
+    variables=variables,
+    model_config=config.model,
+    num_classes=dataset.num_classes,
+    input_shape=tuple(x.shape[1:]),
+    normalization=normalization,
+    class_names=getattr(dataset, "class_names", None),
+    pixel_max=float(getattr(dataset, "pixel_max", 1.0)),
+    image_size=image_size,
+    input_dtype=str(np.dtype(x.dtype)),
+    dataset=getattr(dataset, "name", None),
+    normalized=getattr(dataset, "normalized", None),
+    meta=meta,
+    num_networks=num_networks,
+  )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -306,6 +354,7 @@ def save_run(directory: str, *, variables, config, dataset, normalization: norma
 class LoadedModel:
   """An exported network, ready to predict. `variables` are host NumPy arrays ({'params'[, 'batch_stats']});
   `info` is model.json as read; `path` the artefact's directory."""
+
   model: Any
   variables: dict = dataclasses.field(repr=False)
   class_names: tuple[str, ...] | None
@@ -321,8 +370,10 @@ class LoadedModel:
     """Raises ValueError naming both shapes unless x is [N, *input_shape]."""
     shape = tuple(int(d) for d in np.shape(x))
     if len(shape) != len(self.input_shape) + 1 or shape[1:] != self.input_shape:
-      raise ValueError(f"inputs of shape {shape} (examples of shape {shape[1:]}), but this model takes examples of "
-                       f"shape {self.input_shape}: give x as [N, {', '.join(map(str, self.input_shape))}].")
+      raise ValueError(
+        f"inputs of shape {shape} (examples of shape {shape[1:]}), but this model takes examples of "
+        f"shape {self.input_shape}: give x as [N, {', '.join(map(str, self.input_shape))}]."
+      )
 
   def predict(self, x) -> np.ndarray:
     """Softmax probabilities float32 [N, C] of `x` [N, *input_shape]: inputs as the run stored them (uint8 codes for
@@ -350,21 +401,28 @@ def resolve(path: str, which: str = "final") -> str:
   if os.path.isfile(os.path.join(path, MODEL_FILE)):
     return path
   if not os.path.isdir(path):
-    raise FileNotFoundError(f"{path} does not exist: give a run's workdir (written by {PRODUCED_BY}) or a model "
-                            "export directory.")
+    raise FileNotFoundError(
+      f"{path} does not exist: give a run's workdir (written by {PRODUCED_BY}) or a model export directory."
+    )
   directory = model_dir(path, which)
   if os.path.isfile(os.path.join(directory, MODEL_FILE)):
     return directory
-  runs = sorted(os.path.relpath(os.path.dirname(os.path.dirname(p)), path)
-                for p in _glob_models(path, which))
-  hint = (f" This looks like a comparison's workdir; its runs' models are in: "
-          f"{', '.join(os.path.join(path, r) for r in runs[:6])}{', ...' if len(runs) > 6 else ''}." if runs else "")
-  raise FileNotFoundError(f"no exported model at {directory} ({MODEL_FILE} missing). A model is written by "
-                          f"{PRODUCED_BY}; runs made before model export existed have none.{hint}")
+  runs = sorted(os.path.relpath(os.path.dirname(os.path.dirname(p)), path) for p in _glob_models(path, which))
+  hint = (
+    f" This looks like a comparison's workdir; its runs' models are in: "
+    f"{', '.join(os.path.join(path, r) for r in runs[:6])}{', ...' if len(runs) > 6 else ''}."
+    if runs
+    else ""
+  )
+  raise FileNotFoundError(
+    f"no exported model at {directory} ({MODEL_FILE} missing). A model is written by "
+    f"{PRODUCED_BY}; runs made before model export existed have none.{hint}"
+  )
 
 
 def _glob_models(path: str, which: str) -> list[str]:
   import glob  # pylint: disable=g-import-not-at-top
+
   return glob.glob(os.path.join(glob.escape(path), "*", "seed*", MODEL_DIRNAME, which))
 
 
@@ -378,16 +436,18 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
     FileNotFoundError: a workdir without a model (naming the path and the command that writes one).
   """
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
   directory = resolve(path, which)
   with open(os.path.join(directory, MODEL_FILE)) as f:
     info = json.load(f)
   if info.get("format_version") != FORMAT_VERSION:
-    raise ValueError(f"{directory}/{MODEL_FILE} has format_version={info.get('format_version')!r}; this version "
-                     f"reads only {FORMAT_VERSION}.")
+    raise ValueError(
+      f"{directory}/{MODEL_FILE} has format_version={info.get('format_version')!r}; this version "
+      f"reads only {FORMAT_VERSION}."
+    )
   input_shape = tuple(int(d) for d in info["input_shape"])
   num_classes = int(info["num_classes"])
-  model = models.build(_model_config(info["model"]["name"], info["model"].get("kwargs", {})), num_classes,
-                           input_shape)
+  model = models.build(_model_config(info["model"]["name"], info["model"].get("kwargs", {})), num_classes, input_shape)
   num_networks = int(info["variables"].get("num_networks", 1))
   expected = _expected_collections(model, input_shape, num_networks)
   stored = info["variables"]["collections"]
@@ -402,10 +462,20 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
   variables = {"params": collections["params"], "batch_stats": collections.get("batch_stats", {})}
   norm = normalization_from_json(info["normalization"])
   options = xla_options.compiler_options(model, jax.devices()[0].platform)
-  predict = predict_lib.make_predict_fn(model, batch_size=batch_size, normalize=norm, compiler_options=options,
-                                  num_networks=num_networks)
+  predict = predict_lib.make_predict_fn(
+    model, batch_size=batch_size, normalize=norm, compiler_options=options, num_networks=num_networks
+  )
   evaluate = predict_lib.make_evaluate(predict, batch_size=batch_size)
   names = info.get("class_names")
-  return LoadedModel(model=model, variables=variables, class_names=None if names is None else tuple(names),
-                     input_shape=input_shape, num_classes=num_classes, normalization=norm, info=info,
-                     path=directory, _evaluate=evaluate, _device_variables=jax.device_put(variables))
+  return LoadedModel(
+    model=model,
+    variables=variables,
+    class_names=None if names is None else tuple(names),
+    input_shape=input_shape,
+    num_classes=num_classes,
+    normalization=norm,
+    info=info,
+    path=directory,
+    _evaluate=evaluate,
+    _device_variables=jax.device_put(variables),
+  )

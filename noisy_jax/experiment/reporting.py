@@ -48,7 +48,7 @@ class Progress:
       raise ValueError(f"total_epochs={total_epochs} must be >= 1.")
     self.total_epochs = int(total_epochs)
     self.prefix = prefix
-    self.done = 0     # epochs accounted for: trained here and restored
+    self.done = 0  # epochs accounted for: trained here and restored
     self.trained = 0  # epochs trained (and timed) by this object
     self._emit = emit
     self._start = time.perf_counter()
@@ -65,13 +65,20 @@ class Progress:
 
   def line(self, record: dict) -> str:
     """The progress line for `record` (does not count it as done)."""
-    parts = [f"{self.prefix} {record.get('stage', '')} epoch {record['epoch']:3d}".strip(),
-             f"[{self.done}/{self.total_epochs}]"]
+    parts = [
+      f"{self.prefix} {record.get('stage', '')} epoch {record['epoch']:3d}".strip(),
+      f"[{self.done}/{self.total_epochs}]",
+    ]
     if "steps_per_second" in record:
       parts.append(f"{record['steps_per_second']:.1f} steps/s")
     parts.append(f"loss {record['train_loss']:.4f}")
-    for key, label in (("test_accuracy", "test"), ("val_accuracy", "val"), ("memorised_fraction", "memorised"),
-                       ("label_recovery_overall", "recovery"), ("pruned_fraction", "pruned")):
+    for key, label in (
+      ("test_accuracy", "test"),
+      ("val_accuracy", "val"),
+      ("memorised_fraction", "memorised"),
+      ("label_recovery_overall", "recovery"),
+      ("pruned_fraction", "pruned"),
+    ):
       if key in record:
         parts.append(f"{label} {record[key]:.2%}")
     elapsed = time.perf_counter() - self._start
@@ -90,8 +97,11 @@ class Progress:
 
 def scalars(record: dict) -> dict[str, float]:
   """The numeric fields of a record (bools and strings left out)."""
-  return {k: float(v) for k, v in record.items()
-          if k not in _NOT_SCALARS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+  return {
+    k: float(v)
+    for k, v in record.items()
+    if k not in _NOT_SCALARS and isinstance(v, (int, float)) and not isinstance(v, bool)
+  }
 
 
 class ScalarWriter:
@@ -102,6 +112,7 @@ class ScalarWriter:
 
   def __init__(self, logdir: str):
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
     os.makedirs(logdir, exist_ok=True)
     self._writer = SummaryWriter(logdir=logdir)
     self.step = 0
@@ -119,12 +130,18 @@ class ScalarWriter:
 
 # Curves drawn by save_curves: (panel title, record keys). A panel is drawn when any of its keys is present.
 CURVE_PANELS = (
-    ("accuracy", ("test_accuracy", "val_accuracy", "train_accuracy_given")),
-    ("training loss", ("train_loss",)),
-    ("training split vs clean and given labels",
-     ("train_accuracy_given_labels", "train_accuracy_on_clean_examples", "memorised_fraction",
-      "train_accuracy_true_on_noisy_examples")),
-    ("label table", ("label_recovery_overall", "label_recovery_on_noisy", "relabelled_fraction", "pruned_fraction")),
+  ("accuracy", ("test_accuracy", "val_accuracy", "train_accuracy_given")),
+  ("training loss", ("train_loss",)),
+  (
+    "training split vs clean and given labels",
+    (
+      "train_accuracy_given_labels",
+      "train_accuracy_on_clean_examples",
+      "memorised_fraction",
+      "train_accuracy_true_on_noisy_examples",
+    ),
+  ),
+  ("label table", ("label_recovery_overall", "label_recovery_on_noisy", "relabelled_fraction", "pruned_fraction")),
 )
 
 
@@ -132,9 +149,10 @@ def _pyplot():
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise ImportError("plots need matplotlib: pip install \"noisy_jax[report]\"") from e
+    raise ImportError('plots need matplotlib: pip install "noisy_jax[report]"') from e
   matplotlib.use("Agg", force=False)
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   return plt
 
 
@@ -170,8 +188,9 @@ def save_curves(history: Sequence[dict], path: str, *, title: str = "") -> str:
   return path
 
 
-def save_comparison(curves: dict[str, Sequence[dict]], path: str, *, key: str = "test_accuracy",
-                    title: str = "") -> str:
+def save_comparison(
+  curves: dict[str, Sequence[dict]], path: str, *, key: str = "test_accuracy", title: str = ""
+) -> str:
   """One line per run name (e.g. per method, first seed) of `key` against the epoch; saved as a PNG."""
   if not curves:
     raise ValueError("no curves to plot.")

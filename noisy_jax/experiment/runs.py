@@ -42,7 +42,7 @@ from noisy_jax.train import state as state_lib
 
 # The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
 # a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
-METHOD_ROWS_STREAM = 0x726f7773
+METHOD_ROWS_STREAM = 0x726F7773
 
 
 def summary_of(history: list[dict]) -> dict:
@@ -69,8 +69,16 @@ def clean_labels_known(config) -> bool:
   return config.noise.type != "none"
 
 
-def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh | None = None,
-               log_fn: Callable | None = None, resume_fn: Callable | None = None, keep_arrays: bool = False) -> dict:
+def run_single(
+  config,
+  workdir: str | None = None,
+  *,
+  dataset=None,
+  mesh: Mesh | None = None,
+  log_fn: Callable | None = None,
+  resume_fn: Callable | None = None,
+  keep_arrays: bool = False,
+) -> dict:
   """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
 
   The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
@@ -97,32 +105,44 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
   transition, transition_summary = None, None
   if config.method.name == "loss_correction":
-    transition, transition_summary = correction_transition(config, dataset, noisy, clean, model=model, mesh=mesh,
-                                                           key=stage2_key)
-  method = registry.make(config.method, num_classes=dataset.num_classes, transition=transition,
-                            num_epochs=int(config.num_epochs))
+    transition, transition_summary = correction_transition(
+      config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key
+    )
+  method = registry.make(
+    config.method, num_classes=dataset.num_classes, transition=transition, num_epochs=int(config.num_epochs)
+  )
   # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself
   # (noisy_jax.core.label_issues).
   issue_score, issue_rule = label_issues.settings(config)
   # (Not for a method with its own epoch program, DivideMix and ELR+: its steps record nothing; their own state is
   # the evidence, Method.label_evidence.)
-  extra_history = label_issues.history_length(config, method, num_examples=len(noisy),
-                                              num_classes=dataset.num_classes) if workdir else 0
+  extra_history = (
+    label_issues.history_length(config, method, num_examples=len(noisy), num_classes=dataset.num_classes)
+    if workdir
+    else 0
+  )
   if method.epoch_factory is not None:
     extra_history = 0
   if extra_history:
     method = dataclasses.replace(method, history_length=extra_history)
-  if table_sharding.configured(config, num_examples=len(noisy), num_classes=dataset.num_classes,
-                                history_length=method.history_length, num_devices=mesh.devices.size):
+  if table_sharding.configured(
+    config,
+    num_examples=len(noisy),
+    num_classes=dataset.num_classes,
+    history_length=method.history_length,
+    num_devices=mesh.devices.size,
+  ):
     # Built already split over the devices: no device or host ever holds the whole table.
-    table = table_sharding.create(noisy, dataset.num_classes, history_length=method.history_length, mesh=mesh,
-                                  axis=mesh_lib.AXIS)
+    table = table_sharding.create(
+      noisy, dataset.num_classes, history_length=method.history_length, mesh=mesh, axis=mesh_lib.AXIS
+    )
   else:
     table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
   if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
     rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
     table = table_sharding.add_method_rows(
-        table, lambda rows: method.init_rows(rows_key, rows, dataset.num_classes), mesh=mesh, axis=mesh_lib.AXIS)
+      table, lambda rows: method.init_rows(rows_key, rows, dataset.num_classes), mesh=mesh, axis=mesh_lib.AXIS
+    )
 
   jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
@@ -161,13 +181,28 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
 
   try:
     stage1_state, table, history, stage1_best = loop.fit(
-        model=model, method=method, table=table, dataset=dataset, clean_train_labels=clean, config=config,
-        key=stage1_key, mesh=mesh, stage="stage1", log_fn=log, checkpoint_dir=checkpoint_dirs["stage1"],
-        on_resume=on_resume)
-    summary = {"method": method.name, "model": type(model).__name__, "seed": int(config.seed),
-               "stage1": summary_of(history)}
-    summary["stage1"].update({k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_",
-                                                                                       "pruned_", "relabelled_"))})
+      model=model,
+      method=method,
+      table=table,
+      dataset=dataset,
+      clean_train_labels=clean,
+      config=config,
+      key=stage1_key,
+      mesh=mesh,
+      stage="stage1",
+      log_fn=log,
+      checkpoint_dir=checkpoint_dirs["stage1"],
+      on_resume=on_resume,
+    )
+    summary = {
+      "method": method.name,
+      "model": type(model).__name__,
+      "seed": int(config.seed),
+      "stage1": summary_of(history),
+    }
+    summary["stage1"].update(
+      {k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))}
+    )
     final_history = history
     arrays = {"stage1": state_lib.variables_of(stage1_state), "label_table": table}
     if jax.tree.leaves(stage1_state.ema_params):
@@ -176,11 +211,22 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
       stage2_config = ml_collections.ConfigDict(config.to_dict())
       stage2_config.update(config.stage2)
       stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
-          soft_labels=jnp.asarray(jax.device_get(table.soft_labels)))
+        soft_labels=jnp.asarray(jax.device_get(table.soft_labels))
+      )
       stage2_state, _, final_history, stage2_best = loop.fit(
-          model=model, method=registry.loss_method("cross_entropy"), table=stage2_table, dataset=dataset,
-          clean_train_labels=clean, config=stage2_config, key=stage2_key, mesh=mesh, stage="stage2",
-          log_fn=log, checkpoint_dir=checkpoint_dirs["stage2"], on_resume=on_resume)
+        model=model,
+        method=registry.loss_method("cross_entropy"),
+        table=stage2_table,
+        dataset=dataset,
+        clean_train_labels=clean,
+        config=stage2_config,
+        key=stage2_key,
+        mesh=mesh,
+        stage="stage2",
+        log_fn=log,
+        checkpoint_dir=checkpoint_dirs["stage2"],
+        on_resume=on_resume,
+      )
       arrays["stage2"] = state_lib.variables_of(stage2_state)
       summary["stage2"] = summary_of(final_history)
       history = history + final_history
@@ -197,17 +243,31 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
     export_config = stage2_config if method.stage2 else config
     normalize = inputs_lib.normalizer(export_config, dataset)
     for which, variables in (("final", arrays[delivered]), ("best_val", stage2_best if method.stage2 else stage1_best)):
-      export_lib.save_run(export_lib.model_dir(workdir, which), variables=variables, config=export_config,
-                          dataset=dataset, normalization=normalize,
-                          meta={"method": method.name, "stage": delivered, "seed": int(config.seed), "which": which,
-                                "config": checkpoint_lib.config_json(export_config)},
-                          num_networks=1 if method.stage2 else method.num_networks)
+      export_lib.save_run(
+        export_lib.model_dir(workdir, which),
+        variables=variables,
+        config=export_config,
+        dataset=dataset,
+        normalization=normalize,
+        meta={
+          "method": method.name,
+          "stage": delivered,
+          "seed": int(config.seed),
+          "which": which,
+          "config": checkpoint_lib.config_json(export_config),
+        },
+        num_networks=1 if method.stage2 else method.num_networks,
+      )
   # --- end of model export -------------------------------------------------------------------------------------
   summary.update(summary_of(final_history))
   if transition_summary is not None:
     summary["transition"] = transition_summary
-  summary["noise"] = {"requested_rate": float(config.noise.rate), "type": config.noise.type,
-                      "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  summary["noise"] = {
+    "requested_rate": float(config.noise.rate),
+    "type": config.noise.type,
+    "realised_rate": float(report["flip_rate"]),
+    "sha256": report["sha256"],
+  }
   if clean is None:  # labels taken as given: no known flip rate
     del summary["noise"]["realised_rate"]
   if "pseudo_label_accuracy" in report:
@@ -217,15 +277,19 @@ def run_single(config, workdir: str | None = None, *, dataset=None, mesh: Mesh |
   if writes:
     issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
     if issues is not None:
-      label_issues.write_csv(os.path.join(workdir, label_issues.CSV_FILE), issues,
-                             sources=getattr(dataset, "train_sources", None),
-                             class_names=getattr(dataset, "class_names", None))
+      label_issues.write_csv(
+        os.path.join(workdir, label_issues.CSV_FILE),
+        issues,
+        sources=getattr(dataset, "train_sources", None),
+        class_names=getattr(dataset, "class_names", None),
+      )
       summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
     if config.get("plots", False):
-      reporting.save_curves(history, os.path.join(workdir, "curves.png"),
-                            title=f"{method.name}, seed {int(config.seed)}")
+      reporting.save_curves(
+        history, os.path.join(workdir, "curves.png"), title=f"{method.name}, seed {int(config.seed)}"
+      )
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
@@ -244,26 +308,43 @@ def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) ->
   num_classes = dataset.num_classes
   if isinstance(source, str) and source == "known":
     if config.noise.type not in noise_lib.NOISE_TYPES:
-      raise ValueError(f"method.transition='known' needs a synthetic noise model with a transition matrix "
-                       f"({', '.join(noise_lib.NOISE_TYPES)}); noise type {config.noise.type!r} has none: "
-                       "use method.transition='estimated'.")
-    matrix = noise_lib.make_transition(config.noise.type, num_classes, float(config.noise.rate),
-                                       dataset=config.noise.get("dataset") or None)
+      raise ValueError(
+        f"method.transition='known' needs a synthetic noise model with a transition matrix "
+        f"({', '.join(noise_lib.NOISE_TYPES)}); noise type {config.noise.type!r} has none: "
+        "use method.transition='estimated'."
+      )
+    matrix = noise_lib.make_transition(
+      config.noise.type, num_classes, float(config.noise.rate), dataset=config.noise.get("dataset") or None
+    )
     return matrix, {"source": "known", "matrix": matrix.tolist()}
   if isinstance(source, str) and source == "estimated":
     table = label_table_lib.create(noisy, num_classes)
-    state, _, history, _ = loop.fit(model=model, method=registry.loss_method("cross_entropy"), table=table,
-                               dataset=dataset, clean_train_labels=clean, config=config, key=key, mesh=mesh,
-                               stage="estimate")
+    state, _, history, _ = loop.fit(
+      model=model,
+      method=registry.loss_method("cross_entropy"),
+      table=table,
+      dataset=dataset,
+      clean_train_labels=clean,
+      config=config,
+      key=key,
+      mesh=mesh,
+      stage="estimate",
+    )
     options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
-    predict = predict_lib.make_evaluate(predict_lib.make_predict_fn(
-        model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options))
+    predict = predict_lib.make_evaluate(
+      predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
+    )
     probs = np.asarray(predict(state_lib.variables_of(state), dataset.x_train), np.float64)
     percentile = config.method.get("percentile", loss_correction.DEFAULT_PERCENTILE)
-    matrix = loss_correction.estimate_transition(probs, percentile=percentile,
-                                                 shared_filter=bool(config.method.get("shared_filter", False)))
-    return matrix, {"source": "estimated", "matrix": matrix.tolist(), "percentile": percentile,
-                    "estimate_run": {"epochs": len(history), **summary_of(history)}}
+    matrix = loss_correction.estimate_transition(
+      probs, percentile=percentile, shared_filter=bool(config.method.get("shared_filter", False))
+    )
+    return matrix, {
+      "source": "estimated",
+      "matrix": matrix.tolist(),
+      "percentile": percentile,
+      "estimate_run": {"epochs": len(history), **summary_of(history)},
+    }
   if isinstance(source, str):
     raise ValueError(f"method.transition={source!r}; allowed: 'known', 'estimated' or a [C, C] matrix.")
   matrix = noise_lib.check_transition(np.asarray(source, np.float64))

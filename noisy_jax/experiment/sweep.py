@@ -47,7 +47,6 @@ when a table update needs it, not every epoch as loop.fit does for truncated Lq.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import itertools
 import json
@@ -72,6 +71,7 @@ from noisy_jax.data import normalization
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import xla_options
@@ -83,154 +83,6 @@ from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
 from noisy_jax.train import step as step_lib
 from noisy_jax.train import table_metrics
-
-MEMBER_MAPS = members_lib.MEMBER_MAPS
-SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "sequential", "table_keys",
-                "plot_keys")
-NOISE_RATE = "noise.rate"
-# Methods that sweeps do not run (their state or their pair is not mapped over members): comparisons run them.
-SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "dividemix", "elr_plus", "loss_correction")
-# Method fields that may differ between members, per method name ('loss': any numeric entry of loss_kwargs).
-TRACED_METHOD_FIELDS = {"loss": (), "truncated_lq": ("q", "k"), "encouraging": ("log_end",),
-                        "joint_optimization": ("alpha", "beta")}
-
-
-def default_sweep() -> ml_collections.ConfigDict:
-  """`config.sweep` with every field at its default; a config sets grid and seeds."""
-  return ml_collections.ConfigDict({
-      "grid": (), "seeds": (0,), "member_map": "auto", "max_members_per_program": 0,
-      "sequential": False, "table_keys": ("last_test_accuracy", "best_test_accuracy"),
-      "plot_keys": ("last_test_accuracy",)})
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Members
-
-
-@dataclasses.dataclass(frozen=True)
-class Member:
-  """One run of a sweep: a grid point (one value per swept field), a seed and the run's full config."""
-  point: tuple[float, ...]
-  seed: int
-  config: ml_collections.ConfigDict
-
-
-def _has_path(config, path: str) -> bool:
-  node = config
-  for part in path.split("."):
-    if not hasattr(node, "keys") or part not in node:
-      return False
-    node = node[part]
-  return True
-
-
-def _set_path(config, path: str, value) -> None:
-  *parents, last = path.split(".")
-  node = config
-  for part in parents:
-    node = node[part]
-  node[last] = value
-
-
-def traced_fields(config) -> tuple[str, ...]:
-  """The dotted paths of `config` that a sweep may vary (see the module docstring)."""
-  allowed = [NOISE_RATE] if config.noise.type not in ("none", inputs.DATASET_NOISE) else []
-  method = config.method
-  allowed += [f"method.{name}" for name in TRACED_METHOD_FIELDS.get(method.name, ())]
-  if method.name == "loss":
-    allowed += [f"method.loss_kwargs.{name}" for name, value in dict(method.get("loss_kwargs", {})).items()
-                if isinstance(value, (int, float)) and not isinstance(value, bool)]
-  return tuple(allowed)
-
-
-def point_label(fields, point) -> str:
-  """e.g. 'q=0.3, noise=40%' for fields ('method.loss_kwargs.q', 'noise.rate') and point (0.3, 0.4)."""
-  return ", ".join(_field_value(field, value, with_name=True) for field, value in zip(fields, point))
-
-
-def _field_value(field: str, value, *, with_name: bool = False) -> str:
-  if field == NOISE_RATE:
-    return f"noise={value:.0%}" if with_name else f"{value:.0%}"
-  return f"{field.rsplit('.', 1)[-1]}={value:g}" if with_name else f"{value:g}"
-
-
-def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tuple[tuple[float, ...], ...]]:
-  """(`config.sweep` over its defaults, swept fields, their values), checked: known sweep fields, traceable swept
-  fields, non-empty numeric values, distinct int seeds."""
-  if "sweep" not in config:
-    raise ValueError("config has no `sweep` field: not a sweep config (see noisy_jax.experiment.sweep).")
-  if "runs" in config:
-    raise ValueError("a sweep config is a single-run config plus `sweep`; it cannot also have `runs`.")
-  unknown = sorted(set(config.sweep.keys()) - set(SWEEP_FIELDS))
-  if unknown:
-    raise ValueError(f"Unknown field(s) {unknown} in config.sweep; allowed: {', '.join(SWEEP_FIELDS)}.")
-  sweep = default_sweep()
-  sweep.update(config.sweep.to_dict())
-  grid = tuple(sweep.grid)
-  if any(not isinstance(axis, (tuple, list)) or len(axis) != 2 or not isinstance(axis[0], str)
-         or not isinstance(axis[1], (tuple, list)) for axis in grid):
-    raise ValueError(f"config.sweep.grid={grid!r} must be a tuple of (field path, (values, ...)) pairs.")
-  fields, values = tuple(axis[0] for axis in grid), tuple(tuple(axis[1]) for axis in grid)
-  if len(set(fields)) != len(fields):
-    raise ValueError(f"config.sweep.grid names a field twice: {fields!r}.")
-  allowed = traced_fields(config)
-  for field, field_values in zip(fields, values):
-    if not _has_path(config, field):
-      raise ValueError(f"Unknown field {field!r} in config.sweep.grid: the config has no such field. Fields "
-                       f"this config can sweep: {', '.join(allowed) or 'none'} (plus seeds: config.sweep.seeds).")
-    if field not in allowed:
-      raise ValueError(f"config.sweep.grid: {field!r} cannot vary within one sweep program (it changes the "
-                       f"program's structure or is not a traced number); fields this config can sweep: "
-                       f"{', '.join(allowed) or 'none'}. Use a comparison config (`runs`) for the others.")
-    if not field_values:
-      raise ValueError(f"config.sweep.grid: the values of {field!r} are empty; give at least one value.")
-    bad = [v for v in field_values if not isinstance(v, (int, float)) or isinstance(v, bool)]
-    if bad:
-      raise ValueError(f"config.sweep.grid: the values of {field!r} hold {bad[0]!r}; swept values must be numbers.")
-  seeds = tuple(sweep.seeds)
-  if not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
-    raise ValueError(f"config.sweep.seeds={seeds!r} must be a non-empty tuple of ints.")
-  if len(set(seeds)) != len(seeds):
-    raise ValueError(f"config.sweep.seeds={seeds!r} repeats a seed.")
-  _checks.check_choice("member_map", sweep.member_map, MEMBER_MAPS)
-  if int(sweep.max_members_per_program) < 0:
-    raise ValueError(f"max_members_per_program={sweep.max_members_per_program!r} must be >= 0 (0: all members).")
-  if config.method.name in SWEEP_REFUSED_METHODS:
-    raise ValueError(f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
-                     "do not map over members: use a comparison config (`runs` + `shared`, one run per seed).")
-  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
-    raise ValueError("Joint Optimization's stage 2 is not run in sweeps: set method.stage2=False (a sweep trains "
-                     "stage 1 only).")
-  return sweep, fields, values
-
-
-def make_members(config) -> list[Member]:
-  """The sweep's members, grid points in order (the first field varies slowest), seeds innermost."""
-  sweep, fields, values = check_sweep(config)
-  base = ml_collections.ConfigDict(config.to_dict())
-  del base.sweep
-  members = []
-  for point in itertools.product(*values):
-    for seed in sweep.seeds:
-      member_config = ml_collections.ConfigDict(base.to_dict())
-      for field, value in zip(fields, point):
-        _set_path(member_config, field, float(value))
-      member_config.seed = int(seed)
-      _check_method_values(member_config.method)
-      members.append(Member(point=tuple(float(v) for v in point), seed=int(seed), config=member_config))
-  return members
-
-
-def _check_method_values(method_config) -> None:
-  """Builds the method and evaluates its objective once on concrete values: the range checks of the method and of
-  its loss (q in (0, 1], ...) run here, not under the sweep's tracing, where they are skipped."""
-  method = registry.make(method_config, num_classes=3)
-  labels = jnp.eye(3, dtype=jnp.float32)
-  method.objective(jnp.zeros((3, 3)), labels, jnp.ones((3,)), jnp.ones((3,), bool), None)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The member-mapped programs
 
 
 def _zero_totals():
@@ -248,16 +100,19 @@ class Programs:
     best(best, current, improved [M]) -> best: keeps each member's best-validation variables.
   """
 
-  def __init__(self, config, model, method: method_lib.Method, *, input_shape, num_examples: int,
-               member_map: str, normalize=None):
+  def __init__(
+    self, config, model, method: method_lib.Method, *, input_shape, num_examples: int, member_map: str, normalize=None
+  ):
     epoch_mode = config.get("epoch_mode", "auto")
     _checks.check_choice("epoch mode", epoch_mode, epoch_lib.EPOCH_MODES)
     cpu = jax.devices()[0].platform == "cpu"
     if epoch_mode == "auto":
       epoch_mode = "steps" if cpu else "scan"
     from noisy_jax import models  # pylint: disable=g-import-not-at-top
-    member_map = members_lib.resolve_member_map(member_map, jax.devices()[0].platform,
-                                                models.resolve(config.model.name, input_shape))
+
+    member_map = members_lib.resolve_member_map(
+      member_map, jax.devices()[0].platform, models.resolve(config.model.name, input_shape)
+    )
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
     augment = augment_lib.make_augment(config.get("augment"))
@@ -268,7 +123,7 @@ class Programs:
       """The member's Method, its swept hyper-parameters (dotted paths under `method.`) traced scalars."""
       member_method = copy.deepcopy(method_dict)  # a plain dict: ConfigDict refuses to turn a float into a tracer
       for path, value in hypers.items():
-        _set_path(member_method, path.split(".", 1)[1], value)
+        sweep_grid.set_path(member_method, path.split(".", 1)[1], value)
       return registry.make(ml_collections.ConfigDict(member_method), num_classes=model.num_classes)
 
     def member_step(carry, hypers, images, indices, valid, key, step, epoch):
@@ -278,14 +133,16 @@ class Programs:
       x = normalize(jnp.take(images, rows, axis=0))
       if augment is not None:
         x = augment(epoch_lib.augmentation_key(key, step), x, rows)
-      state, table, step_metrics = step_lib.train_step(state, table, x, rows, ok, method=build_method(hypers),
-                                                    epoch=epoch, axis_name=None)
+      state, table, step_metrics = step_lib.train_step(
+        state, table, x, rows, ok, method=build_method(hypers), epoch=epoch, axis_name=None
+      )
       return state, table, jax.tree.map(jnp.add, totals, step_metrics)
 
     batches = functools.partial(epoch_lib.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
     options = xla_options.run_compiler_options(config, model, jax.devices()[0].platform)
     if epoch_mode == "scan":
+
       def member_epoch(carry, hypers, images, key, epoch):
         indices, valid = batches(key)
         body = lambda c, step: (member_step(c, hypers, images, indices, valid, key, step, epoch), None)
@@ -316,32 +173,50 @@ class Programs:
       predict_one = predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options)
       take = jax.jit(members_lib.take)
       self.predict = lambda variables, x: np.stack(
-          [np.asarray(predict_one(take(variables, np.int32(m)), x))
-           for m in range(jax.tree.leaves(variables)[0].shape[0])])
+        [
+          np.asarray(predict_one(take(variables, np.int32(m)), x))
+          for m in range(jax.tree.leaves(variables)[0].shape[0])
+        ]
+      )
     self.update_table = None
     if method.table_update is not None:
-      self.update_table = jax.jit(jax.vmap(lambda table, probs, hypers: build_method(hypers).table_update(
-          table, probs)))
+      self.update_table = jax.jit(
+        jax.vmap(lambda table, probs, hypers: build_method(hypers).table_update(table, probs))
+      )
     # state_lib.create_train_state of every init key [M] in one compiled call (same values as one by one, where each
     # call compiles anew: ~2-4 s per member on a 2-core CPU).
     tx = optim.make_optimizer(config.optimizer, num_steps, int(config.num_epochs))
     self.init = jax.jit(jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx)))
-    self.best = jax.jit(lambda best, current, improved: jax.tree.map(
-        lambda b, c: jnp.where(improved.reshape((-1,) + (1,) * (c.ndim - 1)), c, b), best, current))
+    self.best = jax.jit(
+      lambda best, current, improved: jax.tree.map(
+        lambda b, c: jnp.where(improved.reshape((-1,) + (1,) * (c.ndim - 1)), c, b), best, current
+      )
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Training a chunk of members
 
 
-def _member_hypers(members: list[Member], fields) -> dict[str, jax.Array]:
+def _member_hypers(members: list[sweep_grid.Member], fields) -> dict[str, jax.Array]:
   """The traced method hyper-parameters of the members, {dotted path: [M] float32}."""
-  return {field: jnp.asarray([m.point[i] for m in members], jnp.float32)
-          for i, field in enumerate(fields) if field.startswith("method.")}
+  return {
+    field: jnp.asarray([m.point[i] for m in members], jnp.float32)
+    for i, field in enumerate(fields)
+    if field.startswith("method.")
+  }
 
 
-def train_members(config, members: list[Member], *, dataset, model, programs: Programs, fields,
-                  log_fn: Callable[[int, list[dict]], None] | None = None):
+def train_members(
+  config,
+  members: list[sweep_grid.Member],
+  *,
+  dataset,
+  model,
+  programs: Programs,
+  fields,
+  log_fn: Callable[[int, list[dict]], None] | None = None,
+):
   """Trains `members` together; returns (states, tables, histories, noise reports) with member axis [M].
 
   Each member's keys, noisy labels and initial state are those of runs.run_single with its config: the root key
@@ -373,14 +248,22 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   fold_in = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
   for epoch in range(1, int(config.num_epochs) + 1):
     start = time.perf_counter()
-    states, tables, totals = programs.epoch(states, tables, hypers, images, fold_in(order_keys, epoch),
-                                            jnp.asarray(epoch, jnp.int32))
+    states, tables, totals = programs.epoch(
+      states, tables, hypers, images, fold_in(order_keys, epoch), jnp.asarray(epoch, jnp.int32)
+    )
     totals = jax.device_get(totals)
     train_seconds = time.perf_counter() - start
     variables = {"params": states.params, "batch_stats": states.batch_stats}
-    records = [{"stage": "stage1", "epoch": epoch, "train_loss": float(totals["loss"][m] / totals["count"][m]),
-                "train_accuracy_given": float(totals["correct"][m] / totals["count"][m]),
-                "steps_per_second": steps_per_epoch * len(members) / train_seconds} for m in range(len(members))]
+    records = [
+      {
+        "stage": "stage1",
+        "epoch": epoch,
+        "train_loss": float(totals["loss"][m] / totals["count"][m]),
+        "train_accuracy_given": float(totals["correct"][m] / totals["count"][m]),
+        "steps_per_second": steps_per_epoch * len(members) / train_seconds,
+      }
+      for m in range(len(members))
+    ]
     test_probs = programs.predict(variables, dataset.x_test) if has_test else None
     val_probs = programs.predict(variables, dataset.x_val) if has_val else None
     for m, record in enumerate(records):
@@ -395,8 +278,11 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
       val = np.array([r["val_accuracy"] for r in records])
       improved = val > best_val
       best_val = np.where(improved, val, best_val)
-      best_variables = (jax.tree.map(jnp.copy, variables) if best_variables is None
-                        else programs.best(best_variables, variables, jnp.asarray(improved)))
+      best_variables = (
+        jax.tree.map(jnp.copy, variables)
+        if best_variables is None
+        else programs.best(best_variables, variables, jnp.asarray(improved))
+      )
 
     update_due = programs.update_table is not None and method.update_due(epoch)
     use_best = method.prune_params == "best_val" and best_variables is not None
@@ -423,14 +309,21 @@ def train_members(config, members: list[Member], *, dataset, model, programs: Pr
   return states, tables, histories, reports
 
 
-def member_summary(member: Member, method_name: str, history: list[dict], report: dict, seconds: float) -> dict:
+def member_summary(
+  member: sweep_grid.Member, method_name: str, history: list[dict], report: dict, seconds: float
+) -> dict:
   """The summary runs.run_single returns for this member (stage 1 only)."""
   summary = {"method": method_name, "seed": member.seed, "stage1": runs.summary_of(history)}
-  summary["stage1"].update({k: v for k, v in history[-1].items()
-                            if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))})
+  summary["stage1"].update(
+    {k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))}
+  )
   summary.update(runs.summary_of(history))  # pylint: disable=protected-access
-  summary["noise"] = {"requested_rate": float(member.config.noise.rate), "type": member.config.noise.type,
-                      "realised_rate": float(report["flip_rate"]), "sha256": report["sha256"]}
+  summary["noise"] = {
+    "requested_rate": float(member.config.noise.rate),
+    "type": member.config.noise.type,
+    "realised_rate": float(report["flip_rate"]),
+    "sha256": report["sha256"],
+  }
   if not runs.clean_labels_known(member.config):  # labels taken as given: no known flip rate (as run_single)
     del summary["noise"]["realised_rate"]
   summary["seconds"] = seconds
@@ -449,14 +342,16 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   'mean_std': {point label: {metric: {'mean', 'std'}}} (over seeds), 'seconds', 'config'}.
   """
   start = time.perf_counter()
-  sweep, fields, values = check_sweep(config)
-  members = make_members(config)
+  sweep, fields, values = sweep_grid.check_sweep(config)
+  members = sweep_grid.make_members(config)
   seeds = tuple(sweep.seeds)
   dataset = inputs.load_dataset(config) if dataset is None else dataset
   base_config = members[0].config
   if not sweep.sequential and inputs.input_mode(base_config, dataset) == "streaming":
-    raise ValueError("a sweep trains its members together on resident data; this dataset would be streamed "
-                     "(config.input / input_budget_mib): set sweep.sequential=True, or input='resident'.")
+    raise ValueError(
+      "a sweep trains its members together on resident data; this dataset would be streamed "
+      "(config.input / input_budget_mib): set sweep.sequential=True, or input='resident'."
+    )
   if not sweep.sequential:
     dataset = dataset.load()
   method = registry.make(base_config.method, num_classes=dataset.num_classes)
@@ -466,115 +361,93 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
     mode = "sequential"
     mesh = mesh_lib.make_mesh(config.get("num_devices") or None)
     for i, member in enumerate(members):
-      progress.prefix = f"member {i + 1}/{len(members)} ({point_label(fields, member.point)}, seed {member.seed})"
+      progress.prefix = (
+        f"member {i + 1}/{len(members)} ({sweep_grid.point_label(fields, member.point)}, seed {member.seed})"
+      )
       summaries.append(runs.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
   else:
     model = models.build(base_config.model, dataset.num_classes, dataset.x_train.shape[1:], bn_axis_name=None)
-    programs = Programs(base_config, model, method, input_shape=dataset.x_train.shape[1:],
-                        num_examples=dataset.x_train.shape[0],
-                        member_map=sweep.member_map, normalize=inputs.normalizer(base_config, dataset))
+    programs = Programs(
+      base_config,
+      model,
+      method,
+      input_shape=dataset.x_train.shape[1:],
+      num_examples=dataset.x_train.shape[0],
+      member_map=sweep.member_map,
+      normalize=inputs.normalizer(base_config, dataset),
+    )
     mode = f"{programs.member_map}, {programs.epoch_mode}"
     chunk = int(sweep.max_members_per_program) or len(members)
     for first in range(0, len(members), chunk):
-      group = members[first:first + chunk]
+      group = members[first : first + chunk]
       chunk_start = time.perf_counter()
 
       def log(epoch, records, first=first, group=group):
         progress.tick(len(records))
         scored = "test_accuracy" if "test_accuracy" in records[0] else "val_accuracy"
         mean_score = np.mean([r.get(scored, np.nan) for r in records])
-        logging.info("members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s", first + 1,
-                     first + len(group), len(members), epoch, int(config.num_epochs), scored, 100 * mean_score,
-                     records[0]["seconds"], reporting.format_duration(time.perf_counter() - start),
-                     reporting.format_duration(progress.eta_seconds()))
+        logging.info(
+          "members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s",
+          first + 1,
+          first + len(group),
+          len(members),
+          epoch,
+          int(config.num_epochs),
+          scored,
+          100 * mean_score,
+          records[0]["seconds"],
+          reporting.format_duration(time.perf_counter() - start),
+          reporting.format_duration(progress.eta_seconds()),
+        )
 
-      _, _, histories, reports = train_members(base_config, group, dataset=dataset, model=model, programs=programs,
-                                               fields=fields, log_fn=log)
+      _, _, histories, reports = train_members(
+        base_config, group, dataset=dataset, model=model, programs=programs, fields=fields, log_fn=log
+      )
       seconds = (time.perf_counter() - chunk_start) / len(group)
-      summaries += [member_summary(member, method.name, history, report, seconds)
-                    for member, history, report in zip(group, histories, reports)]
+      summaries += [
+        member_summary(member, method.name, history, report, seconds)
+        for member, history, report in zip(group, histories, reports)
+      ]
   total = time.perf_counter() - start
 
   results = {}
   for point in itertools.product(*values):
     point = tuple(float(v) for v in point)
     per_seed = [comparison.flat_metrics(s) for m, s in zip(members, summaries) if m.point == point]  # pylint: disable=protected-access
-    results[point_label(fields, point)] = comparison.aggregate(per_seed)
+    results[sweep_grid.point_label(fields, point)] = comparison.aggregate(per_seed)
   title = config.get("title") or f"{config.dataset}, {method.name} sweep over {', '.join(fields) or 'seeds'}"
   print(f"\n{title}  ({len(members)} runs: seeds {list(seeds)}; {mode}; {total:.0f} s in all)")
   for key in sweep.table_keys:
     if len(fields) in (1, 2):
-      print(f"\n{key.replace('_', ' ')}, mean ± std over seeds:\n{format_grid(results, fields, values, key)}")
+      print(
+        f"\n{key.replace('_', ' ')}, mean ± std over seeds:\n{sweep_grid.format_grid(results, fields, values, key)}"
+      )
   print("\n" + comparison.format_table(results, len(seeds)))
-  out = {"title": title, "fields": list(fields), "values": [list(v) for v in values], "seeds": list(seeds),
-         "mode": mode, "seconds": total, "mean_std": results,
-         "members": [{"point": dict(zip(fields, m.point)), "seed": m.seed, "summary": s}
-                     for m, s in zip(members, summaries)],
-         "config": config.to_dict()}
+  out = {
+    "title": title,
+    "fields": list(fields),
+    "values": [list(v) for v in values],
+    "seeds": list(seeds),
+    "mode": mode,
+    "seconds": total,
+    "mean_std": results,
+    "members": [
+      {"point": dict(zip(fields, m.point)), "seed": m.seed, "summary": s} for m, s in zip(members, summaries)
+    ],
+    "config": config.to_dict(),
+  }
   if workdir:
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(out, f, indent=1)
     inputs.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
     if len(fields) in (1, 2) and sweep.plot_keys:
-      save_sweep_plot(results, fields, values, tuple(sweep.plot_keys), os.path.join(workdir, "sweep.png"),
-                      title=f"{title} (mean ± std over {len(seeds)} seeds)")
+      sweep_grid.save_sweep_plot(
+        results,
+        fields,
+        values,
+        tuple(sweep.plot_keys),
+        os.path.join(workdir, "sweep.png"),
+        title=f"{title} (mean ± std over {len(seeds)} seeds)",
+      )
   return out
-
-
-_FORMATS = {"test_margin_correct": "{:.2f}", "seconds": "{:.1f}"}
-
-
-def _cell(agg: dict, key: str) -> str:
-  if key not in agg:
-    return "-"
-  fmt = _FORMATS.get(key, "{:.2%}")
-  return f"{fmt.format(agg[key]['mean'])} ±{fmt.format(agg[key]['std']).rstrip('%')}"
-
-
-def format_grid(results: dict[str, dict], fields, values, key: str) -> str:
-  """Text table of one metric: rows = values of the first field, columns = values of the second (if any)."""
-  if len(fields) not in (1, 2):
-    raise ValueError(f"format_grid needs 1 or 2 swept fields, got {len(fields)}: {fields!r}.")
-  columns = values[1] if len(fields) == 2 else (None,)
-  first_name = fields[0].rsplit(".", 1)[-1]
-  header = [f"{first_name} \\ {fields[1]}" if len(fields) == 2 else first_name]
-  header += [key if c is None else _field_value(fields[1], c) for c in columns]
-  rows = [header]
-  for v in values[0]:
-    cells = [_field_value(fields[0], v)]
-    for c in columns:
-      point = (float(v),) if c is None else (float(v), float(c))
-      cells.append(_cell(results[point_label(fields, point)], key))
-    rows.append(cells)
-  return comparison.text_table(rows)  # pylint: disable=protected-access
-
-
-def save_sweep_plot(results: dict[str, dict], fields, values, keys, path: str, *, title: str = "") -> str:
-  """One panel per metric in `keys`: mean against the first field's values, a line (with a ±std band) per value
-  of the second field; saved as a PNG at `path`."""
-  plt = reporting._pyplot()  # pylint: disable=protected-access
-  fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 3.6), squeeze=False)
-  xs = np.asarray(values[0], float)
-  lines = values[1] if len(fields) == 2 else (None,)
-  for ax, key in zip(axes[0], keys):
-    for line in lines:
-      points = [(float(x),) if line is None else (float(x), float(line)) for x in xs]
-      aggs = [results[point_label(fields, p)].get(key) for p in points]
-      if any(a is None for a in aggs):
-        continue
-      mean = np.array([a["mean"] for a in aggs])
-      std = np.array([a["std"] for a in aggs])
-      ax.plot(xs, mean, marker="o", label=None if line is None else _field_value(fields[1], line, with_name=True))
-      ax.fill_between(xs, mean - std, mean + std, alpha=0.2)
-    ax.set_xlabel(fields[0].rsplit(".", 1)[-1])
-    ax.set_title(key.replace("_", " "))
-    ax.grid(alpha=0.3)
-    if len(lines) > 1:
-      ax.legend(fontsize=8)
-  if title:
-    fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path

@@ -66,7 +66,7 @@ from noisy_jax.core import losses as losses_lib
 RAMPS = ("paper", "original")
 # Relative guard of num_remember: float32 rounding of (1 - R) N (~2e-7 relative) must not floor an exact integer
 # product to the integer below (R = 0.1, N = 10 gives 8.9999998 in float32). 2^-20 ~ 9.5e-7.
-_GUARD = 2.0 ** -20
+_GUARD = 2.0**-20
 # Co-teaching+ (main.py): epochs of plain Co-teaching before the disagreement phase, per dataset.
 COTEACHING_PLUS_INIT_EPOCH = {"mnist": 0, "cifar10": 20, "cifar100": 5, "news": 0, "imagenet_tiny": 100}
 
@@ -75,8 +75,9 @@ COTEACHING_PLUS_INIT_EPOCH = {"mnist": 0, "cifar10": 20, "cifar100": 5, "news": 
 # Schedules.
 
 
-def forget_rate_schedule(num_epochs: int, forget_rate: float, *, num_gradual: int = 10, exponent: float = 1.0,
-                         ramp: str = "paper") -> np.ndarray:
+def forget_rate_schedule(
+  num_epochs: int, forget_rate: float, *, num_gradual: int = 10, exponent: float = 1.0, ramp: str = "paper"
+) -> np.ndarray:
   """The forget rate R(e) of each 0-based epoch e, float64 [num_epochs]. A network keeps 1 - R(e) of each batch.
 
   ramp='paper' (default; Han et al. 2018, Algorithm 1, and section 4 for c):
@@ -121,10 +122,10 @@ def forget_rate_schedule(num_epochs: int, forget_rate: float, *, num_gradual: in
     return schedule
   if ramp == "original":
     k = min(num_gradual, num_epochs)
-    schedule[:k] = np.linspace(0.0, tau ** exponent, num_gradual)[:k]
+    schedule[:k] = np.linspace(0.0, tau**exponent, num_gradual)[:k]
     return schedule
   epochs = np.arange(num_epochs, dtype=np.float64)
-  return tau * np.minimum(epochs ** exponent / num_gradual, 1.0)
+  return tau * np.minimum(epochs**exponent / num_gradual, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -162,8 +163,9 @@ def disagreement(logits_1, logits_2, valid) -> jax.Array:
   return (jnp.argmax(logits_1, axis=-1) != jnp.argmax(logits_2, axis=-1)) & valid
 
 
-def small_loss_selection(losses_1, losses_2, valid, forget_rate, *, round_up: bool = False,
-                         keep_all_if_none=False, axis_name=None) -> tuple[jax.Array, jax.Array]:
+def small_loss_selection(
+  losses_1, losses_2, valid, forget_rate, *, round_up: bool = False, keep_all_if_none=False, axis_name=None
+) -> tuple[jax.Array, jax.Array]:
   """Co-teaching's exchange (Han et al. 2018, Algorithm 1, steps 4-7; loss.py `loss_coteaching`).
 
   With N = sum(valid) (over the global batch when `axis_name` is set) and n = num_remember(R, N):
@@ -199,9 +201,21 @@ def small_loss_selection(losses_1, losses_2, valid, forget_rate, *, round_up: bo
   return _local(small_2, b, axis_name), _local(small_1, b, axis_name)
 
 
-def disagreement_selection(logits_1, logits_2, losses_1, losses_2, valid, forget_rate, *, epoch, init_epoch,
-                           round_up: bool = False, keep_all_if_none=True, fallback_all=False,
-                           axis_name=None) -> tuple[jax.Array, jax.Array]:
+def disagreement_selection(
+  logits_1,
+  logits_2,
+  losses_1,
+  losses_2,
+  valid,
+  forget_rate,
+  *,
+  epoch,
+  init_epoch,
+  round_up: bool = False,
+  keep_all_if_none=True,
+  fallback_all=False,
+  axis_name=None,
+) -> tuple[jax.Array, jax.Array]:
   """Co-teaching+'s exchange (Yu et al. 2019, Algorithm 1; loss.py `loss_coteaching_plus`, main.py `train`).
 
   epoch < init_epoch: plain Co-teaching, `small_loss_selection` over all valid examples.

@@ -7,7 +7,7 @@ piece lives here:
     l_i = CE(z_i, y_i)                                  (noisy_jax.core.losses.cross_entropy, by the caller)
     l <- (l - min l) / (max l - min l)                  `normalize_losses`
     at 90% noise: l <- mean of the last 5 epochs' l     `average_loss_history`
-    two-component 1-D GMM on l, w_i = posterior of      `fit_two_component_gmm` (sklearn GaussianMixture(
+    two-component 1-D GMM on l, w_i = posterior of      `gmm.fit_two_component_gmm` (sklearn GaussianMixture(
       the component with the smaller mean                 n_components=2, max_iter=10, tol=1e-2, reg_covar=5e-4))
     labelled = w > p_threshold, else unlabelled         `split`
     co-divide: net 1 trains on net 2's split and w, and vice versa (the trainer's business).
@@ -21,21 +21,12 @@ piece lives here:
   warm-up (CE on all data; asymmetric noise, Clothing1M: + negative entropy)   `negative_entropy`
   per-setting lambda_u and p_threshold                  `SETTINGS`, `setting`
 
-All functions are jit-able (the GMM included: a `lax.while_loop` EM), take no hidden state and compute in at least
-float32. Targets (`refine_labels`, `co_guess`) carry `stop_gradient`, as the original computes them under no_grad.
+All functions are jit-able (the GMM of noisy_jax.core.gmm too: a `lax.while_loop` EM), take no hidden state and
+compute in at least float32. Targets (`refine_labels`, `co_guess`) carry `stop_gradient`, as the original computes
+them under no_grad.
 
 Where this module differs from the original code, on purpose (each is also said where it happens):
-- GMM initialisation. sklearn's default init_params='kmeans' runs KMeans(n_clusters=2, n_init=1,
-  random_state=random_state) and starts EM from its hard labels. The original passes no random_state, so KMeans's
-  k-means++ seeding draws from NumPy's global RandomState, which DivideMix never seeds (it seeds `random` and torch
-  only): the split is not reproducible run to run. Because sklearn's Lloyd iterations stop early (tol = 1e-4 times
-  the data variance) and EM stops after a few iterations (tol=1e-2 on the mean log-likelihood), the starting labels
-  do show: on synthetic 90%-noise loss distributions sklearn's own clean fraction moves by up to ~3% of the examples
-  between random states. Default here (`init='kmeans'`): the exact two-means partition of the sorted losses (the
-  fixed point sklearn's Lloyd iterations approach), deterministic; `init=labels` (e.g. sklearn's KMeans labels)
-  reproduces sklearn's fit from the same labels to float rounding (tested against sklearn at 1e-9 in float64).
-- Float precision. The original feeds a float32 torch tensor to sklearn, which then fits in float32. Here the fit
-  runs in the losses' dtype (float32, or float64 with jax x64 enabled).
+- GMM initialisation and precision: see noisy_jax.core.gmm (`fit_two_component_gmm`).
 - `normalize_losses` of a constant vector: the original divides 0 by 0 (NaN everywhere); here every loss is 0.
 - `negative_entropy`: the original's `probs.log() * probs` is NaN once a probability underflows to 0; here p log p is
   computed from log_softmax and is 0 there. Same value otherwise.
@@ -52,8 +43,6 @@ Where this module differs from the original code, on purpose (each is also said 
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -63,10 +52,6 @@ from noisy_jax.core import _checks
 from noisy_jax.core import losses
 from noisy_jax.core import precision
 
-# sklearn GaussianMixture settings of the original code (Train_cifar.py, eval_train).
-GMM_MAX_ITER = 10
-GMM_TOL = 1e-2
-GMM_REG_COVAR = 5e-4
 # Epochs of normalised losses averaged at 90% noise (Train_cifar.py: history[-5:].mean(0) when args.r == 0.9).
 LOSS_HISTORY_WINDOW = 5
 SHARPEN_TEMPERATURE = 0.5
@@ -123,172 +108,12 @@ def average_loss_history(history, *, window: int = LOSS_HISTORY_WINDOW, filled=N
   if int(window) < 1:
     raise ValueError(f"window={window!r} must be >= 1.")
   if filled is None:
-    return jnp.mean(history[-int(window):], axis=0)
+    return jnp.mean(history[-int(window) :], axis=0)
   if history.shape[0] != int(window):
     raise ValueError(f"with `filled`, history must be a ring of window={window} slots, got {history.shape[0]}.")
   filled = jnp.asarray(filled).astype(history.dtype)
   _checks.check_same_shape("filled", filled, "history[:, 0]", history[:, 0])
   return jnp.einsum("e,en->n", filled, history) / jnp.maximum(jnp.sum(filled), 1.0)
-
-
-class GMMFit(NamedTuple):
-  """Result of `fit_two_component_gmm` (a pytree). Components keep the order of the initialisation.
-
-  means, variances, weights: [2], as sklearn's means_.ravel(), covariances_.ravel() (reg_covar included),
-    weights_.
-  posterior: [N, 2], sklearn's predict_proba(x) (an E-step with the final parameters).
-  clean_prob: [N], w = posterior[:, argmin(means)], the probability that an example's label is clean.
-  lower_bound: sklearn's lower_bound_: mean log-likelihood under the parameters before the last M-step.
-  n_iter: sklearn's n_iter_ (EM iterations run, each one E-step + one M-step).
-  converged: sklearn's converged_ (the last change of lower_bound was < tol).
-  """
-  means: jax.Array
-  variances: jax.Array
-  weights: jax.Array
-  posterior: jax.Array
-  clean_prob: jax.Array
-  lower_bound: jax.Array
-  n_iter: jax.Array
-  converged: jax.Array
-
-
-def kmeans_labels(x) -> jax.Array:
-  """Deterministic 1-D two-means labels: the partition of sorted x minimising the within-cluster sum of squares.
-
-  Over the N-1 splits of sorted x into k lowest / N-k highest values, the one maximising the between-cluster
-  sum of squares k (N-k) (m_low - m_high)^2 / N (equivalently minimising the within-cluster one), found in
-  O(N log N); then every x is labelled by its nearest mean (x > (m_low + m_high) / 2 -> 1), as k-means labels
-  points. This is the global optimum of the k-means objective and a fixed point of Lloyd's iterations: what
-  sklearn's KMeans(n_clusters=2) approaches from its random k-means++ start. sklearn stops at tol = 1e-4 x
-  variance, so its labels typically differ from these by a few points next to the threshold, and its cluster ids are
-  in random order; here 0 is the low cluster.
-
-  Args:
-    x: [N] values, N >= 2.
-
-  Returns:
-    [N] int32 labels in {0, 1}.
-  """
-  x = _float(x)
-  n = x.shape[0]
-  xs = jnp.sort(x)
-  left_sum = jnp.cumsum(xs)[:-1]                   # sums of the k lowest, k = 1..N-1
-  right_sum = jnp.cumsum(xs[::-1])[::-1][1:]       # sums of the N-k highest (a separate cumsum: no cancellation)
-  k = jnp.arange(1, n, dtype=x.dtype)
-  low_mean = left_sum / k
-  high_mean = right_sum / (n - k)
-  between = k * (n - k) * jnp.square(low_mean - high_mean)
-  best = jnp.argmax(between)
-  threshold = 0.5 * (low_mean[best] + high_mean[best])
-  return (x > threshold).astype(jnp.int32)
-
-
-def _m_step(x, resp, reg_covar):
-  """sklearn's _estimate_gaussian_parameters for 1-D 'full' covariances: nk (with 10 eps), means, variances."""
-  eps = jnp.finfo(x.dtype).eps
-  nk = jnp.sum(resp, axis=0) + 10 * eps
-  means = (resp.T @ x) / nk
-  variances = jnp.sum(resp * jnp.square(x[:, None] - means[None, :]), axis=0) / nk + reg_covar
-  return nk, means, variances
-
-
-def _e_step(x, weights, means, variances):
-  """sklearn's _estimate_log_prob_resp for 1-D: (mean log-likelihood, log responsibilities [N, 2])."""
-  precision_chol = 1.0 / jnp.sqrt(variances)        # the Cholesky factor of a 1x1 precision
-  y = x[:, None] * precision_chol - means * precision_chol
-  log_prob = -0.5 * (math.log(2 * math.pi) + jnp.square(y)) + jnp.log(precision_chol)
-  weighted = log_prob + jnp.log(weights)
-  log_norm = jax.nn.logsumexp(weighted, axis=1)
-  return jnp.mean(log_norm), weighted - log_norm[:, None]
-
-
-def _initial_resp(x, init) -> jax.Array:
-  if isinstance(init, str):
-    _checks.check_choice("init", init, ("kmeans",))
-    init = kmeans_labels(x)
-  init = jnp.asarray(init)
-  n = x.shape[0]
-  if init.ndim == 1:
-    if init.shape != (n,):
-      raise ValueError(f"init labels have shape {init.shape}; they must be [N] = ({n},).")
-    if _checks.is_concrete(init):
-      _checks.check_labels("init", np.asarray(init), 2)
-    return jax.nn.one_hot(init, 2, dtype=x.dtype)
-  if init.shape != (n, 2):
-    raise ValueError(f"init has shape {init.shape}; pass 'kmeans', labels [N] or responsibilities [N, 2], N={n}.")
-  return init.astype(x.dtype)
-
-
-def fit_two_component_gmm(x, *, max_iter: int = GMM_MAX_ITER, tol: float = GMM_TOL,
-                          reg_covar: float = GMM_REG_COVAR, init="kmeans") -> GMMFit:
-  """Two-component 1-D Gaussian mixture by EM, as sklearn's GaussianMixture(n_components=2, max_iter=10, tol=1e-2,
-  reg_covar=5e-4).fit(x.reshape(-1, 1)) and its predict_proba: DivideMix's division of the training set.
-
-  Initialisation (sklearn's _initialize from responsibilities r [N, 2]): nk = sum_i r_ik + 10 eps,
-  mu_k = sum_i r_ik x_i / nk, var_k = sum_i r_ik (x_i - mu_k)^2 / nk + reg_covar, pi_k = nk / N (not renormalised).
-  Then up to `max_iter` iterations of
-    E: log p_ik = log pi_k + log N(x_i; mu_k, var_k), lower_bound = mean_i logsumexp_k log p_ik,
-       r_ik = exp(log p_ik - logsumexp_k log p_ik);
-    M: the same estimates as above, with pi_k = nk / sum_k nk;
-  stopping after the iteration where |lower_bound - previous lower_bound| < tol (the first iteration compares with
-  -inf, so never stops). The posterior is one more E-step with the final parameters (sklearn's predict_proba). The
-  clean probability is the posterior of the component with the smaller mean (the original's
-  prob[:, gmm.means_.argmin()]). Li et al., ICLR 2020, section 3.1; sklearn.mixture._base / _gaussian_mixture.
-
-  See the module docstring for the initialisation: sklearn's KMeans labels are random in the original (no
-  random_state, unseeded NumPy); here 'kmeans' is deterministic, and labels or responsibilities can be passed.
-
-  Args:
-    x: [N] values (N >= 2), the normalised losses. [N, 1] is accepted too.
-    max_iter: maximum EM iterations (>= 0; 0 returns the initial parameters).
-    tol: convergence threshold on the change of the lower bound (>= 0).
-    reg_covar: added to each variance (>= 0).
-    init: 'kmeans' (`kmeans_labels`, the default), int labels [N] in {0, 1} (sklearn's KMeans(n_clusters=2,
-      n_init=1, random_state=...).fit(x.reshape(-1, 1)).labels_ reproduces sklearn with that random_state), or
-      responsibilities [N, 2].
-
-  Returns:
-    A `GMMFit`, in x's dtype (at least float32).
-  """
-  x = _float(x)
-  if x.ndim == 2 and x.shape[1] == 1:
-    x = x[:, 0]
-  if x.ndim != 1 or x.shape[0] < 2:
-    raise ValueError(f"x must be a vector of N >= 2 values, got shape {x.shape}.")
-  if _checks.is_concrete(max_iter) and (int(max_iter) != max_iter or max_iter < 0):
-    raise ValueError(f"max_iter={max_iter!r} must be an int >= 0.")
-  _checks.check_range("tol", tol, 0.0, np.inf)
-  _checks.check_range("reg_covar", reg_covar, 0.0, np.inf)
-  resp = _initial_resp(x, init)
-  return _fit_from_resp(x, resp, jnp.asarray(max_iter, jnp.int32), jnp.asarray(tol, x.dtype),
-                        jnp.asarray(reg_covar, x.dtype))
-
-
-@jax.jit
-def _fit_from_resp(x, resp, max_iter, tol, reg_covar) -> GMMFit:
-  n = x.shape[0]
-  nk, means, variances = _m_step(x, resp, reg_covar)
-  weights = nk / n
-
-  def cond(state):
-    _, _, _, _, n_iter, converged = state
-    return (n_iter < max_iter) & ~converged
-
-  def body(state):
-    weights, means, variances, lower_bound, n_iter, _ = state
-    new_lower_bound, log_resp = _e_step(x, weights, means, variances)
-    nk, means, variances = _m_step(x, jnp.exp(log_resp), reg_covar)
-    converged = jnp.abs(new_lower_bound - lower_bound) < tol
-    return nk / jnp.sum(nk), means, variances, new_lower_bound, n_iter + 1, converged
-
-  init_state = (weights, means, variances, jnp.asarray(-jnp.inf, x.dtype), jnp.asarray(0, jnp.int32),
-                jnp.asarray(False))
-  weights, means, variances, lower_bound, n_iter, converged = jax.lax.while_loop(cond, body, init_state)
-  _, log_resp = _e_step(x, weights, means, variances)
-  posterior = jnp.exp(log_resp)
-  return GMMFit(means=means, variances=variances, weights=weights, posterior=posterior,
-                clean_prob=posterior[:, jnp.argmin(means)], lower_bound=lower_bound, n_iter=n_iter,
-                converged=converged)
 
 
 def split(clean_prob, *, p_threshold: float) -> jax.Array:
@@ -381,8 +206,9 @@ def mix_coefficients(key, n: int, *, alpha: float = MIXUP_ALPHA) -> tuple[jax.Ar
   return lam, jax.random.permutation(key_perm, n)
 
 
-def mixmatch(inputs_x1, inputs_x2, inputs_u1, inputs_u2, targets_x, targets_u, key, *,
-             alpha: float = MIXUP_ALPHA) -> tuple[jax.Array, jax.Array]:
+def mixmatch(
+  inputs_x1, inputs_x2, inputs_u1, inputs_u2, targets_x, targets_u, key, *, alpha: float = MIXUP_ALPHA
+) -> tuple[jax.Array, jax.Array]:
   """MixUp of the concatenated batch [x1, x2, u1, u2] with one permutation, as DivideMix's code does.
 
     all = [x1, x2, u1, u2], targets = [tx, tx, tu, tu]       ([2B + 2B', ...])
@@ -403,8 +229,9 @@ def mixmatch(inputs_x1, inputs_x2, inputs_u1, inputs_u2, targets_x, targets_u, k
   Returns:
     (mixed inputs [2B + 2B', ...] in the inputs' dtype, mixed targets [2B + 2B', C]).
   """
-  inputs = jnp.concatenate([jnp.asarray(inputs_x1), jnp.asarray(inputs_x2), jnp.asarray(inputs_u1),
-                            jnp.asarray(inputs_u2)], axis=0)
+  inputs = jnp.concatenate(
+    [jnp.asarray(inputs_x1), jnp.asarray(inputs_x2), jnp.asarray(inputs_u1), jnp.asarray(inputs_u2)], axis=0
+  )
   if not jnp.issubdtype(inputs.dtype, jnp.floating):
     raise ValueError(f"inputs must be floating point (normalised), got dtype {inputs.dtype}.")
   targets_x, targets_u = _float(targets_x), _float(targets_u)
@@ -427,8 +254,9 @@ def _global_mean(per_row: jax.Array, axis_name) -> jax.Array:
   return total / jnp.maximum(count, 1.0)
 
 
-def losses_x_u(logits_x, mixed_target_x, logits_u, mixed_target_u, *, lu_reduction: str = "mean",
-               axis_name=None) -> tuple[jax.Array, jax.Array]:
+def losses_x_u(
+  logits_x, mixed_target_x, logits_u, mixed_target_u, *, lu_reduction: str = "mean", axis_name=None
+) -> tuple[jax.Array, jax.Array]:
   """DivideMix's two batch losses on the mixed rows (Train_cifar.py, SemiLoss).
 
     Lx = mean_i -sum_c t_ic log softmax(z_i)_c                               (soft cross entropy, labelled rows)
@@ -522,7 +350,7 @@ def negative_entropy(logits, *, axis_name=None, where=None) -> jax.Array:
     Scalar (<= 0), float32 or wider.
   """
   entropy = losses.entropy(_float(logits))
-  valid = (jnp.ones(entropy.shape, bool) if where is None else jnp.asarray(where) != 0)
+  valid = jnp.ones(entropy.shape, bool) if where is None else jnp.asarray(where) != 0
   _checks.check_same_shape("where", valid, "logits[..., 0]", entropy)
   total = jnp.sum(jnp.where(valid, -entropy, 0.0))
   count = jnp.sum(valid.astype(entropy.dtype))
@@ -544,6 +372,7 @@ class Setting:
   marks: {field: mark} for values REFERENCE.md flags: 'recalled' (not read in a primary source; check before relying
     on it) or '3rd party' (reported by others, not by the authors).
   """
+
   lambda_u: float
   p_threshold: float
   source: str = "paper"
@@ -560,23 +389,29 @@ class Setting:
 # class a flip rate of r, as noise 'asymmetric' with rate r, but about r/2 of all labels. Real noise: ('real', None).
 # The original code's defaults (lambda_u 25, p_threshold 0.5) do not match several of these (issues #9, #17, #26).
 SETTINGS: dict[tuple[str, str, float | None], Setting] = {
-    ("cifar10", "sym", 0.2): Setting(lambda_u=0.0, p_threshold=0.5),
-    ("cifar10", "sym", 0.5): Setting(lambda_u=25.0, p_threshold=0.5),
-    ("cifar10", "sym", 0.8): Setting(lambda_u=25.0, p_threshold=0.5, marks=(("lambda_u", "recalled"),)),
-    ("cifar10", "sym", 0.9): Setting(lambda_u=50.0, p_threshold=0.6, marks=(("lambda_u", "3rd party"),)),
-    ("cifar10", "asym", 0.4): Setting(lambda_u=0.0, p_threshold=0.5),
-    ("cifar100", "sym", 0.2): Setting(lambda_u=25.0, p_threshold=0.5),
-    ("cifar100", "sym", 0.5): Setting(lambda_u=150.0, p_threshold=0.5),
-    ("cifar100", "sym", 0.8): Setting(lambda_u=150.0, p_threshold=0.5),
-    ("cifar100", "sym", 0.9): Setting(lambda_u=150.0, p_threshold=0.6),
-    ("clothing1m", "real", None): Setting(lambda_u=0.0, p_threshold=0.5, source="code"),
-    ("webvision", "real", None): Setting(lambda_u=0.0, p_threshold=0.5, source="code"),
+  ("cifar10", "sym", 0.2): Setting(lambda_u=0.0, p_threshold=0.5),
+  ("cifar10", "sym", 0.5): Setting(lambda_u=25.0, p_threshold=0.5),
+  ("cifar10", "sym", 0.8): Setting(lambda_u=25.0, p_threshold=0.5, marks=(("lambda_u", "recalled"),)),
+  ("cifar10", "sym", 0.9): Setting(lambda_u=50.0, p_threshold=0.6, marks=(("lambda_u", "3rd party"),)),
+  ("cifar10", "asym", 0.4): Setting(lambda_u=0.0, p_threshold=0.5),
+  ("cifar100", "sym", 0.2): Setting(lambda_u=25.0, p_threshold=0.5),
+  ("cifar100", "sym", 0.5): Setting(lambda_u=150.0, p_threshold=0.5),
+  ("cifar100", "sym", 0.8): Setting(lambda_u=150.0, p_threshold=0.5),
+  ("cifar100", "sym", 0.9): Setting(lambda_u=150.0, p_threshold=0.6),
+  ("clothing1m", "real", None): Setting(lambda_u=0.0, p_threshold=0.5, source="code"),
+  ("webvision", "real", None): Setting(lambda_u=0.0, p_threshold=0.5, source="code"),
 }
 
 # This codebase's noise types (noisy_jax.core.noise.NOISE_TYPES) -> the original's --noise_mode they correspond to.
 # 'symmetric' (flips to the C-1 other classes only) is mapped to 'sym' too: realised rate r instead of r (C-1)/C.
-NOISE_MODES = {"sym": "sym", "asym": "asym", "real": "real", "symmetric_include_true": "sym", "symmetric": "sym",
-               "asymmetric": "asym"}
+NOISE_MODES = {
+  "sym": "sym",
+  "asym": "asym",
+  "real": "real",
+  "symmetric_include_true": "sym",
+  "symmetric": "sym",
+  "asymmetric": "asym",
+}
 
 
 def setting(dataset: str, noise: str, rate: float | None = None) -> Setting:

@@ -13,14 +13,14 @@ original warms each network with its own shuffled loader; here both see one orde
 After epoch e >= warm_up (`divide`, the epoch boundary; the original does it at the start of the next epoch, with
 the same networks): each network's eval-mode cross entropy of every training example, min-max normalised, written
 into the loss history (ring slot (e - warm_up) mod W), averaged over the filled slots, a two-component GMM
-(`dividemix.fit_two_component_gmm`), w = the posterior of the low-loss component.
+(`noisy_jax.core.gmm.fit_two_component_gmm`), w = the posterior of the low-loss component.
 
 Epochs after warm_up: network 1 trains on network 2's division, then network 2 on network 1's (co-divide; network 2
 already sees network 1's update of this epoch, as in the original). For network m: labelled L = {i: w_{1-m,i} >
 p_threshold}, unlabelled U = the rest; batches of b = batch_size / 2 labelled rows (a random order of L, the last
 partial batch dropped: a deviation, the original trains it) and b unlabelled rows (a random order of U, cycled: the
 original re-shuffles when U is exhausted); n_L // b steps, the ramp's num_iter = n_L // b + 1 as the original.
-Each step (`_network_step`): two augmented views of both; network m in train mode (its BatchNorm statistics move
+Each step (`network_step`): two augmented views of both; network m in train mode (its BatchNorm statistics move
 with each of its forward passes: u1, u2, x1, x2, then the mixed batch, the original's order), the other network in
 eval mode; label co-refinement and co-guessing, sharpening, MixMatch of [x1, x2, u1, u2] with one permutation,
 Lx + lambda_u ramp Lu + the uniform-prior penalty; only network m is updated. Over several devices the MixMatch
@@ -42,6 +42,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
+from noisy_jax.core import gmm
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
@@ -53,7 +54,7 @@ from noisy_jax.train import pair_epochs
 
 CLEAN_PROB = "dividemix_clean_prob"
 LOSS_HISTORY = "dividemix_loss_history"
-AUGMENT_STREAM = 0x646d6978  # the fold of the epoch key that DivideMix's views and mixing draw from
+AUGMENT_STREAM = 0x646D6978  # the fold of the epoch key that DivideMix's views and mixing draw from
 
 
 def init_rows(num_rows: int, window: int) -> dict:
@@ -68,8 +69,9 @@ def per_example_cross_entropy(probs, noisy_labels) -> jax.Array:
   return -jnp.log(jnp.maximum(p_y, 1e-30))
 
 
-def divide(table: label_table_lib.LabelTable, member_probs, *, epoch, warm_up: int, window: int,
-           num_examples: int) -> label_table_lib.LabelTable:
+def divide(
+  table: label_table_lib.LabelTable, member_probs, *, epoch, warm_up: int, window: int, num_examples: int
+) -> label_table_lib.LabelTable:
   """The division after epoch `epoch` (1-based, >= warm_up): member_probs [2, rows, C] are each network's eval-mode
   softmax of the training split (rows >= num_examples: padding of a sharded table, left out of the GMM)."""
   n = int(num_examples)
@@ -82,7 +84,7 @@ def divide(table: label_table_lib.LabelTable, member_probs, *, epoch, warm_up: i
   for m in range(2):
     history = history.at[:n, m, slot].set(dm.normalize_losses(losses[m]))
     averaged = dm.average_loss_history(history[:n, m, :].T, window=window, filled=filled)
-    clean = clean.at[:n, m].set(dm.fit_two_component_gmm(averaged).clean_prob.astype(clean.dtype))
+    clean = clean.at[:n, m].set(gmm.fit_two_component_gmm(averaged).clean_prob.astype(clean.dtype))
   return table.replace(method_rows={**rows, LOSS_HISTORY: history, CLEAN_PROB: clean})
 
 
@@ -94,14 +96,24 @@ def _orders(key, labelled, num_labelled_batches: int, num_unlabelled: int, batch
   order_l = jnp.argsort(jnp.where(labelled, jax.random.uniform(key_l, (n,)), 2.0))
   order_u = jnp.argsort(jnp.where(labelled, 2.0, jax.random.uniform(key_u, (n,))))
   steps = max(num_labelled_batches, 1)
-  rows_l = order_l[:steps * batch].reshape(steps, batch)
+  rows_l = order_l[: steps * batch].reshape(steps, batch)
   positions = jnp.arange(steps * batch) % max(num_unlabelled, 1)
-  rows_u = (order_u[positions] if num_unlabelled else order_l[:steps * batch]).reshape(steps, batch)
+  rows_u = (order_u[positions] if num_unlabelled else order_l[: steps * batch]).reshape(steps, batch)
   return rows_l, rows_u
 
 
-def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_epoch_fn, augment=None,
-                  compiler_options=None, normalize=None, axis: str = "batch"):
+def make_epoch_fn(
+  mesh,
+  *,
+  settings,
+  batch_size: int,
+  num_examples: int,
+  warmup_epoch_fn,
+  augment=None,
+  compiler_options=None,
+  normalize=None,
+  axis: str = "batch",
+):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of DivideMix (module docstring).
 
   settings: the method's DivideMix settings (methods.DividemixSettings). warmup_epoch_fn: train.make_epoch_fn of
@@ -110,14 +122,17 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % (2 * num_devices):
-    raise ValueError(f"DivideMix splits batch_size={batch_size} into labelled and unlabelled halves over "
-                     f"{num_devices} device(s): it must be divisible by {2 * num_devices}.")
+    raise ValueError(
+      f"DivideMix splits batch_size={batch_size} into labelled and unlabelled halves over "
+      f"{num_devices} device(s): it must be divisible by {2 * num_devices}."
+    )
   half = batch_size // 2
   local = half // num_devices
   steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
 
-  def network_step(state, table, totals, images, rows_l, rows_u, key, step, epoch, num_iter, has_unlabelled,
-                   *, m: int, shard_table: bool):
+  def network_step(
+    state, table, totals, images, rows_l, rows_u, key, step, epoch, num_iter, has_unlabelled, *, m, shard_table: bool
+  ):
     d, dtype = lax.axis_index(axis), precision.float_dtype()
     my_l = lax.dynamic_slice_in_dim(rows_l, d * local, local)
     my_u = lax.dynamic_slice_in_dim(rows_u, d * local, local)
@@ -138,8 +153,9 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
 
     def train_forward(params, batch_stats, x):
-      logits, updates = own.apply_fn({"params": params, "batch_stats": batch_stats}, x, train=True,
-                                     mutable=["batch_stats"])
+      logits, updates = own.apply_fn(
+        {"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"]
+      )
       return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
     def eval_forward(x):
@@ -155,14 +171,24 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     z_u11, z_u12, z_x1, z_x2 = (lax.stop_gradient(z) for z in (z_u11, z_u12, z_x1, z_x2))
     softmax = jax.nn.softmax
     targets_x = dm.refine_labels(soft, w, (softmax(z_x1) + softmax(z_x2)) / 2, T=settings.temperature)
-    targets_u = dm.co_guess(jnp.stack([softmax(z_u11), softmax(z_u12)]),
-                            jnp.stack([softmax(z_u21), softmax(z_u22)]), T=settings.temperature)
+    targets_u = dm.co_guess(
+      jnp.stack([softmax(z_u11), softmax(z_u12)]), jnp.stack([softmax(z_u21), softmax(z_u22)]), T=settings.temperature
+    )
     gather = lambda a: lax.all_gather(a, axis, tiled=True)
-    mixed, mixed_targets = dm.mixmatch(gather(x1), gather(x2), gather(u1), gather(u2), gather(targets_x),
-                                       gather(targets_u), keys[4], alpha=settings.alpha)
+    mixed, mixed_targets = dm.mixmatch(
+      gather(x1),
+      gather(x2),
+      gather(u1),
+      gather(u2),
+      gather(targets_x),
+      gather(targets_u),
+      keys[4],
+      alpha=settings.alpha,
+    )
     # This device's rows of the global [X1, X2, U1, U2] (each block `half` rows): its labelled rows, then unlabelled.
-    blocks = [lax.dynamic_slice_in_dim(a, k * half + d * local, local)
-              for a in (mixed, mixed_targets) for k in range(4)]
+    blocks = [
+      lax.dynamic_slice_in_dim(a, k * half + d * local, local) for a in (mixed, mixed_targets) for k in range(4)
+    ]
     inputs = jnp.concatenate(blocks[:4])
     targets = jnp.concatenate(blocks[4:])
     current = (epoch - 1).astype(dtype) + step.astype(dtype) / num_iter  # the original's 0-based
@@ -170,8 +196,14 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
 
     def loss_fn(params):
       logits, new_stats = train_forward(params, stats, inputs)
-      lx, lu = dm.losses_x_u(logits[:2 * local], targets[:2 * local], logits[2 * local:], targets[2 * local:],
-                             lu_reduction=settings.lu_reduction, axis_name=axis)
+      lx, lu = dm.losses_x_u(
+        logits[: 2 * local],
+        targets[: 2 * local],
+        logits[2 * local :],
+        targets[2 * local :],
+        lu_reduction=settings.lu_reduction,
+        axis_name=axis,
+      )
       loss = lx + lamb * lu
       if settings.penalty:
         loss = loss + dm.uniform_prior_penalty(logits, axis_name=axis)
@@ -190,13 +222,15 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     count = jnp.asarray(float(half), dtype)
     return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
-  program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=8,
-                                         compiler_options=compiler_options)
+  program = pair_epochs.network_programs(
+    network_step, mesh, axis=axis, num_replicated=8, compiler_options=compiler_options
+  )
 
   def epoch_fn(state, table, images, key, epoch, **unused):
     if unused:
-      raise ValueError(f"DivideMix's epoch does not resume inside an epoch ({sorted(unused)}): use "
-                       "checkpoint_every_steps=0.")
+      raise ValueError(
+        f"DivideMix's epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
+      )
     epoch_number = int(epoch)
     if epoch_number <= settings.warm_up:
       return warmup_epoch_fn(state, table, images, key, epoch)
@@ -210,9 +244,20 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
       num_batches = num_labelled // half
       rows_l, rows_u = _orders(jax.random.fold_in(key, m), labelled, num_batches, num_unlabelled, half)
       for step in range(num_batches):
-        state, table, totals = program(m, shard_table)(
-            state, table, totals, images, rows_l[step], rows_u[step], key, np.int32(step), epoch,
-            np.float32(num_batches + 1), np.float32(num_unlabelled > 0))
+        state, table, totals = program(shard_table)(
+          state,
+          table,
+          totals,
+          np.int32(m),
+          images,
+          rows_l[step],
+          rows_u[step],
+          key,
+          np.int32(step),
+          epoch,
+          np.float32(num_batches + 1),
+          np.float32(num_unlabelled > 0),
+        )
     return state, table, pair_epochs.mean_metrics(totals, "train_accuracy_given")
 
   return epoch_fn

@@ -254,9 +254,11 @@ def ema_decay(step, *, ema_update: bool, ema_alpha: float, ramp_length) -> jax.A
 
 def update_ema(ema_params: Any, params: Any, decay) -> Any:
   """ema <- decay * ema + (1 - decay) * params, leaf by leaf (the original's `ema.mul_(a).add_(1 - a, param)`)."""
+
   def average(ema, new):
     d = jnp.asarray(decay, jnp.result_type(ema))
     return d * ema + (1.0 - d) * new
+
   return jax.tree.map(average, ema_params, params)
 
 
@@ -322,8 +324,7 @@ def reweighted_labels(labels_mix, targets_mix) -> jax.Array:
   return weighted / jnp.maximum(jnp.sum(weighted, axis=-1, keepdims=True), jnp.finfo(compute).tiny)
 
 
-def elr_plus_loss(logits_mix, labels_mix, targets_mix, *, lam: float, coef,
-                  reweight_labels: bool = False) -> jax.Array:
+def elr_plus_loss(logits_mix, labels_mix, targets_mix, *, lam: float, coef, reweight_labels: bool = False) -> jax.Array:
   """ELR+'s per-example loss on the mixed batch (ELR_plus/model/loss.py, elr_plus_loss.forward):
 
     l_i = -sum_c y'_ic log softmax(z_mix,i)_c + coef * lam * log(1 - <q_i, clamp(p_mix,i, 1e-4, 1 - 1e-4)>)

@@ -65,7 +65,7 @@ from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
 
 TARGETS = "elr_plus_targets"
-AUGMENT_STREAM = 0x656c7270  # the fold of the epoch key that ELR+'s augmentation and mixup draw from
+AUGMENT_STREAM = 0x656C7270  # the fold of the epoch key that ELR+'s augmentation and mixup draw from
 
 
 def init_rows(num_rows: int, num_classes: int) -> dict:
@@ -97,12 +97,23 @@ def epoch_order(key, num_examples: int, batch_size: int, m: int):
   """Network m's batches of one epoch, [S, batch_size] rows with S = num_examples // batch_size: its own random
   order of the split (fold m of the epoch key), the last partial batch dropped."""
   steps = num_examples // batch_size
-  return jax.random.permutation(jax.random.fold_in(key, m), num_examples)[:steps * batch_size].reshape(
-      steps, batch_size)
+  return jax.random.permutation(jax.random.fold_in(key, m), num_examples)[: steps * batch_size].reshape(
+    steps, batch_size
+  )
 
 
-def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_epoch_fn, augment=None,
-                  compiler_options=None, normalize=None, axis: str = "batch"):
+def make_epoch_fn(
+  mesh,
+  *,
+  settings,
+  batch_size: int,
+  num_examples: int,
+  warmup_epoch_fn,
+  augment=None,
+  compiler_options=None,
+  normalize=None,
+  axis: str = "batch",
+):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of ELR+ (module docstring).
 
   settings: methods.ElrPlusSettings. warmup_epoch_fn: train.make_epoch_fn of the warm-up objective over the same mesh
@@ -111,17 +122,19 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % num_devices:
-    raise ValueError(f"ELR+ splits batch_size={batch_size} over {num_devices} device(s): it must be divisible by "
-                     f"{num_devices}.")
+    raise ValueError(
+      f"ELR+ splits batch_size={batch_size} over {num_devices} device(s): it must be divisible by {num_devices}."
+    )
   num_steps = num_examples // batch_size
   if num_steps < 1:
-    raise ValueError(f"ELR+ trains full batches: batch_size={batch_size} is larger than the {num_examples} "
-                     "training examples.")
+    raise ValueError(
+      f"ELR+ trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
+    )
   local = batch_size // num_devices
   fit_steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
   warm_up = int(settings.warm_up)
 
-  def network_step(state, table, totals, images, rows, key, step, epoch, *, m: int, shard_table: bool):
+  def network_step(state, table, totals, images, rows, key, step, epoch, *, m, shard_table: bool):
     d = lax.axis_index(axis)
     mine = lax.dynamic_slice_in_dim(rows, d * local, local)
     if shard_table:
@@ -138,8 +151,9 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
 
     def train_forward(params, batch_stats, inputs):
-      logits, updates = own.apply_fn({"params": params, "batch_stats": batch_stats}, inputs, train=True,
-                                     mutable=["batch_stats"])
+      logits, updates = own.apply_fn(
+        {"params": params, "batch_stats": batch_stats}, inputs, train=True, mutable=["batch_stats"]
+      )
       return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
     z_ema, _ = train_forward(other.ema_params, other.batch_stats, x)  # its statistics' update is discarded
@@ -154,8 +168,9 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
 
     def loss_fn(params):
       logits, new_stats = train_forward(params, own.batch_stats, x_mix)
-      per_example = elr_lib.elr_plus_loss(logits, y_mix, q, lam=settings.lam, coef=coef,
-                                          reweight_labels=settings.reweight_labels)
+      per_example = elr_lib.elr_plus_loss(
+        logits, y_mix, q, lam=settings.lam, coef=coef, reweight_labels=settings.reweight_labels
+      )
       return lax.psum(jnp.sum(per_example), axis) / batch_size, new_stats
 
     (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(own.params)
@@ -163,8 +178,9 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     new_stats = lax.pmean(new_stats, axis)
     own = own.replace(opt_state=optim.at_epoch(own.opt_state, (epoch - 1) * fit_steps_per_epoch + step))
     own = own.apply_gradients(grads=grads, batch_stats=new_stats)
-    decay = elr_lib.ema_decay(s, ema_update=settings.ema_update, ema_alpha=settings.ema_alpha,
-                              ramp_length=settings.ema_step)
+    decay = elr_lib.ema_decay(
+      s, ema_update=settings.ema_update, ema_alpha=settings.ema_alpha, ramp_length=settings.ema_step
+    )
     own = own.replace(ema_params=elr_lib.update_ema(own.ema_params, own.params, decay))
     state = jax.tree.map(lambda whole, one: whole.at[m].set(one), state, own)
     written = all_targets.at[:, m].set(new_targets.astype(all_targets.dtype))
@@ -177,13 +193,15 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     count = jnp.asarray(float(batch_size), precision.float_dtype())
     return state, table, pair_epochs.add_to_totals(totals, loss, correct, count)
 
-  program = pair_epochs.network_programs(network_step, mesh, axis=axis, num_replicated=5,
-                                         compiler_options=compiler_options)
+  program = pair_epochs.network_programs(
+    network_step, mesh, axis=axis, num_replicated=5, compiler_options=compiler_options
+  )
 
   def epoch_fn(state, table, images, key, epoch, **unused):
     if unused:
-      raise ValueError(f"ELR+'s epoch does not resume inside an epoch ({sorted(unused)}): use "
-                       "checkpoint_every_steps=0.")
+      raise ValueError(
+        f"ELR+'s epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
+      )
     if int(epoch) <= warm_up:
       return warmup_epoch_fn(state, table, images, key, epoch)
     if warm_up and int(epoch) == warm_up + 1:  # the averages start from the warmed-up networks (module docstring)
@@ -193,8 +211,9 @@ def make_epoch_fn(mesh, *, settings, batch_size: int, num_examples: int, warmup_
     for m in range(2):
       order = epoch_order(key, num_examples, batch_size, m)
       for step in range(num_steps):
-        state, table, totals = program(m, shard_table)(state, table, totals, images, order[step], key,
-                                                       np.int32(step), epoch)
+        state, table, totals = program(shard_table)(
+          state, table, totals, np.int32(m), images, order[step], key, np.int32(step), epoch
+        )
     return state, table, pair_epochs.mean_metrics(totals, "peer_average_accuracy_given")
 
   return epoch_fn

@@ -39,8 +39,9 @@ def _clipped_probabilities(logits, labels):
 def _check_matrix(transition, num_classes: int, name: str) -> jax.Array:
   matrix = jnp.asarray(transition)
   if matrix.shape != (num_classes, num_classes):
-    raise ValueError(f"{name} must be [C, C] = [{num_classes}, {num_classes}] for C = {num_classes} classes, "
-                     f"got shape {matrix.shape}.")
+    raise ValueError(
+      f"{name} must be [C, C] = [{num_classes}, {num_classes}] for C = {num_classes} classes, got shape {matrix.shape}."
+    )
   return matrix
 
 
@@ -66,13 +67,16 @@ def inverse(transition) -> np.ndarray:
   matrix = noise.check_transition(transition)
   condition = np.linalg.cond(matrix)
   if not np.isfinite(condition) or condition > 1e12:
-    raise ValueError(f"the transition matrix is singular (condition number {condition:.3g}); backward correction "
-                     "needs an invertible T.")
+    raise ValueError(
+      f"the transition matrix is singular (condition number {condition:.3g}); backward correction "
+      "needs an invertible T."
+    )
   return np.linalg.inv(matrix)
 
 
-def estimate_transition(probs, *, percentile: float | None = DEFAULT_PERCENTILE,
-                        shared_filter: bool = False) -> np.ndarray:
+def estimate_transition(
+  probs, *, percentile: float | None = DEFAULT_PERCENTILE, shared_filter: bool = False
+) -> np.ndarray:
   """The anchor-point estimate of T [C, C] (float64, rows sum to 1) from predicted probabilities [N, C].
 
   For each class i: the anchor x_i is the example with the largest p_i, after the examples with p_i at or above

@@ -72,12 +72,20 @@ from noisy_jax.methods import loss_correction
 from noisy_jax.methods import sop as sop_lib
 from noisy_jax.train import method as method_lib
 
-METHOD_NAMES = ("loss", "truncated_lq", "joint_optimization", "encouraging", "loss_correction", "elr", "sop",
-                "coteaching", "dividemix", "elr_plus")
+METHOD_NAMES = (
+  "loss",
+  "truncated_lq",
+  "joint_optimization",
+  "encouraging",
+  "loss_correction",
+  "elr",
+  "sop",
+  "coteaching",
+  "dividemix",
+  "elr_plus",
+)
 JO_RELABEL_MODES = label_table_lib.RELABEL_MODES + ("hard_top_k",)
 PRUNE_PARAMS = ("best_val", "current")
-
-
 
 
 def loss_method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> method_lib.Method:
@@ -104,15 +112,16 @@ def prune_weights(table: label_table_lib.LabelTable, train_probs: jax.Array, *, 
   return label_table_lib.set_all_weights(table, (p_target > k).astype(table.weights.dtype))
 
 
-def truncated_lq_method(*, q: float = 0.7, k: float = 0.5, prune_start: int = 40, prune_every: int = 10,
-                        prune_params: str = "best_val") -> method_lib.Method:
+def truncated_lq_method(
+  *, q: float = 0.7, k: float = 0.5, prune_start: int = 40, prune_every: int = 10, prune_params: str = "best_val"
+) -> method_lib.Method:
   """Zhang & Sabuncu's truncated Lq optimised by ACS (see the module docstring)."""
   _checks.check_range("q", q, 0.0, 1.0, low_open=True)
   _checks.check_range("k", k, 0.0, 1.0, low_open=True, high_open=True)
   _checks.check_choice("prune_params", prune_params, PRUNE_PARAMS)
   if prune_start < 1 or prune_every < 1:
     raise ValueError(f"prune_start={prune_start!r} and prune_every={prune_every!r} must both be >= 1 (epochs).")
-  lq_at_k = (1.0 - k ** q) / q
+  lq_at_k = (1.0 - k**q) / q
 
   def objective(logits, soft_labels, weights, valid, axis_name=None):
     per_example = losses.generalized_cross_entropy(logits, soft_labels, q=q) - lq_at_k
@@ -123,13 +132,27 @@ def truncated_lq_method(*, q: float = 0.7, k: float = 0.5, prune_start: int = 40
     upcoming = epoch + 1
     return upcoming >= prune_start and (upcoming - prune_start) % prune_every == 0
 
-  return method_lib.Method(name="truncated_lq", objective=objective,
-                table_update=lambda table, probs: prune_weights(table, probs, k=k),
-                update_due=update_due, needs_train_probs=True, prune_params=prune_params)
+  return method_lib.Method(
+    name="truncated_lq",
+    objective=objective,
+    table_update=lambda table, probs: prune_weights(table, probs, k=k),
+    update_due=update_due,
+    needs_train_probs=True,
+    prune_params=prune_params,
+  )
 
 
-def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, history_length: int = 10,
-                              relabel: str = "soft", relabel_k: int = 0, stage2: bool = True) -> method_lib.Method:
+def joint_optimization_method(
+  *,
+  alpha: float,
+  beta: float,
+  prior,
+  begin: int,
+  history_length: int = 10,
+  relabel: str = "soft",
+  relabel_k: int = 0,
+  stage2: bool = True,
+) -> method_lib.Method:
   """Tanaka et al.'s stage 1 (see the module docstring). `prior` is the class prior [C].
 
   relabel: 'soft' (y_i = history mean, the paper's choice), 'hard' (one-hot of its argmax, every example) or
@@ -149,15 +172,22 @@ def joint_optimization_method(*, alpha: float, beta: float, prior, begin: int, h
 
   def objective(logits, soft_labels, weights, valid, axis_name=None):
     del weights  # Joint Optimization has no per-example weights.
-    return losses.joint_optimization_loss(logits, soft_labels, prior=prior, alpha=alpha, beta=beta,
-                                          axis_name=axis_name, where=valid)
+    return losses.joint_optimization_loss(
+      logits, soft_labels, prior=prior, alpha=alpha, beta=beta, axis_name=axis_name, where=valid
+    )
 
-  return method_lib.Method(name="joint_optimization", objective=objective, history_length=history_length,
-                table_update=(
-                    (lambda table, probs: label_table_lib.relabel_top_k(table, relabel_k))
-                    if relabel == "hard_top_k" else
-                    (lambda table, probs: label_table_lib.relabel(table, mode=relabel))),
-                update_due=lambda epoch: epoch >= begin, stage2=stage2)
+  return method_lib.Method(
+    name="joint_optimization",
+    objective=objective,
+    history_length=history_length,
+    table_update=(
+      (lambda table, probs: label_table_lib.relabel_top_k(table, relabel_k))
+      if relabel == "hard_top_k"
+      else (lambda table, probs: label_table_lib.relabel(table, mode=relabel))
+    ),
+    update_due=lambda epoch: epoch >= begin,
+    stage2=stage2,
+  )
 
 
 def encouraging_method(*, log_end: float = 0.75, label_smoothing: float = 0.0) -> method_lib.Method:
@@ -179,11 +209,13 @@ def loss_correction_method(*, correction: str, transition) -> method_lib.Method:
   if correction == "forward":
     matrix = jnp.asarray(noise_lib.check_transition(transition), precision.float_dtype())
     per_example = lambda logits, labels: loss_correction.forward_corrected_cross_entropy(
-        logits, labels, transition=matrix)
+      logits, labels, transition=matrix
+    )
   else:
     inverse = jnp.asarray(loss_correction.inverse(transition), precision.float_dtype())
     per_example = lambda logits, labels: loss_correction.backward_corrected_cross_entropy(
-        logits, labels, inverse_transition=inverse)
+      logits, labels, inverse_transition=inverse
+    )
 
   def objective(logits, soft_labels, weights, valid, axis_name=None):
     return method_lib.weighted_batch_mean(per_example(logits, soft_labels), weights, valid, axis_name)
@@ -205,13 +237,23 @@ def elr_method(*, lam: float = 3.0, beta: float = 0.7) -> method_lib.Method:
     per_example = elr_lib.elr_loss(logits, soft_labels, targets, lam=lam)
     return method_lib.weighted_batch_mean(per_example, weights, valid, axis_name), {"elr_targets": targets}
 
-  return method_lib.Method(name="elr", objective=objective, extended=True,
-                init_rows=lambda key, rows, classes: {"elr_targets": elr_lib.init_targets(rows, classes)},
-                row_update=lambda rows, rows_out, grads: rows_out)
+  return method_lib.Method(
+    name="elr",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: {"elr_targets": elr_lib.init_targets(rows, classes)},
+    row_update=lambda rows, rows_out, grads: rows_out,
+  )
 
 
-def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_lib.INIT_STD,
-               ratio_balance: float = 0.0, balance_detach_v: bool = True) -> method_lib.Method:
+def sop_method(
+  *,
+  lr_u: float = 1.0,
+  lr_v: float = 10.0,
+  init_std: float = sop_lib.INIT_STD,
+  ratio_balance: float = 0.0,
+  balance_detach_v: bool = True,
+) -> method_lib.Method:
   """SOP (Liu et al., ICML 2022): the batch mean of ce_i + mse_i (noisy_jax.methods.sop.sop_loss) with u_i, v_i read for
   the batch, differentiated with the network, and stepped by their own SGD, u <- u - lr_u g_u, v <- v - lr_v g_v
   (momentum 0, no decay, no schedule; g the gradient of the global batch's mean loss). Defaults: the original's
@@ -231,9 +273,9 @@ def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_l
     ce, mse = sop_lib.sop_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"])
     loss = method_lib.weighted_batch_mean(ce + mse, weights, valid, axis_name)
     if ratio_balance:
-      loss = loss + ratio_balance * sop_lib.balance_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"],
-                                                         detach_v=balance_detach_v, where=valid,
-                                                         axis_name=axis_name)
+      loss = loss + ratio_balance * sop_lib.balance_loss(
+        logits, soft_labels, rows["sop_u"], rows["sop_v"], detach_v=balance_detach_v, where=valid, axis_name=axis_name
+      )
     return loss, rows
 
   def init_rows(key, num_rows, num_classes):
@@ -245,19 +287,32 @@ def sop_method(*, lr_u: float = 1.0, lr_v: float = 10.0, init_std: float = sop_l
     u, v = sop_lib.sgd_update(rows["sop_u"], rows["sop_v"], (grads["sop_u"], grads["sop_v"]), lr_u, lr_v)
     return {"sop_u": u, "sop_v": v}
 
-  return method_lib.Method(name="sop", objective=objective, extended=True, init_rows=init_rows, row_update=row_update,
-                rows_trainable=True)
+  return method_lib.Method(
+    name="sop", objective=objective, extended=True, init_rows=init_rows, row_update=row_update, rows_trainable=True
+  )
 
 
-def coteaching_method(*, forget_rate: float, num_epochs: int, num_gradual: int = 10, exponent: float = 1.0,
-                      ramp: str = "paper", plus: bool = False, init_epoch: int = 0,
-                      normalise_twice: bool = False) -> method_lib.Method:
+def coteaching_method(
+  *,
+  forget_rate: float,
+  num_epochs: int,
+  num_gradual: int = 10,
+  exponent: float = 1.0,
+  ramp: str = "paper",
+  plus: bool = False,
+  init_epoch: int = 0,
+  normalise_twice: bool = False,
+) -> method_lib.Method:
   """Co-teaching / Co-teaching+ on two networks (noisy_jax.methods.coteaching). Epoch e (1-based here) trains with the
   forget rate R(e - 1) of `forget_rate_schedule(num_epochs, forget_rate, ...)`; each network's loss is the mean
   cross entropy over the examples its peer selected (`small_loss_selection`, or `disagreement_selection` from
   0-based epoch `init_epoch` on with `plus`), selected over the global batch. The objective is the sum of both."""
-  schedule = jnp.asarray(coteaching_lib.forget_rate_schedule(
-      int(num_epochs), forget_rate, num_gradual=int(num_gradual), exponent=exponent, ramp=ramp), jnp.float32)
+  schedule = jnp.asarray(
+    coteaching_lib.forget_rate_schedule(
+      int(num_epochs), forget_rate, num_gradual=int(num_gradual), exponent=exponent, ramp=ramp
+    ),
+    jnp.float32,
+  )
   if int(init_epoch) < 0:
     raise ValueError(f"init_epoch={init_epoch!r} must be >= 0 (the 0-based epoch where Co-teaching+ starts).")
 
@@ -268,22 +323,37 @@ def coteaching_method(*, forget_rate: float, num_epochs: int, num_gradual: int =
     ranked = jax.lax.stop_gradient(per_example)
     if plus:
       keep_1, keep_2 = coteaching_lib.disagreement_selection(
-          jax.lax.stop_gradient(logits[0]), jax.lax.stop_gradient(logits[1]), ranked[0], ranked[1], valid, rate,
-          epoch=epoch - 1, init_epoch=int(init_epoch), axis_name=axis_name)
+        jax.lax.stop_gradient(logits[0]),
+        jax.lax.stop_gradient(logits[1]),
+        ranked[0],
+        ranked[1],
+        valid,
+        rate,
+        epoch=epoch - 1,
+        init_epoch=int(init_epoch),
+        axis_name=axis_name,
+      )
     else:
       keep_1, keep_2 = coteaching_lib.small_loss_selection(ranked[0], ranked[1], valid, rate, axis_name=axis_name)
-    loss = (coteaching_lib.coteaching_loss(per_example[0], keep_1, axis_name, normalise_twice=normalise_twice)
-            + coteaching_lib.coteaching_loss(per_example[1], keep_2, axis_name, normalise_twice=normalise_twice))
+    loss = coteaching_lib.coteaching_loss(
+      per_example[0], keep_1, axis_name, normalise_twice=normalise_twice
+    ) + coteaching_lib.coteaching_loss(per_example[1], keep_2, axis_name, normalise_twice=normalise_twice)
     return loss, rows
 
-  return method_lib.Method(name="coteaching_plus" if plus else "coteaching", objective=objective, extended=True,
-                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2)
+  return method_lib.Method(
+    name="coteaching_plus" if plus else "coteaching",
+    objective=objective,
+    extended=True,
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+  )
 
 
 @dataclasses.dataclass(frozen=True)
 class DividemixSettings:
   """DivideMix's hyper-parameters (Train_cifar.py's defaults: alpha 4, T 0.5; lambda_u, p_threshold per setting,
   noisy_jax.methods.dividemix.SETTINGS; warm_up 10 epochs on CIFAR-10, 30 on CIFAR-100; loss_window 5 at 90% noise)."""
+
   warm_up: int = 10
   p_threshold: float = 0.5
   lambda_u: float = 25.0
@@ -313,15 +383,17 @@ def dividemix_method(settings: DividemixSettings) -> method_lib.Method:
     del weights, epoch
     loss = 0.0
     for m in range(2):
-      loss = loss + method_lib.weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels),
-                                        jnp.ones_like(valid, logits.dtype), valid, axis_name)
+      loss = loss + method_lib.weighted_batch_mean(
+        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
+      )
       if settings.warmup_penalty:
         loss = loss + dividemix_lib.negative_entropy(logits[m], axis_name=axis_name, where=valid)
     return loss, rows
 
   def member_update(table, member_probs, epoch, num_examples):
-    return dividemix_train.divide(table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window,
-                                  num_examples=num_examples)
+    return dividemix_train.divide(
+      table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window, num_examples=num_examples
+    )
 
   def epoch_factory(mesh, warmup_epoch_fn, **options):
     return dividemix_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
@@ -329,15 +401,24 @@ def dividemix_method(settings: DividemixSettings) -> method_lib.Method:
   def label_evidence(table):
     clean = np.asarray(table.method_rows[dividemix_train.CLEAN_PROB], np.float64)
     return label_issues.MethodEvidence(
-        what=f"DivideMix clean probability (mean of the two divisions; flagged where neither exceeds "
-             f"p_threshold {settings.p_threshold})",
-        quality=clean.mean(axis=1), is_issue=clean.max(axis=1) <= settings.p_threshold)
+      what=f"DivideMix clean probability (mean of the two divisions; flagged where neither exceeds "
+      f"p_threshold {settings.p_threshold})",
+      quality=clean.mean(axis=1),
+      is_issue=clean.max(axis=1) <= settings.p_threshold,
+    )
 
-  return method_lib.Method(name="dividemix", objective=objective, extended=True,
-                init_rows=lambda key, rows, classes: dividemix_train.init_rows(rows, window),
-                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2,
-                member_update=member_update, update_due=lambda epoch: epoch >= int(settings.warm_up),
-                epoch_factory=epoch_factory, label_evidence=label_evidence)
+  return method_lib.Method(
+    name="dividemix",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: dividemix_train.init_rows(rows, window),
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+    member_update=member_update,
+    update_due=lambda epoch: epoch >= int(settings.warm_up),
+    epoch_factory=epoch_factory,
+    label_evidence=label_evidence,
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,6 +426,7 @@ class ElrPlusSettings:
   """ELR+'s hyper-parameters (ELR_plus/config_cifar10.json: beta 0.7, lambda 3, mixup_alpha 1, coef_step 0,
   ema_alpha 0.997, ema_update true, ema_step 40000, warmup 0; CIFAR-10 asymmetric beta 0.9, lambda 1; CIFAR-100
   beta 0.9, lambda 7, coef_step 40000). reweight_labels None: the original's rule, re-weight iff C = 100."""
+
   beta: float = 0.7
   lam: float = 3.0
   mixup_alpha: float = 1.0
@@ -379,23 +461,33 @@ def elr_plus_method(settings: ElrPlusSettings, *, num_classes: int) -> method_li
     del weights, epoch
     loss, targets = 0.0, rows[elr_plus_train.TARGETS]
     for m in range(2):
-      loss = loss + method_lib.weighted_batch_mean(losses.cross_entropy(logits[m], soft_labels),
-                                        jnp.ones_like(valid, logits.dtype), valid, axis_name)
-      targets = targets.at[:, m].set(elr_lib.updated_rows(targets[:, m], jax.nn.softmax(logits[m]),
-                                                          beta=settings.beta, clamp=None))
+      loss = loss + method_lib.weighted_batch_mean(
+        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
+      )
+      targets = targets.at[:, m].set(
+        elr_lib.updated_rows(targets[:, m], jax.nn.softmax(logits[m]), beta=settings.beta, clamp=None)
+      )
     return loss, {elr_plus_train.TARGETS: targets}
 
   def epoch_factory(mesh, warmup_epoch_fn, **options):
     return elr_plus_train.make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
   def label_evidence(table):
-    return label_issues.MethodEvidence(what="ELR+ targets (mean of both networks')",
-                                       probs=elr_plus_train.target_probabilities(table))
+    return label_issues.MethodEvidence(
+      what="ELR+ targets (mean of both networks')", probs=elr_plus_train.target_probabilities(table)
+    )
 
-  return method_lib.Method(name="elr_plus", objective=objective, extended=True,
-                init_rows=lambda key, rows, classes: elr_plus_train.init_rows(rows, classes),
-                row_update=lambda rows, rows_out, grads: rows_out, num_networks=2, epoch_factory=epoch_factory,
-                init_state=elr_plus_train.with_averages, label_evidence=label_evidence)
+  return method_lib.Method(
+    name="elr_plus",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: elr_plus_train.init_rows(rows, classes),
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+    epoch_factory=epoch_factory,
+    init_state=elr_plus_train.with_averages,
+    label_evidence=label_evidence,
+  )
 
 
 def uniform_prior(num_classes: int) -> jax.Array:
@@ -403,18 +495,16 @@ def uniform_prior(num_classes: int) -> jax.Array:
 
 
 _METHOD_FIELDS = {
-    "loss": {"name", "loss", "loss_kwargs", "label_smoothing"},
-    "truncated_lq": {"name", "q", "k", "prune_start", "prune_every", "prune_params"},
-    "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "relabel_k",
-                           "stage2"},
-    "encouraging": {"name", "log_end", "label_smoothing"},
-    "loss_correction": {"name", "correction", "transition", "percentile", "shared_filter"},
-    "elr": {"name", "lam", "beta"},
-    "sop": {"name", "lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v"},
-    "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch",
-                   "normalise_twice"},
-    "dividemix": {"name"} | {f.name for f in dataclasses.fields(DividemixSettings)},
-    "elr_plus": {"name"} | {f.name for f in dataclasses.fields(ElrPlusSettings)},
+  "loss": {"name", "loss", "loss_kwargs", "label_smoothing"},
+  "truncated_lq": {"name", "q", "k", "prune_start", "prune_every", "prune_params"},
+  "joint_optimization": {"name", "alpha", "beta", "prior", "begin", "history_length", "relabel", "relabel_k", "stage2"},
+  "encouraging": {"name", "log_end", "label_smoothing"},
+  "loss_correction": {"name", "correction", "transition", "percentile", "shared_filter"},
+  "elr": {"name", "lam", "beta"},
+  "sop": {"name", "lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v"},
+  "coteaching": {"name", "forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch", "normalise_twice"},
+  "dividemix": {"name"} | {f.name for f in dataclasses.fields(DividemixSettings)},
+  "elr_plus": {"name"} | {f.name for f in dataclasses.fields(ElrPlusSettings)},
 }
 
 
@@ -434,26 +524,42 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
   _checks.check_choice("method name", name, METHOD_NAMES)
   unknown = sorted(set(method_config.keys()) - _METHOD_FIELDS[name])
   if unknown:
-    raise ValueError(f"Unknown field(s) {unknown} in config.method for method {name!r}; allowed: "
-                     f"{sorted(_METHOD_FIELDS[name])}.")
+    raise ValueError(
+      f"Unknown field(s) {unknown} in config.method for method {name!r}; allowed: {sorted(_METHOD_FIELDS[name])}."
+    )
   if name == "loss":
-    return loss_method(method_config.loss, label_smoothing=float(method_config.get("label_smoothing", 0.0)),
-                       **dict(method_config.get("loss_kwargs", {})))
+    return loss_method(
+      method_config.loss,
+      label_smoothing=float(method_config.get("label_smoothing", 0.0)),
+      **dict(method_config.get("loss_kwargs", {})),
+    )
   if name == "truncated_lq":
-    return truncated_lq_method(q=method_config.q, k=method_config.k, prune_start=method_config.prune_start,
-                               prune_every=method_config.prune_every, prune_params=method_config.prune_params)
+    return truncated_lq_method(
+      q=method_config.q,
+      k=method_config.k,
+      prune_start=method_config.prune_start,
+      prune_every=method_config.prune_every,
+      prune_params=method_config.prune_params,
+    )
   if name == "joint_optimization":
     prior = method_config.get("prior", "uniform")
     prior = uniform_prior(num_classes) if isinstance(prior, str) and prior == "uniform" else prior
-    return joint_optimization_method(alpha=method_config.alpha, beta=method_config.beta, prior=prior,
-                                     begin=method_config.begin, history_length=method_config.history_length,
-                                     relabel=method_config.relabel, relabel_k=method_config.get("relabel_k", 0),
-                                     stage2=method_config.get("stage2", True))
+    return joint_optimization_method(
+      alpha=method_config.alpha,
+      beta=method_config.beta,
+      prior=prior,
+      begin=method_config.begin,
+      history_length=method_config.history_length,
+      relabel=method_config.relabel,
+      relabel_k=method_config.get("relabel_k", 0),
+      stage2=method_config.get("stage2", True),
+    )
   if name == "elr":
     return elr_method(**_given(method_config, lam=float, beta=float))
   if name == "sop":
-    return sop_method(**_given(method_config, lr_u=float, lr_v=float, init_std=float, ratio_balance=float,
-                               balance_detach_v=bool))
+    return sop_method(
+      **_given(method_config, lr_u=float, lr_v=float, init_std=float, ratio_balance=float, balance_detach_v=bool)
+    )
   if name == "dividemix":
     fields = {k: method_config[k] for k in method_config.keys() if k != "name"}
     return dividemix_method(DividemixSettings(**fields))
@@ -462,21 +568,28 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
     return elr_plus_method(ElrPlusSettings(**fields), num_classes=num_classes)
   if name == "coteaching":
     if num_epochs is None:
-      raise ValueError("method 'coteaching' needs the run's epochs for its forget-rate schedule: "
-                       "make(..., num_epochs=config.num_epochs).")
+      raise ValueError(
+        "method 'coteaching' needs the run's epochs for its forget-rate schedule: "
+        "make(..., num_epochs=config.num_epochs)."
+      )
     if "forget_rate" not in method_config:
       raise ValueError("method 'coteaching' needs method.forget_rate (the paper uses the noise rate).")
     return coteaching_method(
-        forget_rate=float(method_config.forget_rate), num_epochs=int(num_epochs),
-        **_given(method_config, num_gradual=int, exponent=float, ramp=str, plus=bool, init_epoch=int,
-                 normalise_twice=bool))
+      forget_rate=float(method_config.forget_rate),
+      num_epochs=int(num_epochs),
+      **_given(
+        method_config, num_gradual=int, exponent=float, ramp=str, plus=bool, init_epoch=int, normalise_twice=bool
+      ),
+    )
   if name == "loss_correction":
     if transition is None:
-      raise ValueError("method 'loss_correction' needs its transition matrix: make(..., transition=T); "
-                       "experiment.runs resolves config.method.transition ('known', 'estimated' or a matrix).")
+      raise ValueError(
+        "method 'loss_correction' needs its transition matrix: make(..., transition=T); "
+        "experiment.runs resolves config.method.transition ('known', 'estimated' or a matrix)."
+      )
     if np.shape(transition) != (num_classes, num_classes):
-      raise ValueError(f"the transition matrix has shape {np.shape(transition)}; [C, C] = [{num_classes}, "
-                       f"{num_classes}] expected.")
+      raise ValueError(
+        f"the transition matrix has shape {np.shape(transition)}; [C, C] = [{num_classes}, {num_classes}] expected."
+      )
     return loss_correction_method(correction=method_config.correction, transition=transition)
-  return encouraging_method(log_end=method_config.log_end,
-                            label_smoothing=method_config.get("label_smoothing", 0.0))
+  return encouraging_method(log_end=method_config.log_end, label_smoothing=method_config.get("label_smoothing", 0.0))

@@ -61,8 +61,9 @@ EPS = 1e-4
 INIT_STD = 1e-8
 
 
-def init_params(key, num_examples: int, num_classes: int, std: float = INIT_STD, *,
-                mean: float = 0.0) -> tuple[jax.Array, jax.Array]:
+def init_params(
+  key, num_examples: int, num_classes: int, std: float = INIT_STD, *, mean: float = 0.0
+) -> tuple[jax.Array, jax.Array]:
   """u [N] and v [N, C] in precision.float_dtype() (float32; float64 with x64), every entry ~ N(mean, std^2) (the
   original: mean 0, std 1e-8), independent keys.
 
@@ -169,8 +170,7 @@ def consistency_loss(logits1, logits2) -> jax.Array:
   return jnp.sum(jnp.exp(log_p1) * (log_p1 - log_p2), axis=-1).astype(out_dtype)
 
 
-def balance_loss(logits, labels, u_rows, v_rows, *, detach_v: bool = True, where=None,
-                 axis_name=None) -> jax.Array:
+def balance_loss(logits, labels, u_rows, v_rows, *, detach_v: bool = True, where=None, axis_name=None) -> jax.Array:
   """SOP+'s class-balance term (a batch-level scalar): -sum_c (1/C) log clamp(mean_i p~_ic, 1e-4, 1).
 
   p~ as in `sop_loss`. The original weights it by ratio_balance (0.1 on CIFAR-100). Its p~ contains sg(V), so the
@@ -231,8 +231,8 @@ def sgd_update(u, v, grads, lr_u, lr_v, *, indices=None) -> tuple[jax.Array, jax
   u = jnp.asarray(u)
   v = jnp.asarray(v)
   grad_u, grad_v = (jnp.asarray(g) for g in grads)
-  step_u = (-jnp.asarray(lr_u, u.dtype) * grad_u.astype(u.dtype))
-  step_v = (-jnp.asarray(lr_v, v.dtype) * grad_v.astype(v.dtype))
+  step_u = -jnp.asarray(lr_u, u.dtype) * grad_u.astype(u.dtype)
+  step_v = -jnp.asarray(lr_v, v.dtype) * grad_v.astype(v.dtype)
   if indices is None:
     _checks.check_same_shape("grad_u", grad_u, "u", u)
     _checks.check_same_shape("grad_v", grad_v, "v", v)

@@ -26,10 +26,17 @@ from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
 from noisy_jax.models.small_cnn import SmallCNN
 
 MODELS: dict[str, type[nn.Module]] = {
-    "mlp": MLP, "small_cnn": SmallCNN, "preact_resnet32": PreActResNet32, "preact_resnet_jo": PreActResNetJO,
-    "resnet18": ResNet18, "resnet34": ResNet34, "apl_cnn": APLCNN, "apl_cnn_mnist": APLCNNMnist,
-    "resnet50": ResNet50,  # ImageNet style (torchvision's resnet50); resnet18 / resnet34 are CIFAR style
-    "coteaching_cnn": CoteachingCNN}
+  "mlp": MLP,
+  "small_cnn": SmallCNN,
+  "preact_resnet32": PreActResNet32,
+  "preact_resnet_jo": PreActResNetJO,
+  "resnet18": ResNet18,
+  "resnet34": ResNet34,
+  "apl_cnn": APLCNN,
+  "apl_cnn_mnist": APLCNNMnist,
+  "resnet50": ResNet50,  # ImageNet style (torchvision's resnet50); resnet18 / resnet34 are CIFAR style
+  "coteaching_cnn": CoteachingCNN,
+}
 
 
 AUTO = "auto"
@@ -59,8 +66,10 @@ def resolve(name: str, input_shape) -> str:
   if len(shape) == 1:
     return "mlp"
   if len(shape) != 3:
-    raise ValueError(f"model 'auto' picks a model for inputs [D] or [H, W, C]; got input shape {shape}. Name a "
-                     f"model instead (--config.model.name=...), one of {', '.join(MODELS)}.")
+    raise ValueError(
+      f"model 'auto' picks a model for inputs [D] or [H, W, C]; got input shape {shape}. Name a "
+      f"model instead (--config.model.name=...), one of {', '.join(MODELS)}."
+    )
   return "small_cnn" if min(shape[:2]) < RESNET_MIN_SIZE else "preact_resnet32"
 
 
@@ -80,9 +89,25 @@ def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   return MODELS[name](num_classes=int(num_classes), **kwargs)
 
 
-__all__ = ["AUTO", "APLCNN", "APLCNNMnist", "CoteachingCNN", "ImageNetResNet", "MLP", "MODELS", "PreActResNet",
-           "PreActResNet32", "PreActResNetJO", "ResNet", "ResNet18", "ResNet34", "ResNet50", "SmallCNN", "get",
-           "resolve"]
+__all__ = [
+  "AUTO",
+  "APLCNN",
+  "APLCNNMnist",
+  "CoteachingCNN",
+  "ImageNetResNet",
+  "MLP",
+  "MODELS",
+  "PreActResNet",
+  "PreActResNet32",
+  "PreActResNetJO",
+  "ResNet",
+  "ResNet18",
+  "ResNet34",
+  "ResNet50",
+  "SmallCNN",
+  "get",
+  "resolve",
+]
 
 
 def build(model_config, num_classes: int, input_shape=None, *, bn_axis_name: str | None = AXIS) -> nn.Module:

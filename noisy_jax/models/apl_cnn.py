@@ -62,6 +62,7 @@ class APLCNN(nn.Module):
   Parameters are float32, `dtype` is the compute dtype. BatchNorm averages batch statistics over the device axis
   `bn_axis_name` when set; `batch_norm` 'fused' (default) or 'flax' (models.batch_norm: same numbers).
   """
+
   num_classes: int
   widths: Sequence[int] = (64, 128, 196)
   convs_per_stage: int = 2
@@ -76,30 +77,53 @@ class APLCNN(nn.Module):
     if x.ndim != 4:
       raise ValueError(f"{type(self).__name__} needs images [B, H, W, C], got shape {x.shape}.")
     if not self.widths or min(self.widths) < 1 or self.convs_per_stage < 1 or self.dense_size < 1:
-      raise ValueError(f"widths={tuple(self.widths)!r}, convs_per_stage={self.convs_per_stage!r} and "
-                       f"dense_size={self.dense_size!r} must be non-empty / >= 1.")
-    norm = lambda name: make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype,
-                                        name=name)
+      raise ValueError(
+        f"widths={tuple(self.widths)!r}, convs_per_stage={self.convs_per_stage!r} and "
+        f"dense_size={self.dense_size!r} must be non-empty / >= 1."
+      )
+    norm = lambda name: make_batch_norm(
+      self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype, name=name
+    )
     x = x.astype(self.dtype)
     for stage, width in enumerate(self.widths, start=1):
       for layer in range(1, self.convs_per_stage + 1):
         fan_in = 9 * x.shape[-1]
-        x = nn.Conv(width, (3, 3), padding=((1, 1), (1, 1)), use_bias=True, dtype=self.dtype,
-                    kernel_init=KAIMING_UNIFORM_RELU, bias_init=torch_default_bias_init(fan_in),
-                    name=f"block{stage}_conv{layer}")(x)
+        x = nn.Conv(
+          width,
+          (3, 3),
+          padding=((1, 1), (1, 1)),
+          use_bias=True,
+          dtype=self.dtype,
+          kernel_init=KAIMING_UNIFORM_RELU,
+          bias_init=torch_default_bias_init(fan_in),
+          name=f"block{stage}_conv{layer}",
+        )(x)
         x = nn.relu(norm(f"block{stage}_bn{layer}")(x))
       x = max_pool_2x2(x)
     x = x.reshape((x.shape[0], -1))
-    x = nn.Dense(self.dense_size, dtype=self.dtype, param_dtype=wide, kernel_init=XAVIER_UNIFORM,
-                 bias_init=torch_default_bias_init(x.shape[-1]), name="fc1")(x)
+    x = nn.Dense(
+      self.dense_size,
+      dtype=self.dtype,
+      param_dtype=wide,
+      kernel_init=XAVIER_UNIFORM,
+      bias_init=torch_default_bias_init(x.shape[-1]),
+      name="fc1",
+    )(x)
     x = nn.relu(norm("fc1_bn")(x))
-    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=XAVIER_UNIFORM,
-                 bias_init=torch_default_bias_init(x.shape[-1]), name="fc2")(x)
+    x = nn.Dense(
+      self.num_classes,
+      dtype=self.dtype,
+      param_dtype=wide,
+      kernel_init=XAVIER_UNIFORM,
+      bias_init=torch_default_bias_init(x.shape[-1]),
+      name="fc2",
+    )(x)
     return x.astype(wide)
 
 
 class APLCNNMnist(APLCNN):
   """APL's `ToyModel` of type MNIST: widths 32/64, one conv per stage, dense 128 (for 28x28x1 inputs)."""
+
   widths: Sequence[int] = (32, 64)
   convs_per_stage: int = 1
   dense_size: int = 128

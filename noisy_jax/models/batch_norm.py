@@ -86,6 +86,7 @@ class BatchNorm(nn.Module):
   normalisation are computed in float32. Running averages: new = momentum * old + (1 - momentum) * batch value,
   with the biased batch variance (as flax; PyTorch uses the unbiased one). momentum 0.9 = PyTorch's 0.1.
   """
+
   use_running_average: bool = False
   momentum: float = 0.9
   epsilon: float = 1e-5
@@ -115,14 +116,23 @@ class BatchNorm(nn.Module):
 BATCH_NORM_KINDS = ("fused", "flax")
 
 
-def make_batch_norm(kind: str, *, train: bool, axis_name: str | None, dtype: Any, momentum: float = 0.9,
-                    epsilon: float = 1e-5, name: str | None = None) -> nn.Module:
+def make_batch_norm(
+  kind: str,
+  *,
+  train: bool,
+  axis_name: str | None,
+  dtype: Any,
+  momentum: float = 0.9,
+  epsilon: float = 1e-5,
+  name: str | None = None,
+) -> nn.Module:
   """The BatchNorm module of `kind` ('fused': this module's BatchNorm; 'flax': flax.linen.BatchNorm); same numbers
   and the same variable names, so a model can switch kinds without changing its checkpoints."""
   if kind not in BATCH_NORM_KINDS:
     raise ValueError(f"Unknown batch_norm {kind!r}; allowed: {', '.join(map(repr, BATCH_NORM_KINDS))}.")
-  common = dict(use_running_average=not train, momentum=momentum, epsilon=epsilon, axis_name=axis_name, dtype=dtype,
-                name=name)
+  common = dict(
+    use_running_average=not train, momentum=momentum, epsilon=epsilon, axis_name=axis_name, dtype=dtype, name=name
+  )
   if kind == "fused":  # its parameters follow dtype (float32, float64 for float64)
     return BatchNorm(**common)
   return nn.BatchNorm(**common, param_dtype=precision.at_least(dtype))

@@ -60,6 +60,7 @@ class CoteachingCNN(nn.Module):
   `bn_axis_name` when set; `batch_norm` 'fused' (default) or 'flax' (models.batch_norm: same numbers). Train mode
   with dropout_rate > 0 needs `rngs={'dropout': key}`.
   """
+
   num_classes: int
   widths: Sequence[int] = DEFAULT_WIDTHS
   dropout_rate: float = 0.25
@@ -78,24 +79,40 @@ class CoteachingCNN(nn.Module):
     if not 0.0 <= self.dropout_rate < 1.0:
       raise ValueError(f"dropout_rate={self.dropout_rate!r} must be in [0, 1).")
     if min(x.shape[1:3]) < 28:
-      raise ValueError(f"{type(self).__name__} needs images of at least 28x28 (two 2x2 pools, then three unpadded "
-                       f"3x3 convolutions), got {x.shape[1]}x{x.shape[2]}.")
+      raise ValueError(
+        f"{type(self).__name__} needs images of at least 28x28 (two 2x2 pools, then three unpadded "
+        f"3x3 convolutions), got {x.shape[1]}x{x.shape[2]}."
+      )
     x = x.astype(self.dtype)
     for layer, width in enumerate(self.widths, start=1):
       fan_in = 9 * x.shape[-1]
       padding = ((1, 1), (1, 1)) if layer <= 6 else ((0, 0), (0, 0))
-      x = nn.Conv(width, (3, 3), padding=padding, use_bias=True, dtype=self.dtype, param_dtype=wide,
-                  kernel_init=TORCH_DEFAULT_KERNEL_INIT, bias_init=torch_default_bias_init(fan_in),
-                  name=f"conv{layer}")(x)
-      x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype,
-                          name=f"bn{layer}")(x)
+      x = nn.Conv(
+        width,
+        (3, 3),
+        padding=padding,
+        use_bias=True,
+        dtype=self.dtype,
+        param_dtype=wide,
+        kernel_init=TORCH_DEFAULT_KERNEL_INIT,
+        bias_init=torch_default_bias_init(fan_in),
+        name=f"conv{layer}",
+      )(x)
+      x = make_batch_norm(
+        self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype, name=f"bn{layer}"
+      )(x)
       x = nn.leaky_relu(x, negative_slope=self.negative_slope)
       if layer in (3, 6):
         x = max_pool_2x2(x)
         if self.dropout_rate:
           x = nn.Dropout(self.dropout_rate, broadcast_dims=(1, 2), deterministic=not train)(x)
     x = jnp.mean(x, axis=(1, 2))
-    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=TORCH_DEFAULT_KERNEL_INIT,
-                 bias_init=torch_default_bias_init(x.shape[-1]), name="fc")(x)
+    x = nn.Dense(
+      self.num_classes,
+      dtype=self.dtype,
+      param_dtype=wide,
+      kernel_init=TORCH_DEFAULT_KERNEL_INIT,
+      bias_init=torch_default_bias_init(x.shape[-1]),
+      name="fc",
+    )(x)
     return x.astype(wide)
-

@@ -59,6 +59,7 @@ class Bottleneck(nn.Module):
   widths features -> features -> expansion * features. The shortcut is BN(conv1x1_s(x)) when the stride is not 1 or
   the channel count changes, the identity otherwise. [B, H, W, C_in] -> [B, ceil(H/s), ceil(W/s), expansion * features].
   """
+
   features: int
   strides: int = 1
   expansion: int = 4
@@ -87,6 +88,7 @@ class ImageNetResNet(nn.Module):
   width widths[s-1] (output expansion * widths[s-1]), the first with stride 1 in stage 1 and 2 later; head: global
   average pool -> Dense(num_classes). The defaults are ResNet-50; smaller widths / blocks serve tests and smoke runs.
   """
+
   # The XLA:CPU setting of the CIFAR ResNets (models.resnet); measured there, not on this network.
   xla_cpu_compiler_options: ClassVar[dict[str, str]] = XLA_CPU_COMPILER_OPTIONS
 
@@ -104,24 +106,38 @@ class ImageNetResNet(nn.Module):
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 7, strides=2, dtype=self.dtype, kernel_init=HE_NORMAL_FAN_OUT, name="stem_conv")(x)
-    x = nn.relu(batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm,
-                           name="stem_bn")(x))
+    x = nn.relu(
+      batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm, name="stem_bn")(x)
+    )
     x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     for stage, (width, blocks) in enumerate(zip(self.widths, self.blocks_per_stage)):
       for block in range(blocks):
-        x = Bottleneck(width, strides=2 if stage > 0 and block == 0 else 1, expansion=self.expansion,
-                       bn_axis_name=self.bn_axis_name, dtype=self.dtype, batch_norm=self.batch_norm,
-                       name=f"stage{stage + 1}_block{block + 1}")(x, train=train)
+        x = Bottleneck(
+          width,
+          strides=2 if stage > 0 and block == 0 else 1,
+          expansion=self.expansion,
+          bn_axis_name=self.bn_axis_name,
+          dtype=self.dtype,
+          batch_norm=self.batch_norm,
+          name=f"stage{stage + 1}_block{block + 1}",
+        )(x, train=train)
     x = jnp.mean(x, axis=(1, 2))
     fan_in = x.shape[-1]
-    x = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, kernel_init=TORCH_LINEAR_KERNEL,
-                 bias_init=torch_default_bias_init(fan_in), name="head")(x)
+    x = nn.Dense(
+      self.num_classes,
+      dtype=self.dtype,
+      param_dtype=wide,
+      kernel_init=TORCH_LINEAR_KERNEL,
+      bias_init=torch_default_bias_init(fan_in),
+      name="head",
+    )(x)
     return x.astype(wide)
 
 
 class ResNet50(ImageNetResNet):
   """ResNet-50 (torchvision `resnet50`, v1.5): Bottlenecks [3, 4, 6, 3], widths 64/128/256/512, expansion 4;
   25,557,032 parameters at 1,000 classes, 23,528,522 at 10."""
+
   widths: Sequence[int] = (64, 128, 256, 512)
   blocks_per_stage: Sequence[int] = (3, 4, 6, 3)
   expansion: int = 4

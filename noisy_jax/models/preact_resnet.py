@@ -35,6 +35,7 @@ class PreActBlock(nn.Module):
   `project` is set, the stride is not 1 or the channel count changes, and the identity x otherwise.
   [B, H, W, C_in] -> [B, H/s, W/s, features]; the output is not activated (the next block or the head does it).
   """
+
   features: int
   strides: int = 1
   project: bool = False
@@ -70,6 +71,7 @@ class PreActResNet(nn.Module):
   Trainable parameters, C classes, widths w_s, n_s blocks: 27 w_1 + sum over blocks of
   [2 c_in + 9 c_in w + 2 w + 9 w^2 (+ c_in w if projected)] + 2 w_S + (w_S + 1) C.
   """
+
   xla_cpu_compiler_options: ClassVar[dict[str, str]] = XLA_CPU_COMPILER_OPTIONS  # see models.resnet
 
   num_classes: int
@@ -88,18 +90,25 @@ class PreActResNet(nn.Module):
     x = conv(self.widths[0], 3, dtype=self.dtype, name="stem_conv")(x)
     for stage, (width, blocks) in enumerate(zip(self.widths, self.blocks_per_stage)):
       for block in range(blocks):
-        x = PreActBlock(width, strides=2 if stage > 0 and block == 0 else 1,
-                        project=self.project_first_block and block == 0, bn_axis_name=self.bn_axis_name,
-                        batch_norm=self.batch_norm,
-                        dtype=self.dtype, name=f"stage{stage + 1}_block{block + 1}")(x, train=train)
-    x = nn.relu(batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm,
-                           name="final_bn")(x))
+        x = PreActBlock(
+          width,
+          strides=2 if stage > 0 and block == 0 else 1,
+          project=self.project_first_block and block == 0,
+          bn_axis_name=self.bn_axis_name,
+          batch_norm=self.batch_norm,
+          dtype=self.dtype,
+          name=f"stage{stage + 1}_block{block + 1}",
+        )(x, train=train)
+    x = nn.relu(
+      batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm, name="final_bn")(x)
+    )
     x = jnp.mean(x, axis=(1, 2))
     return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, name="head")(x).astype(wide)
 
 
 class PreActResNet32(PreActResNet):
   """Pre-activation ResNet-32 for CIFAR: widths 16/32/64, 3 x 5 blocks (466,714 parameters at 10 classes)."""
+
   widths: Sequence[int] = (16, 32, 64)
   blocks_per_stage: Sequence[int] = (5, 5, 5)
   project_first_block: bool = False
@@ -108,6 +117,7 @@ class PreActResNet32(PreActResNet):
 class PreActResNetJO(PreActResNet):
   """The Joint Optimization network (Tanaka et al. 2018, original `net.py`): widths 32/64/128, 3 x 5 blocks, a 1x1
   projection shortcut in every stage's first block (1,861,162 parameters at 10 classes)."""
+
   widths: Sequence[int] = (32, 64, 128)
   blocks_per_stage: Sequence[int] = (5, 5, 5)
   project_first_block: bool = True

@@ -34,11 +34,19 @@ HE_NORMAL = nn.initializers.variance_scaling(2.0, "fan_in", "normal")
 # which keeps XLA's defaults. Applied per compiled step (`jax.jit(compiler_options=...)`) on CPU only, by
 # `noisy_jax.parallel.xla_options.compiler_options`; it changes kernels, not the computation.
 XLA_CPU_COMPILER_OPTIONS = {
-    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"}
+  "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"
+}
 
 
-def conv(features: int, kernel_size: int, *, strides: int = 1, dtype: Any = jnp.float32,
-         kernel_init: Any = HE_NORMAL, name: str | None = None) -> nn.Module:
+def conv(
+  features: int,
+  kernel_size: int,
+  *,
+  strides: int = 1,
+  dtype: Any = jnp.float32,
+  kernel_init: Any = HE_NORMAL,
+  name: str | None = None,
+) -> nn.Module:
   """A bias-free square convolution with PyTorch-style symmetric padding; call it inside a compact module.
 
   [B, H, W, C_in] -> [B, ceil(H / strides), ceil(W / strides), features] for odd kernel sizes: the padding is
@@ -50,13 +58,22 @@ def conv(features: int, kernel_size: int, *, strides: int = 1, dtype: Any = jnp.
   implementation.
   """
   pad = kernel_size // 2
-  return nn.Conv(features, (kernel_size, kernel_size), strides=(strides, strides), padding=((pad, pad), (pad, pad)),
-                 use_bias=False, dtype=dtype, param_dtype=precision.at_least(dtype), kernel_init=kernel_init,
-                 name=name)
+  return nn.Conv(
+    features,
+    (kernel_size, kernel_size),
+    strides=(strides, strides),
+    padding=((pad, pad), (pad, pad)),
+    use_bias=False,
+    dtype=dtype,
+    param_dtype=precision.at_least(dtype),
+    kernel_init=kernel_init,
+    name=name,
+  )
 
 
-def batch_norm(*, train: bool, axis_name: str | None, dtype: Any, kind: str = "fused",
-               name: str | None = None) -> nn.Module:
+def batch_norm(
+  *, train: bool, axis_name: str | None, dtype: Any, kind: str = "fused", name: str | None = None
+) -> nn.Module:
   """BatchNorm over [B, H, W] per channel: momentum 0.9 (PyTorch momentum 0.1), epsilon 1e-5, scale and bias.
 
   Train mode normalises with the batch statistics (averaged over the device axis `axis_name` when set) and updates
@@ -72,8 +89,10 @@ def check_stages(model: str, x, widths: Sequence[int], blocks_per_stage: Sequenc
   if x.ndim != 4:
     raise ValueError(f"{model} needs images [B, H, W, C], got shape {x.shape}.")
   if not widths or len(widths) != len(blocks_per_stage):
-    raise ValueError(f"widths={tuple(widths)!r} and blocks_per_stage={tuple(blocks_per_stage)!r} must be "
-                     "non-empty and of the same length (one entry per stage).")
+    raise ValueError(
+      f"widths={tuple(widths)!r} and blocks_per_stage={tuple(blocks_per_stage)!r} must be "
+      "non-empty and of the same length (one entry per stage)."
+    )
   if min(widths) < 1 or min(blocks_per_stage) < 1:
     raise ValueError(f"widths={tuple(widths)!r} and blocks_per_stage={tuple(blocks_per_stage)!r} must be >= 1.")
 
@@ -84,6 +103,7 @@ class BasicBlock(nn.Module):
   The first 3x3 convolution has stride `strides`. The shortcut is the identity, or BN(conv1x1_s(x)) (projection,
   "option B") when the stride is not 1 or the channel count changes. [B, H, W, C_in] -> [B, H/s, W/s, features].
   """
+
   features: int
   strides: int = 1
   bn_axis_name: str | None = None
@@ -122,6 +142,7 @@ class ResNet(nn.Module):
   (PyTorch: uniform(+-1/sqrt(fan_in)) for both); the pool is global (PyTorch `avg_pool2d(out, 4)`, the same for
   32x32 and 28x28 inputs, whose last map is 4x4).
   """
+
   xla_cpu_compiler_options: ClassVar[dict[str, str]] = XLA_CPU_COMPILER_OPTIONS
 
   num_classes: int
@@ -137,13 +158,20 @@ class ResNet(nn.Module):
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 3, dtype=self.dtype, name="stem_conv")(x)
-    x = nn.relu(batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm,
-                           name="stem_bn")(x))
+    x = nn.relu(
+      batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm, name="stem_bn")(x)
+    )
     for stage, (width, blocks) in enumerate(zip(self.widths, self.blocks_per_stage)):
       for block in range(blocks):
         strides = 2 if stage > 0 and block == 0 else 1
-        x = BasicBlock(width, strides, bn_axis_name=self.bn_axis_name, dtype=self.dtype, batch_norm=self.batch_norm,
-                       name=f"stage{stage + 1}_block{block + 1}")(x, train=train)
+        x = BasicBlock(
+          width,
+          strides,
+          bn_axis_name=self.bn_axis_name,
+          dtype=self.dtype,
+          batch_norm=self.batch_norm,
+          name=f"stage{stage + 1}_block{block + 1}",
+        )(x, train=train)
     x = jnp.mean(x, axis=(1, 2))
     return nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=wide, name="head")(x).astype(wide)
 
@@ -153,6 +181,7 @@ class ResNet18(ResNet):
 
   The GCE paper's FASHION-MNIST model.
   """
+
   blocks_per_stage: Sequence[int] = (2, 2, 2, 2)
 
 
@@ -161,4 +190,5 @@ class ResNet34(ResNet):
 
   The GCE paper's CIFAR-10/100 model.
   """
+
   blocks_per_stage: Sequence[int] = (3, 4, 6, 3)

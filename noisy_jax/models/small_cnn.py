@@ -43,6 +43,7 @@ class SmallCNN(nn.Module):
   4 seeds. (16, 32, 64) reached the same accuracy at 1.5-2x the time, (8, 16, 32) ~0.5 points less at 0.7x;
   the 'avg' head lost 1-2 points; (32, 64, 128) took ~2.7 s per epoch.
   """
+
   num_classes: int
   widths: Sequence[int] = (12, 24, 48)
   dense_size: int = 0
@@ -55,8 +56,9 @@ class SmallCNN(nn.Module):
   def __call__(self, x, *, train: bool):
     wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     if x.ndim != 4:
-      raise ValueError(f"SmallCNN needs images [B, H, W, C], got shape {x.shape}; feature vectors [B, D] "
-                       "need the 'mlp' model.")
+      raise ValueError(
+        f"SmallCNN needs images [B, H, W, C], got shape {x.shape}; feature vectors [B, D] need the 'mlp' model."
+      )
     _checks.check_choice("head", self.head, HEADS)
     if not self.widths:
       raise ValueError(f"widths={self.widths!r} must name at least one stage.")
@@ -64,8 +66,15 @@ class SmallCNN(nn.Module):
     for stage, width in enumerate(self.widths):
       if stage and min(x.shape[1:3]) > 2:
         x = max_pool_2x2(x)
-      x = nn.Conv(width, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype, param_dtype=wide,
-                  kernel_init=nn.initializers.he_normal())(x)
+      x = nn.Conv(
+        width,
+        (3, 3),
+        padding="SAME",
+        use_bias=False,
+        dtype=self.dtype,
+        param_dtype=wide,
+        kernel_init=nn.initializers.he_normal(),
+      )(x)
       x = make_batch_norm(self.batch_norm, train=train, axis_name=self.bn_axis_name, dtype=self.dtype)(x)
       x = nn.relu(x)
     x = x.reshape((x.shape[0], -1)) if self.head == "flatten" else jnp.mean(x, axis=(1, 2))

@@ -67,9 +67,15 @@ def _env_int(name: str) -> int | None:
     raise ValueError(f"{name}={value!r} must be an integer.") from None
 
 
-def maybe_initialize(multihost: bool | None = None, *, coordinator_address: str | None = None,
-                     num_processes: int | None = None, process_id: int | None = None,
-                     local_device_ids: int | Sequence[int] | None = None, initialization_timeout: int = 300) -> bool:
+def maybe_initialize(
+  multihost: bool | None = None,
+  *,
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
+  local_device_ids: int | Sequence[int] | None = None,
+  initialization_timeout: int = 300,
+) -> bool:
   """Starts `jax.distributed` when this is a multi-host run (see `requested`); returns whether it is running.
 
   Must be called before any JAX computation (JAX raises otherwise). Calling it again is a no-op. The arguments
@@ -89,9 +95,13 @@ def maybe_initialize(multihost: bool | None = None, *, coordinator_address: str 
     raise ValueError(f"process_id={process_id!r} must be in [0, {num_processes}) (num_processes={num_processes}).")
   if not jax.config.jax_cpu_collectives_implementation:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                             process_id=process_id, local_device_ids=local_device_ids,
-                             initialization_timeout=initialization_timeout)
+  jax.distributed.initialize(
+    coordinator_address=coordinator_address,
+    num_processes=num_processes,
+    process_id=process_id,
+    local_device_ids=local_device_ids,
+    initialization_timeout=initialization_timeout,
+  )
   return True
 
 
@@ -107,8 +117,10 @@ def is_main_process() -> bool:
 
 def _host_array(x) -> np.ndarray:
   if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-    raise ValueError("replicated() takes raw uint32 keys (jax.random.PRNGKey), not typed keys (jax.random.key); "
-                     "pass jax.random.key_data(key).")
+    raise ValueError(
+      "replicated() takes raw uint32 keys (jax.random.PRNGKey), not typed keys (jax.random.key); "
+      "pass jax.random.key_data(key)."
+    )
   return np.asarray(x)
 
 

@@ -21,15 +21,16 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
   if jax.process_count() > 1:
     devices = jax.devices()
     if num_devices not in (None, len(devices)):
-      raise ValueError(f"num_devices={num_devices!r}: a run over {jax.process_count()} processes uses all "
-                       f"{len(devices)} devices (leave num_devices unset or 0).")
+      raise ValueError(
+        f"num_devices={num_devices!r}: a run over {jax.process_count()} processes uses all "
+        f"{len(devices)} devices (leave num_devices unset or 0)."
+      )
     return Mesh(np.asarray(devices), (AXIS,))
   devices = jax.local_devices()
   num_devices = len(devices) if num_devices is None else num_devices
   if not 1 <= num_devices <= len(devices):
     raise ValueError(f"num_devices={num_devices!r} must be in [1, {len(devices)}] (the local device count).")
   return Mesh(np.asarray(devices[:num_devices]), (AXIS,))
-
 
 
 def replicate(tree, mesh: Mesh):

@@ -27,7 +27,8 @@ re-imports the main module, so a script that streams with workers must keep its 
 `if __name__ == "__main__":` (experiments/train.py does; without it the workers exit and the loader waits). At exit
 Python's resource tracker may warn of a few "leaked shared_memory objects": the batches still buffered when the
 loader was closed, a bounded number (measured: 6 with 2 workers, whatever the epoch length), released by the
-tracker.
+tracker. A run killed with SIGKILL cannot close its loader, and Grain's workers (0.2.18) then wait for it forever;
+each worker here watches its parent and exits within a second of it (`_exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -44,13 +45,32 @@ DEFAULT_WORKERS = 0  # in-process decoding; config.input_workers or workers= for
 
 def _flags_ready() -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top
+
   if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()
+
+
+def _exit_with_parent(worker_index: int, worker_count: int) -> None:
+  """Grain's worker_init_fn: a daemon thread that ends this worker process once the process that started it is gone
+  (the parent's pid is no longer ours: a killed run's workers are re-parented)."""
+  del worker_index, worker_count
+  import threading  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+
+  parent = os.getppid()
+
+  def watch():
+    while os.getppid() == parent:
+      time.sleep(0.5)
+    os._exit(0)  # pylint: disable=protected-access
+
+  threading.Thread(target=watch, name="exit_with_parent", daemon=True).start()
 
 
 def process_shard() -> tuple[int, int]:
   """(this process's index, process count) from grain's ShardByJaxProcess."""
   import grain  # pylint: disable=g-import-not-at-top
+
   options = grain.sharding.ShardByJaxProcess()
   return int(options.shard_index), int(options.shard_count)
 
@@ -68,6 +88,7 @@ def local_rows(indices: np.ndarray, valid: np.ndarray, shard_index: int, shard_c
 @dataclasses.dataclass(frozen=True)
 class _Rows:
   """Grain record source: position j -> {"images": source[rows[j]], "indices": rows[j], "valid": valid[j]}."""
+
   source: object  # len() and [int] -> uint8 example: image_files.ImageFiles or a NumPy array
   rows: np.ndarray
   valid: np.ndarray
@@ -83,15 +104,17 @@ class _Rows:
 class Loader:
   """An iterator of local batches (dicts of NumPy arrays); close() (or `with`) stops Grain's workers."""
 
-  def __init__(self, source, rows: np.ndarray, valid: np.ndarray, *, batch_size: int, workers: int,
-               prefetch: int = 2):
+  def __init__(self, source, rows: np.ndarray, valid: np.ndarray, *, batch_size: int, workers: int, prefetch: int = 2):
     import grain  # pylint: disable=g-import-not-at-top
+
     _flags_ready()
     dataset = grain.MapDataset.source(_Rows(source, rows, valid)).batch(batch_size, drop_remainder=False)
     dataset = dataset.to_iter_dataset(grain.ReadOptions(num_threads=0 if workers else 1, prefetch_buffer_size=0))
     if workers > 0:
-      dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers,
-                                                                 per_worker_buffer_size=prefetch))
+      dataset = dataset.mp_prefetch(
+        grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=prefetch),
+        worker_init_fn=_exit_with_parent,
+      )
     self._iterator = iter(dataset)
     self.num_batches = math.ceil(len(rows) / batch_size)
 
@@ -116,8 +139,9 @@ class Loader:
     self.close()
 
 
-def epoch_loader(source, indices: np.ndarray, valid: np.ndarray, *, start: int = 0,
-                 workers: int = DEFAULT_WORKERS) -> Loader:
+def epoch_loader(
+  source, indices: np.ndarray, valid: np.ndarray, *, start: int = 0, workers: int = DEFAULT_WORKERS
+) -> Loader:
   """The local batches of one epoch from step `start` on.
 
   Args:
@@ -130,8 +154,7 @@ def epoch_loader(source, indices: np.ndarray, valid: np.ndarray, *, start: int =
   rows, ok = local_rows(np.asarray(indices), np.asarray(valid), shard_index, shard_count)
   if not 0 <= start <= rows.shape[0]:
     raise ValueError(f"start={start!r} must be a step in [0, {rows.shape[0]}].")
-  return Loader(source, rows[start:].reshape(-1), ok[start:].reshape(-1), batch_size=rows.shape[1],
-                workers=workers)
+  return Loader(source, rows[start:].reshape(-1), ok[start:].reshape(-1), batch_size=rows.shape[1], workers=workers)
 
 
 def ordered_batches(source, batch_size: int, *, workers: int = DEFAULT_WORKERS) -> Loader:

@@ -74,8 +74,15 @@ def table_bytes(num_examples: int, num_classes: int, history_length: int, num_de
   return rows * row_bytes(num_classes, history_length) + int(history_length)
 
 
-def use_sharded(mode: str, *, num_examples: int, num_classes: int, history_length: int, num_devices: int,
-                budget_mib: float = DEFAULT_BUDGET_MIB) -> bool:
+def use_sharded(
+  mode: str,
+  *,
+  num_examples: int,
+  num_classes: int,
+  history_length: int,
+  num_devices: int,
+  budget_mib: float = DEFAULT_BUDGET_MIB,
+) -> bool:
   """Whether the table is sharded: 'sharded' -> True, 'replicated' -> False, 'auto' -> D > 1 and the whole
   table's bytes (table_bytes with D = 1) exceed `budget_mib` MiB, on one process or several."""
   _checks.check_choice("label_table_sharding", mode, SHARDING_MODES)
@@ -84,14 +91,19 @@ def use_sharded(mode: str, *, num_examples: int, num_classes: int, history_lengt
   if mode != "auto":
     return mode == "sharded"
   whole = table_bytes(num_examples, num_classes, history_length)
-  return int(num_devices) > 1 and whole > float(budget_mib) * 2 ** 20
+  return int(num_devices) > 1 and whole > float(budget_mib) * 2**20
 
 
 def configured(config, *, num_examples: int, num_classes: int, history_length: int, num_devices: int) -> bool:
   """use_sharded with a run's config: label_table_sharding (default 'auto') and label_table_budget_mib."""
-  return use_sharded(config.get("label_table_sharding", "auto"), num_examples=num_examples,
-                     num_classes=num_classes, history_length=history_length, num_devices=num_devices,
-                     budget_mib=config.get("label_table_budget_mib", DEFAULT_BUDGET_MIB))
+  return use_sharded(
+    config.get("label_table_sharding", "auto"),
+    num_examples=num_examples,
+    num_classes=num_classes,
+    history_length=history_length,
+    num_devices=num_devices,
+    budget_mib=config.get("label_table_budget_mib", DEFAULT_BUDGET_MIB),
+  )
 
 
 def padded_rows(num_examples: int, num_devices: int) -> int:
@@ -124,9 +136,13 @@ def pad(table: label_table_lib.LabelTable, num_devices: int) -> label_table_lib.
   xp = _array_module(table.soft_labels)
   labels = xp.concatenate([table.noisy_labels, xp.full((rows - n,), PAD_LABEL, table.noisy_labels.dtype)])
   history = xp.swapaxes(pad_rows(xp.swapaxes(table.history, 0, 1), rows), 0, 1)
-  return table.replace(noisy_labels=labels, soft_labels=pad_rows(table.soft_labels, rows),
-                       weights=pad_rows(table.weights, rows), history=history,
-                       method_rows={k: pad_rows(v, rows) for k, v in table.method_rows.items()})
+  return table.replace(
+    noisy_labels=labels,
+    soft_labels=pad_rows(table.soft_labels, rows),
+    weights=pad_rows(table.weights, rows),
+    history=history,
+    method_rows={k: pad_rows(v, rows) for k, v in table.method_rows.items()},
+  )
 
 
 def unpad(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:
@@ -138,10 +154,13 @@ def unpad(table: label_table_lib.LabelTable, num_examples: int) -> label_table_l
     return table
   if table.num_examples < num_examples:
     raise ValueError(f"num_examples={num_examples!r} exceeds the table's {table.num_examples} rows.")
-  return table.replace(noisy_labels=table.noisy_labels[:num_examples],
-                       soft_labels=table.soft_labels[:num_examples], weights=table.weights[:num_examples],
-                       history=table.history[:, :num_examples],
-                       method_rows={k: v[:num_examples] for k, v in table.method_rows.items()})
+  return table.replace(
+    noisy_labels=table.noisy_labels[:num_examples],
+    soft_labels=table.soft_labels[:num_examples],
+    weights=table.weights[:num_examples],
+    history=table.history[:, :num_examples],
+    method_rows={k: v[:num_examples] for k, v in table.method_rows.items()},
+  )
 
 
 def specs(axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
@@ -149,16 +168,24 @@ def specs(axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
   `axis` when sharded (history's row axis is its second), P() everywhere when replicated. `method_rows` gets one
   spec, a prefix of whatever per-example state the method keeps (every leaf has its rows first)."""
   if not sharded:
-    return label_table_lib.LabelTable(noisy_labels=P(), soft_labels=P(), weights=P(), history=P(),
-                                      history_filled=P(), method_rows=P())
-  return label_table_lib.LabelTable(noisy_labels=P(axis), soft_labels=P(axis), weights=P(axis),
-                                    history=P(None, axis), history_filled=P(), method_rows=P(axis))
+    return label_table_lib.LabelTable(
+      noisy_labels=P(), soft_labels=P(), weights=P(), history=P(), history_filled=P(), method_rows=P()
+    )
+  return label_table_lib.LabelTable(
+    noisy_labels=P(axis),
+    soft_labels=P(axis),
+    weights=P(axis),
+    history=P(None, axis),
+    history_filled=P(),
+    method_rows=P(axis),
+  )
 
 
 def shardings(mesh: Mesh, axis: str, *, sharded: bool) -> label_table_lib.LabelTable:
   """NamedShardings of the table's leaves on `mesh` (see `specs`)."""
-  return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs(axis, sharded=sharded),
-                      is_leaf=lambda x: isinstance(x, P))
+  return jax.tree.map(
+    lambda spec: NamedSharding(mesh, spec), specs(axis, sharded=sharded), is_leaf=lambda x: isinstance(x, P)
+  )
 
 
 def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_table_lib.LabelTable:
@@ -174,7 +201,7 @@ def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_tab
 
   def padded(x, sharding, fill, row_axis: int = 0):
     """x with rows appended up to `rows` along row_axis, filled with `fill`, each block built where it lives."""
-    shape = (*x.shape[:row_axis], rows, *x.shape[row_axis + 1:])
+    shape = (*x.shape[:row_axis], rows, *x.shape[row_axis + 1 :])
 
     def block(index):  # real rows of the block, then its padding rows
       index = list(index)
@@ -188,17 +215,18 @@ def shard(table: label_table_lib.LabelTable, mesh: Mesh, axis: str) -> label_tab
     return jax.make_array_from_callback(shape, sharding, block)
 
   return label_table_lib.LabelTable(
-      noisy_labels=padded(host.noisy_labels, out.noisy_labels, PAD_LABEL),
-      soft_labels=padded(host.soft_labels, out.soft_labels, 0),
-      weights=padded(host.weights, out.weights, 0),
-      history=padded(host.history, out.history, 0, row_axis=1),
-      history_filled=jax.make_array_from_callback(host.history_filled.shape, out.history_filled,
-                                                  lambda index: host.history_filled[index]),
-      method_rows={k: padded(v, out.method_rows, 0) for k, v in host.method_rows.items()})
+    noisy_labels=padded(host.noisy_labels, out.noisy_labels, PAD_LABEL),
+    soft_labels=padded(host.soft_labels, out.soft_labels, 0),
+    weights=padded(host.weights, out.weights, 0),
+    history=padded(host.history, out.history, 0, row_axis=1),
+    history_filled=jax.make_array_from_callback(
+      host.history_filled.shape, out.history_filled, lambda index: host.history_filled[index]
+    ),
+    method_rows={k: padded(v, out.method_rows, 0) for k, v in host.method_rows.items()},
+  )
 
 
-def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
-           axis: str) -> label_table_lib.LabelTable:
+def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh, axis: str) -> label_table_lib.LabelTable:
   """The initial table of label_table.create, built already split by rows over `axis` of `mesh`: equal to
   shard(label_table.create(noisy_labels, num_classes, history_length=history_length), mesh, axis), but no host or
   device ever holds more than its own rows of soft labels and history (what a table larger than one device, e.g.
@@ -222,17 +250,19 @@ def create(noisy_labels, num_classes: int, *, history_length: int, mesh: Mesh,
     return hot[:, index[1]]
 
   return label_table_lib.LabelTable(
-      noisy_labels=jax.make_array_from_callback((rows,), out.noisy_labels, lambda index: given[index]),
-      soft_labels=jax.make_array_from_callback((rows, c), out.soft_labels, one_hot_rows),
-      weights=jax.make_array_from_callback((rows,), out.weights,
-                                           lambda index: (given[index] >= 0).astype(dtype)),
-      history=jax.make_array_from_callback((h, rows, c), out.history,
-                                           lambda index: np.zeros(out.history.shard_shape((h, rows, c)), dtype)),
-      history_filled=jax.make_array_from_callback((h,), out.history_filled, lambda index: np.zeros((h,), bool)[index]))
+    noisy_labels=jax.make_array_from_callback((rows,), out.noisy_labels, lambda index: given[index]),
+    soft_labels=jax.make_array_from_callback((rows, c), out.soft_labels, one_hot_rows),
+    weights=jax.make_array_from_callback((rows,), out.weights, lambda index: (given[index] >= 0).astype(dtype)),
+    history=jax.make_array_from_callback(
+      (h, rows, c), out.history, lambda index: np.zeros(out.history.shard_shape((h, rows, c)), dtype)
+    ),
+    history_filled=jax.make_array_from_callback((h,), out.history_filled, lambda index: np.zeros((h,), bool)[index]),
+  )
 
 
-def add_method_rows(table: label_table_lib.LabelTable, init_rows: Callable, *, mesh: Mesh | None = None,
-                    axis: str | None = None) -> label_table_lib.LabelTable:
+def add_method_rows(
+  table: label_table_lib.LabelTable, init_rows: Callable, *, mesh: Mesh | None = None, axis: str | None = None
+) -> label_table_lib.LabelTable:
   """The table with a method's per-example state `init_rows(num_rows) -> {name: [num_rows, ...]}` (a pure,
   jit-able function) for every row of the table, padding rows included.
 
@@ -262,6 +292,7 @@ def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> 
   jit over the global arrays: relabel, history_mean and prune_weights are row-wise (each device computes its own
   rows); relabel_top_k's top-k goes through XLA's partitioner (see label_table.relabel_top_k).
   """
+
   def update(table, train_probs):
     return table_update(table, None if train_probs is None else pad_rows(train_probs, rows))
 
@@ -271,15 +302,20 @@ def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> 
 def host_layout(table: label_table_lib.LabelTable, rows: int) -> label_table_lib.LabelTable:
   """A host (NumPy) table of zeros shaped like `table` but with `rows` rows: the structure to read a checkpoint
   written in another layout into (replicated: N rows, or padded for another device count)."""
+
   def zeros(x, row_axis):
     shape = list(np.shape(x))
     shape[row_axis] = rows
     return np.zeros(shape, x.dtype)
 
-  return table.replace(noisy_labels=zeros(table.noisy_labels, 0), soft_labels=zeros(table.soft_labels, 0),
-                       weights=zeros(table.weights, 0), history=zeros(table.history, 1),
-                       method_rows={k: zeros(v, 0) for k, v in table.method_rows.items()},
-                       history_filled=np.zeros(np.shape(table.history_filled), table.history_filled.dtype))
+  return table.replace(
+    noisy_labels=zeros(table.noisy_labels, 0),
+    soft_labels=zeros(table.soft_labels, 0),
+    weights=zeros(table.weights, 0),
+    history=zeros(table.history, 1),
+    method_rows={k: zeros(v, 0) for k, v in table.method_rows.items()},
+    history_filled=np.zeros(np.shape(table.history_filled), table.history_filled.dtype),
+  )
 
 
 def host_table(table: label_table_lib.LabelTable, num_examples: int) -> label_table_lib.LabelTable:

@@ -49,7 +49,10 @@ def _accepted_by_xla(options: tuple[tuple[str, str], ...]) -> bool:
   try:
     jax.jit(lambda x: x + 1, compiler_options=dict(options)).lower(jnp.zeros((2,), jnp.float32)).compile()
   except jax.errors.JaxRuntimeError as error:
-    logging.warning("XLA rejected the compiler options %s (%s); compiling with XLA's defaults.", dict(options),
-                    str(error).splitlines()[0])
+    logging.warning(
+      "XLA rejected the compiler options %s (%s); compiling with XLA's defaults.",
+      dict(options),
+      str(error).splitlines()[0],
+    )
     return False
   return True

@@ -60,10 +60,26 @@ FORMAT_VERSION = 1
 #     device count, dispatch mode, label-table placement or mapping of a two-network step over its pair (a checkpoint of
 #     another table layout is read on the host, its N real rows kept and placed again);
 #     the results then equal an uninterrupted run up to float rounding, not bit for bit.
-RESUME_FREE_FIELDS = ("plots", "plot_key", "title", "epoch_table", "curve_table", "seeds", "eval_train",
-                      "checkpoint_every", "keep_checkpoints", "num_devices", "epoch_mode", "label_table_sharding",
-                      "label_table_budget_mib", "checkpoint_every_steps", "input", "input_workers",
-                      "input_budget_mib", "member_map")
+RESUME_FREE_FIELDS = (
+  "plots",
+  "plot_key",
+  "title",
+  "epoch_table",
+  "curve_table",
+  "seeds",
+  "eval_train",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "num_devices",
+  "epoch_mode",
+  "label_table_sharding",
+  "label_table_budget_mib",
+  "checkpoint_every_steps",
+  "input",
+  "input_workers",
+  "input_budget_mib",
+  "member_map",
+)
 
 
 def stage_dir(workdir: str, stage: str) -> str:
@@ -97,8 +113,9 @@ def open_manager(directory: str, *, keep: int, async_save: bool = True) -> ocp.C
   """
   if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
     raise ValueError(f"keep_checkpoints={keep!r} must be an int >= 1.")
-  options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True,
-                                         enable_async_checkpointing=bool(async_save))
+  options = ocp.CheckpointManagerOptions(
+    max_to_keep=keep, create=True, cleanup_tmp_directories=True, enable_async_checkpointing=bool(async_save)
+  )
   return ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
 
@@ -112,9 +129,11 @@ def _flat_tree(state, table, best_variables) -> dict:
   """{path tuple: leaf} of the train state (step, params, opt_state, batch_stats, ema_params: empty but for ELR+),
   table and best variables."""
   state_dict = flax.serialization.to_state_dict(state)
-  tree = {"state": {k: state_dict[k] for k in ("step", "params", "opt_state", "batch_stats", "ema_params")},
-          "table": flax.serialization.to_state_dict(table),
-          "best_variables": flax.serialization.to_state_dict(best_variables)}
+  tree = {
+    "state": {k: state_dict[k] for k in ("step", "params", "opt_state", "batch_stats", "ema_params")},
+    "table": flax.serialization.to_state_dict(table),
+    "best_variables": flax.serialization.to_state_dict(best_variables),
+  }
   return flax.traverse_util.flatten_dict(tree, keep_empty_nodes=True)
 
 
@@ -177,8 +196,9 @@ def save(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_varia
   # passed (fit's per-epoch history): without the copy a busy machine saved epoch 3's record into epoch 2's
   # checkpoint, and a resume from it skipped epoch 3 (seen in tests/test_multihost.py under load).
   meta = json.loads(json.dumps({**meta, "epoch": int(epoch), "format_version": FORMAT_VERSION}))
-  manager.save(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardSave(arrays),
-                                                   meta=ocp.args.JsonSave(meta)), force=True)
+  manager.save(
+    int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)), force=True
+  )
 
 
 def restore_meta(manager: ocp.CheckpointManager, epoch: int) -> dict:
@@ -195,19 +215,26 @@ def restore_arrays(manager: ocp.CheckpointManager, epoch: int, *, state, table, 
   aliases orbax's buffers.
   """
   flat = _flat_tree(state, table, best_variables)
-  target = flax.traverse_util.unflatten_dict({path: _restore_target(leaf) for path, leaf in flat.items()
-                                              if _stored(leaf)})
+  target = flax.traverse_util.unflatten_dict(
+    {path: _restore_target(leaf) for path, leaf in flat.items() if _stored(leaf)}
+  )
   restored = manager.restore(int(epoch), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(target)))["arrays"]
-  flat.update({path: leaf if isinstance(leaf, jax.Array) else np.asarray(leaf)
-               for path, leaf in flax.traverse_util.flatten_dict(restored).items()})
+  flat.update(
+    {
+      path: leaf if isinstance(leaf, jax.Array) else np.asarray(leaf)
+      for path, leaf in flax.traverse_util.flatten_dict(restored).items()
+    }
+  )
   step = flat[("state", "step")]
   # A Python int, as in a fresh TrainState (weakly typed); a pair of networks (stacked states) keeps its [2] steps.
   flat[("state", "step")] = int(step) if np.ndim(step) == 0 else np.asarray(step)
   tree = flax.traverse_util.unflatten_dict(flat)
   state_dict = {**flax.serialization.to_state_dict(state), **tree["state"]}
-  return (flax.serialization.from_state_dict(state, state_dict),
-          flax.serialization.from_state_dict(table, tree["table"]),
-          flax.serialization.from_state_dict(best_variables, tree["best_variables"]))
+  return (
+    flax.serialization.from_state_dict(state, state_dict),
+    flax.serialization.from_state_dict(table, tree["table"]),
+    flax.serialization.from_state_dict(best_variables, tree["best_variables"]),
+  )
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -222,32 +249,43 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 def config_differences(saved: dict, current: dict) -> list[str]:
   """Dotted names of the fields whose values differ between two JSON configs, ignoring RESUME_FREE_FIELDS."""
   a, b = _flatten(saved), _flatten(current)
-  return sorted(name for name in set(a) | set(b)
-                if name.rsplit(".", 1)[-1] not in RESUME_FREE_FIELDS and a.get(name, "<absent>") != b.get(name,
-                                                                                                        "<absent>"))
+  return sorted(
+    name
+    for name in set(a) | set(b)
+    if name.rsplit(".", 1)[-1] not in RESUME_FREE_FIELDS and a.get(name, "<absent>") != b.get(name, "<absent>")
+  )
 
 
 def check_compatible(meta: dict, *, directory: str, config, key: jax.Array) -> None:
   """Raises ValueError unless the checkpoint `meta` was written by this same run (seed, key, training config)."""
   if meta.get("format_version") != FORMAT_VERSION:
-    raise ValueError(f"The checkpoint in {directory} has format_version={meta.get('format_version')!r}; "
-                     f"this version reads only {FORMAT_VERSION}.")
+    raise ValueError(
+      f"The checkpoint in {directory} has format_version={meta.get('format_version')!r}; "
+      f"this version reads only {FORMAT_VERSION}."
+    )
   seed = config.get("seed") if hasattr(config, "get") else None
   seed = None if seed is None else int(seed)
   if meta.get("seed") != seed:
-    raise ValueError(f"Cannot resume from {directory}: it was written with seed={meta.get('seed')!r}, this run has "
-                     f"seed={seed!r}. Use another workdir or the same seed.")
+    raise ValueError(
+      f"Cannot resume from {directory}: it was written with seed={meta.get('seed')!r}, this run has "
+      f"seed={seed!r}. Use another workdir or the same seed."
+    )
   if meta.get("key_data") != key_data(key):
-    raise ValueError(f"Cannot resume from {directory}: its root key {meta.get('key_data')} differs from this run's "
-                     f"{key_data(key)} (same seed, different key derivation).")
+    raise ValueError(
+      f"Cannot resume from {directory}: its root key {meta.get('key_data')} differs from this run's "
+      f"{key_data(key)} (same seed, different key derivation)."
+    )
   differing = config_differences(meta.get("config", {}), config_json(config))
   if differing:
     saved, current = _flatten(meta.get("config", {})), _flatten(config_json(config))
-    shown = "; ".join(f"{name}: saved {saved.get(name, '<absent>')!r}, now {current.get(name, '<absent>')!r}"
-                      for name in differing[:8])
-    raise ValueError(f"Cannot resume from {directory}: the config differs in field(s) that change training "
-                     f"({shown}). Only {', '.join(RESUME_FREE_FIELDS)} may change on resume; use another workdir "
-                     f"for a different run.")
+    shown = "; ".join(
+      f"{name}: saved {saved.get(name, '<absent>')!r}, now {current.get(name, '<absent>')!r}" for name in differing[:8]
+    )
+    raise ValueError(
+      f"Cannot resume from {directory}: the config differs in field(s) that change training "
+      f"({shown}). Only {', '.join(RESUME_FREE_FIELDS)} may change on resume; use another workdir "
+      f"for a different run."
+    )
 
 
 class _DropOrbaxInfo(std_logging.Filter):

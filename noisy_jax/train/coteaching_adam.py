@@ -24,8 +24,14 @@ ORIGINAL_BETA1_AFTER = 0.1
 ORIGINAL_BETA2 = 0.999
 
 
-def adam_plan(base_lr: float, num_epochs: int, decay_start: int, *, beta1: float = ORIGINAL_BETA1,
-              beta1_after: float = ORIGINAL_BETA1_AFTER) -> tuple[np.ndarray, np.ndarray]:
+def adam_plan(
+  base_lr: float,
+  num_epochs: int,
+  decay_start: int,
+  *,
+  beta1: float = ORIGINAL_BETA1,
+  beta1_after: float = ORIGINAL_BETA1_AFTER,
+) -> tuple[np.ndarray, np.ndarray]:
   """The original's per-epoch Adam learning rate and beta1 (main.py's alpha_plan, beta1_plan), float64 [num_epochs].
 
     lr(e)    = base_lr                                                   e < decay_start
@@ -51,10 +57,18 @@ def adam_plan(base_lr: float, num_epochs: int, decay_start: int, *, beta1: float
   return lr, np.where(decayed, float(beta1_after), float(beta1))
 
 
-def adam_schedule(base_lr: float, num_epochs: int, decay_start: int, *, steps_per_epoch: int,
-                  beta1: float = ORIGINAL_BETA1, beta1_after: float = ORIGINAL_BETA1_AFTER,
-                  beta2: float = ORIGINAL_BETA2, eps: float = 1e-8, epoch_offset: int = 0
-                  ) -> optax.GradientTransformation:
+def adam_schedule(
+  base_lr: float,
+  num_epochs: int,
+  decay_start: int,
+  *,
+  steps_per_epoch: int,
+  beta1: float = ORIGINAL_BETA1,
+  beta1_after: float = ORIGINAL_BETA1_AFTER,
+  beta2: float = ORIGINAL_BETA2,
+  eps: float = 1e-8,
+  epoch_offset: int = 0,
+) -> optax.GradientTransformation:
   """Adam driven by `adam_plan`: `optax.inject_hyperparams(optax.adam)` whose learning_rate and b1 are read per epoch.
 
   The optimiser step count c (0 at the first update) is in epoch e = min(epoch_offset + c // steps_per_epoch,
@@ -82,8 +96,11 @@ def adam_schedule(base_lr: float, num_epochs: int, decay_start: int, *, steps_pe
     return jnp.minimum(epoch_offset + jnp.asarray(count) // steps_per_epoch, num_epochs - 1)
 
   return optax.inject_hyperparams(optax.adam)(
-      learning_rate=lambda count: jnp.asarray(lr_plan)[epoch_of(count)],
-      b1=lambda count: jnp.asarray(beta1_plan)[epoch_of(count)], b2=float(beta2), eps=float(eps))
+    learning_rate=lambda count: jnp.asarray(lr_plan)[epoch_of(count)],
+    b1=lambda count: jnp.asarray(beta1_plan)[epoch_of(count)],
+    b2=float(beta2),
+    eps=float(eps),
+  )
 
 
 def _check_int(name, value, low):

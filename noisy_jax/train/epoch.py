@@ -51,8 +51,10 @@ def resolve_epoch_mode(mode: str, platform: str, *, streamed: bool = False) -> s
   'steps' (ValueError for 'scan')."""
   _checks.check_choice("epoch mode", mode, EPOCH_MODES)
   if streamed and mode == "scan":
-    raise ValueError("epoch_mode='scan' compiles a whole epoch over data on the devices; streaming input feeds "
-                     "one step at a time: use epoch_mode 'steps' or 'auto' (or input='resident').")
+    raise ValueError(
+      "epoch_mode='scan' compiles a whole epoch over data on the devices; streaming input feeds "
+      "one step at a time: use epoch_mode 'steps' or 'auto' (or input='resident')."
+    )
   if mode == "auto":
     return "steps" if streamed or platform == "cpu" else "scan"
   return mode
@@ -63,11 +65,21 @@ def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
 
 
-def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num_examples: int,
-                  mode: str = "auto", augment: augment_lib.AugmentFn | None = None,
-                  compiler_options: dict[str, str] | None = None, shard_table: bool = False,
-                  normalize: Callable | None = None, source=None, workers: int = 0,
-                  member_map: str = "loop") -> Callable:
+def make_epoch_fn(
+  method: method_lib.Method,
+  mesh: Mesh,
+  *,
+  batch_size: int,
+  num_examples: int,
+  mode: str = "auto",
+  augment: augment_lib.AugmentFn | None = None,
+  compiler_options: dict[str, str] | None = None,
+  shard_table: bool = False,
+  normalize: Callable | None = None,
+  source=None,
+  workers: int = 0,
+  member_map: str = "loop",
+) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
 
   member_map: 'vmap' or 'loop', how a two-network method's step maps its forward pass over the pair (train_step).
@@ -117,8 +129,17 @@ def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num
     x = normalize(codes)
     if augment is not None:
       x = augment(augmentation_key(key, step), x, rows)
-    return step_lib.train_step(state, table, x, rows, ok, method=method, epoch=epoch,
-                      table_axis=AXIS if shard_table else None, member_map=member_map)
+    return step_lib.train_step(
+      state,
+      table,
+      x,
+      rows,
+      ok,
+      method=method,
+      epoch=epoch,
+      table_axis=AXIS if shard_table else None,
+      member_map=member_map,
+    )
 
   def local_step(state, table, images, indices, valid, epoch, key, step):
     """This device's slice of the global batch `indices`/`valid` [B], gathered from the resident `images`."""
@@ -128,8 +149,7 @@ def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num
     return step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
 
   def finish(totals):
-    return {"train_loss": totals["loss"] / totals["count"],
-            "train_accuracy_given": totals["correct"] / totals["count"]}
+    return {"train_loss": totals["loss"] / totals["count"], "train_accuracy_given": totals["correct"] / totals["count"]}
 
   table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
 
@@ -141,6 +161,7 @@ def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num
     return jax.shard_map(fn, mesh=mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
 
   if mode == "scan":
+
     def per_device_epoch(state, table, images, key, epoch):
       indices, valid = epoch_batches(key, num_examples, batch_size)
       steps = jnp.arange(indices.shape[0], dtype=jnp.int32)
@@ -169,8 +190,11 @@ def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num
     return state, table, jax.tree.map(jnp.add, totals, step_metrics)
 
   if source is not None:
-    step_fn = jax.jit(shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5)), donate_argnums=(0, 1, 2),
-                      compiler_options=compiler_options)
+    step_fn = jax.jit(
+      shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5)),
+      donate_argnums=(0, 1, 2),
+      compiler_options=compiler_options,
+    )
   replicated = jax.sharding.NamedSharding(mesh, P())
   split = jax.sharding.NamedSharding(mesh, P(AXIS))
 
@@ -185,11 +209,11 @@ def make_epoch_fn(method: method_lib.Method, mesh: Mesh, *, batch_size: int, num
         if after_step is not None:
           after_step(step + 1, state, table, totals)
       return state, table, finish_fn(totals)
-    with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start,
-                                workers=workers) as loader:
+    with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start, workers=workers) as loader:
       for step, batch in zip(range(start, num_steps), loader):
-        codes, rows, ok = (jax.make_array_from_process_local_data(split, batch[k])
-                           for k in ("images", "indices", "valid"))
+        codes, rows, ok = (
+          jax.make_array_from_process_local_data(split, batch[k]) for k in ("images", "indices", "valid")
+        )
         state, table, totals = step_fn(state, table, totals, codes, rows, ok, np.int32(step), epoch, key)
         if after_step is not None:
           after_step(step + 1, state, table, totals)

@@ -35,18 +35,31 @@ from noisy_jax.train import table_metrics as table_metrics_lib
 def _member_map(config, mesh: Mesh, input_shape) -> str:
   """How a two-network step maps over its pair: config.member_map ('auto' by default: noisy_jax.train.members)."""
   from noisy_jax import models  # pylint: disable=g-import-not-at-top  (models import nothing of train)
-  return members_lib.resolve_member_map(config.get("member_map", "auto"), mesh.devices.flat[0].platform,
-                                        models.resolve(config.model.name, input_shape))
 
+  return members_lib.resolve_member_map(
+    config.get("member_map", "auto"), mesh.devices.flat[0].platform, models.resolve(config.model.name, input_shape)
+  )
 
 
 def _to_python(tree):
   return jax.tree.map(lambda x: x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x, jax.device_get(tree))
 
 
-def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, dataset, clean_train_labels,
-        config, key: jax.Array, mesh: Mesh, stage: str = "", log_fn: Callable | None = None,
-        checkpoint_dir: str | None = None, on_resume: Callable[[list[dict]], None] | None = None):
+def fit(
+  *,
+  model,
+  method: method_lib.Method,
+  table: label_table_lib.LabelTable,
+  dataset,
+  clean_train_labels,
+  config,
+  key: jax.Array,
+  mesh: Mesh,
+  stage: str = "",
+  log_fn: Callable | None = None,
+  checkpoint_dir: str | None = None,
+  on_resume: Callable[[list[dict]], None] | None = None,
+):
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
   checkpoint_dir: None (no checkpoints) or this stage's checkpoint directory (noisy_jax.train.checkpoint). If it holds a
@@ -73,20 +86,28 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
   normalize = inputs_lib.normalizer(config, dataset)
   workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
   workers = streaming.default_workers() if workers < 0 else workers
-  epoch_mode = epoch_lib.resolve_epoch_mode(config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform,
-                                  streamed=streamed)
+  epoch_mode = epoch_lib.resolve_epoch_mode(
+    config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform, streamed=streamed
+  )
   every_steps = int(config.get("checkpoint_every_steps", 0))
   if every_steps and epoch_mode != "steps":
-    raise ValueError(f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
-                     "one program: use epoch_mode='steps', or checkpoint_every_steps=0.")
+    raise ValueError(
+      f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
+      "one program: use epoch_mode='steps', or checkpoint_every_steps=0."
+    )
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
   state = state_lib.create_train_state(model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks)
   if method.init_state is not None:  # the method's own part of the state (ELR+'s weight averages)
     state = method.init_state(state)
   state = replicate(state, mesh)
-  shard_table = table_sharding.configured(config, num_examples=num_examples, num_classes=table.num_classes,
-                                          history_length=table.history_length, num_devices=mesh.devices.size)
+  shard_table = table_sharding.configured(
+    config,
+    num_examples=num_examples,
+    num_classes=table.num_classes,
+    history_length=table.history_length,
+    num_devices=mesh.devices.size,
+  )
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
   if shard_table and table_sharding.is_sharded(table):  # built in place (table_sharding.create): used as it is
     given = np.asarray(distributed.host_value(table.noisy_labels))[:num_examples]
@@ -95,27 +116,50 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
     table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
   options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
-  epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=config.batch_size, num_examples=num_examples,
-                           mode=epoch_mode, augment=augment_lib.make_augment(config.get("augment")),
-                           compiler_options=options, shard_table=shard_table, normalize=normalize,
-                           source=dataset.x_train if streamed else None, workers=workers,
-                           member_map=(_member_map(config, mesh, dataset.x_train.shape[1:])
-                                       if method.num_networks > 1 else "loop"))
-  predict = predict_lib.make_evaluate(predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options,
-                                          num_networks=method.num_networks), workers=workers)
+  epoch_fn = epoch_lib.make_epoch_fn(
+    method,
+    mesh,
+    batch_size=config.batch_size,
+    num_examples=num_examples,
+    mode=epoch_mode,
+    augment=augment_lib.make_augment(config.get("augment")),
+    compiler_options=options,
+    shard_table=shard_table,
+    normalize=normalize,
+    source=dataset.x_train if streamed else None,
+    workers=workers,
+    member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
+  )
+  predict = predict_lib.make_evaluate(
+    predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options, num_networks=method.num_networks),
+    workers=workers,
+  )
   if method.epoch_factory is not None:  # the method's own epoch program (DivideMix), around epoch_lib.make_epoch_fn's
     if streamed or every_steps:
-      raise ValueError(f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
-                       "and checkpoint_every_steps=0.")
-    epoch_fn = method.epoch_factory(mesh, epoch_fn, batch_size=config.batch_size, num_examples=num_examples,
-                                    augment=augment_lib.make_augment(config.get("augment")), compiler_options=options,
-                                    normalize=normalize, axis=AXIS)
+      raise ValueError(
+        f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
+        "and checkpoint_every_steps=0."
+      )
+    epoch_fn = method.epoch_factory(
+      mesh,
+      epoch_fn,
+      batch_size=config.batch_size,
+      num_examples=num_examples,
+      augment=augment_lib.make_augment(config.get("augment")),
+      compiler_options=options,
+      normalize=normalize,
+      axis=AXIS,
+    )
   member_update, predict_each = None, None
   if method.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)
-    member_update = jax.jit(method.member_update, static_argnames=("num_examples",),
-                            out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None)
+    member_update = jax.jit(
+      method.member_update,
+      static_argnames=("num_examples",),
+      out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None,
+    )
     predict_each = predict_lib.make_evaluate(
-        predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options), workers=workers)
+      predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options), workers=workers
+    )
   update_table = jax.jit(method.table_update) if method.table_update is not None else None
   if update_table is not None and shard_table:
     update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
@@ -129,11 +173,16 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
     if checkpoint_every < 1:
       raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
     manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
-    checkpoint_meta = {"stage": stage, "seed": None if config.get("seed") is None else int(config.seed),
-                       "key_data": checkpoint_lib.key_data(key), "config": checkpoint_lib.config_json(config)}
+    checkpoint_meta = {
+      "stage": stage,
+      "seed": None if config.get("seed") is None else int(config.seed),
+      "key_data": checkpoint_lib.key_data(key),
+      "config": checkpoint_lib.config_json(config),
+    }
     checkpoint_meta["table_rows"] = table.num_examples  # N, or N_pad when sharded: the layout saved
-    resume_args = dict(config=config, key=key, state=state, table=table, num_examples=num_examples, mesh=mesh,
-                       place_table=place_table)
+    resume_args = dict(
+      config=config, key=key, state=state, table=table, num_examples=num_examples, mesh=mesh, place_table=place_table
+    )
     resumed = _resume(manager, checkpoint_dir, **resume_args)
     if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
       step_manager = checkpoint_lib.open_manager(checkpoint_lib.steps_dir(checkpoint_dir), keep=1)
@@ -154,17 +203,29 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
       inside_epoch = {"start": int(position["step"]), "totals": position["totals"]}
       position = None
     if step_manager is not None:
+
       def save_inside(steps_done, state, table, totals, epoch=epoch):
         if steps_done % every_steps or steps_done == steps_per_epoch:
           return
-        checkpoint_lib.save(step_manager, (epoch - 1) * steps_per_epoch + steps_done, state=state, table=table,
-                            best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
-                            meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
-                                  "history": history, "position": {"epoch": epoch, "step": steps_done,
-                                                                   "totals": _to_python(totals)}})
+        checkpoint_lib.save(
+          step_manager,
+          (epoch - 1) * steps_per_epoch + steps_done,
+          state=state,
+          table=table,
+          best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
+          meta={
+            **checkpoint_meta,
+            "best_val": best_val,
+            "has_best": best_variables is not None,
+            "history": history,
+            "position": {"epoch": epoch, "step": steps_done, "totals": _to_python(totals)},
+          },
+        )
+
       inside_epoch["after_step"] = save_inside
-    state, table, train_metrics = epoch_fn(state, table, images, jax.random.fold_in(order_key, epoch),
-                                           jnp.asarray(epoch, jnp.int32), **inside_epoch)
+    state, table, train_metrics = epoch_fn(
+      state, table, images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32), **inside_epoch
+    )
     variables = state_lib.variables_of(state)
     record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
     record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
@@ -193,8 +254,9 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
         probs_for_table = predict(best_variables, dataset.x_train) if use_best else train_probs
       table = update_table(table, probs_for_table)
     if member_update is not None and method.update_due(epoch):
-      member_probs = jnp.stack([predict_each(members_lib.take(variables, m), dataset.x_train)
-                                for m in range(method.num_networks)])
+      member_probs = jnp.stack(
+        [predict_each(members_lib.take(variables, m), dataset.x_train) for m in range(method.num_networks)]
+      )
       if table.num_examples != num_examples:  # a padded (sharded) table: zero rows for the padding
         member_probs = jnp.pad(member_probs, ((0, 0), (0, table.num_examples - num_examples), (0, 0)))
       table = member_update(table, member_probs, jnp.asarray(epoch, jnp.int32), num_examples=num_examples)
@@ -202,10 +264,14 @@ def fit(*, model, method: method_lib.Method, table: label_table_lib.LabelTable, 
     record["seconds"] = time.perf_counter() - start
     history.append(record)
     if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
-      checkpoint_lib.save(manager, epoch, state=state, table=table,
-                          best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
-                          meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None,
-                                "history": history})
+      checkpoint_lib.save(
+        manager,
+        epoch,
+        state=state,
+        table=table,
+        best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
+        meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None, "history": history},
+      )
     if log_fn is not None:
       log_fn(record)
   for m in (manager, step_manager):
@@ -223,6 +289,7 @@ class Resumed:
   """What a checkpoint restores: the state and table placed on the mesh, the best-validation variables (None when
   none was kept) and accuracy, the epochs' records so far, and the position inside an epoch (None for a checkpoint
   written at an epoch's end, else {"epoch", "step", "totals"})."""
+
   state: state_lib.TrainState
   table: label_table_lib.LabelTable
   best_variables: Any
@@ -231,8 +298,18 @@ class Resumed:
   position: dict | None
 
 
-def _resume(manager, directory: str, *, config, key: jax.Array, state: state_lib.TrainState,
-            table: label_table_lib.LabelTable, num_examples: int, mesh: Mesh, place_table: Callable) -> Resumed | None:
+def _resume(
+  manager,
+  directory: str,
+  *,
+  config,
+  key: jax.Array,
+  state: state_lib.TrainState,
+  table: label_table_lib.LabelTable,
+  num_examples: int,
+  mesh: Mesh,
+  place_table: Callable,
+) -> Resumed | None:
   """The newest checkpoint in `manager` (at `directory`), checked against this run's `config` and `key` and placed
   on `mesh`; None when there is none. `state` and `table` are the fresh ones, placed (structure, sharding and given
   labels), of the table's `num_examples` real rows.
@@ -249,16 +326,27 @@ def _resume(manager, directory: str, *, config, key: jax.Array, state: state_lib
   saved_rows = int(meta.get("table_rows", num_examples))
   same_layout = saved_rows == table.num_examples
   restored_state, restored_table, best = checkpoint_lib.restore_arrays(
-      manager, epoch, state=state, table=table if same_layout else table_sharding.host_layout(table, saved_rows),
-      best_variables=state_lib.variables_of(state))
+    manager,
+    epoch,
+    state=state,
+    table=table if same_layout else table_sharding.host_layout(table, saved_rows),
+    best_variables=state_lib.variables_of(state),
+  )
   given = lambda t: np.asarray(distributed.host_value(t.noisy_labels))[:num_examples]
   if not np.array_equal(given(restored_table), given(table)):
-    raise ValueError(f"Cannot resume from {directory}: its label table's given labels differ from this run's "
-                     f"(a different dataset or noise); use another workdir.")
+    raise ValueError(
+      f"Cannot resume from {directory}: its label table's given labels differ from this run's "
+      f"(a different dataset or noise); use another workdir."
+    )
   logging.info("Resuming %s from %s after epoch %d.", meta.get("stage") or "training", directory, epoch)
   # Fresh device buffers (replicate never aliases; a sharded restore is fresh): the epoch program donates them.
   if not (same_layout and table_sharding.is_sharded(restored_table)):
     restored_table = place_table(table_sharding.unpad(restored_table, num_examples))
-  return Resumed(state=replicate(restored_state, mesh), table=restored_table,
-                 best_variables=replicate(best, mesh) if meta["has_best"] else None, best_val=float(meta["best_val"]),
-                 history=list(meta["history"]), position=meta.get("position"))
+  return Resumed(
+    state=replicate(restored_state, mesh),
+    table=restored_table,
+    best_variables=replicate(best, mesh) if meta["has_best"] else None,
+    best_val=float(meta["best_val"]),
+    history=list(meta["history"]),
+    position=meta.get("position"),
+  )

@@ -62,8 +62,9 @@ def stack(trees):
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def member_program(fn: Callable, in_axes: tuple, member_map: str,
-                   compiler_options: dict[str, str] | None = None) -> Callable:
+def member_program(
+  fn: Callable, in_axes: tuple, member_map: str, compiler_options: dict[str, str] | None = None
+) -> Callable:
   """`program(carry, *rest) -> carry` applying `fn(member_carry, *member_rest) -> member_carry` to every member.
 
   carry: a pytree with a leading member axis [M, ...] (donated: do not reuse it after the call), or the list of

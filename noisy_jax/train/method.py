@@ -71,6 +71,7 @@ class Method:
     label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
       for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
   """
+
   name: str
   objective: Callable[..., jax.Array]
   history_length: int = 0

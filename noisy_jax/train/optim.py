@@ -71,8 +71,9 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
   _checks.check_choice("lr_schedule", kind, LR_SCHEDULES)
   learning_rate = float(config.learning_rate)
   if kind == "piecewise":
-    boundaries = {int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1))
-                  for epoch in config.get("lr_boundaries", ())}
+    boundaries = {
+      int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1)) for epoch in config.get("lr_boundaries", ())
+    }
     return optax.piecewise_constant_schedule(learning_rate, boundaries)
   period = _cosine_epochs(config, num_epochs)
   lr_min = float(config.get("lr_min", 0.0))
@@ -103,14 +104,24 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
   if name == "coteaching_adam":
     if num_epochs is None:
       raise ValueError("optimizer 'coteaching_adam' needs the stage's num_epochs (its lr decays to 0 there).")
-    return optax.chain(*steps, coteaching_adam.adam_schedule(
-        float(config.learning_rate), int(num_epochs), int(config.get("decay_start", 80)),
-        steps_per_epoch=steps_per_epoch, beta1=float(config.get("beta1", coteaching_adam.ORIGINAL_BETA1)),
-        beta1_after=float(config.get("beta1_after", coteaching_adam.ORIGINAL_BETA1_AFTER))))
+    return optax.chain(
+      *steps,
+      coteaching_adam.adam_schedule(
+        float(config.learning_rate),
+        int(num_epochs),
+        int(config.get("decay_start", 80)),
+        steps_per_epoch=steps_per_epoch,
+        beta1=float(config.get("beta1", coteaching_adam.ORIGINAL_BETA1)),
+        beta1_after=float(config.get("beta1_after", coteaching_adam.ORIGINAL_BETA1_AFTER)),
+      ),
+    )
   steps += [
-      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
-      optax.sgd(learning_rate_schedule(config, steps_per_epoch, num_epochs),
-                momentum=float(config.get("momentum", 0.9)), nesterov=bool(config.get("nesterov", False))),
+    optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+    optax.sgd(
+      learning_rate_schedule(config, steps_per_epoch, num_epochs),
+      momentum=float(config.get("momentum", 0.9)),
+      nesterov=bool(config.get("nesterov", False)),
+    ),
   ]
   return optax.chain(*steps)
 
@@ -121,10 +132,10 @@ def at_epoch(opt_state, count):
   data-dependent number of steps) sets it to the epoch's first step, (epoch - 1) x steps_per_epoch, so a schedule
   written in epochs gives the epoch's rate. Other state (momentum, Adam's bias-correction count) is untouched.
   Works on stacked states (a pair of networks: counts [2])."""
+
   def reset(node):
     if isinstance(node, optax.ScaleByScheduleState):
       return node._replace(count=jnp.full_like(node.count, count))
     return node
 
   return jax.tree.map(reset, opt_state, is_leaf=lambda node: isinstance(node, optax.ScaleByScheduleState))
-

@@ -16,8 +16,14 @@ from noisy_jax.parallel import streaming
 from noisy_jax.train import members as members_lib
 
 
-def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None = None,
-                    compiler_options: dict | None = None, num_networks: int = 1) -> Callable:
+def make_predict_fn(
+  model,
+  *,
+  batch_size: int = 500,
+  normalize: Callable | None = None,
+  compiler_options: dict | None = None,
+  num_networks: int = 1,
+) -> Callable:
   """`predict(variables, images [N, ...]) -> softmax probabilities [N, C]` in eval mode, in fixed-size chunks.
 
   normalize: the inputs as stored -> float32 network inputs (on the device); None: they are float already.
@@ -26,12 +32,14 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
     networks' logits, how DivideMix and ELR+ evaluate (argmax (z1 + z2)).
   """
   normalize = normalize or normalization.identity()
+
   def apply(variables, x, train):
     if num_networks == 1:
       return model.apply(variables, x, train=train)
     # A pair: the networks one after the other on the chunk (plain kernels on every backend), their logits averaged.
-    return jnp.mean(jnp.stack([model.apply(members_lib.take(variables, m), x, train=train)
-                               for m in range(num_networks)]), axis=0)
+    return jnp.mean(
+      jnp.stack([model.apply(members_lib.take(variables, m), x, train=train) for m in range(num_networks)]), axis=0
+    )
 
   @functools.partial(jax.jit, compiler_options=compiler_options)
   def predict(variables, images):
@@ -44,7 +52,6 @@ def make_predict_fn(model, *, batch_size: int = 500, normalize: Callable | None 
     return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(precision.at_least(logits.dtype)))[:n]
 
   return predict
-
 
 
 def make_evaluate(predict: Callable, *, workers: int = 0, batch_size: int = 500) -> Callable:

@@ -15,9 +15,19 @@ from noisy_jax.train import method as method_lib
 from noisy_jax.train import state as state_lib
 
 
-def train_step(state: state_lib.TrainState, table: label_table_lib.LabelTable, images: jax.Array, indices: jax.Array,
-               valid: jax.Array, *, method: method_lib.Method, epoch, axis_name: str | None = AXIS,
-               table_axis: str | None = None, member_map: str = "loop"):
+def train_step(
+  state: state_lib.TrainState,
+  table: label_table_lib.LabelTable,
+  images: jax.Array,
+  indices: jax.Array,
+  valid: jax.Array,
+  *,
+  method: method_lib.Method,
+  epoch,
+  axis_name: str | None = AXIS,
+  table_axis: str | None = None,
+  member_map: str = "loop",
+):
   """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
 
   Args:
@@ -46,8 +56,9 @@ def train_step(state: state_lib.TrainState, table: label_table_lib.LabelTable, i
   pair = method.num_networks > 1
 
   def forward(params, batch_stats):
-    logits, updates = state.apply_fn({"params": params, "batch_stats": batch_stats}, images, train=True,
-                                     mutable=["batch_stats"])
+    logits, updates = state.apply_fn(
+      {"params": params, "batch_stats": batch_stats}, images, train=True, mutable=["batch_stats"]
+    )
     return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
   if pair:
@@ -63,7 +74,8 @@ def train_step(state: state_lib.TrainState, table: label_table_lib.LabelTable, i
 
   argnums = (0, 1) if method.rows_trainable else 0
   (loss, (logits, batch_stats, rows_out)), grads = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)(
-      state.params, rows)
+    state.params, rows
+  )
   grads, row_grads = grads if method.rows_trainable else (grads, None)
   if axis_name is not None:
     grads = lax.pmean(grads, axis_name)

@@ -1,6 +1,6 @@
 """What a method's own state says about the labels, per epoch: the label-table records of `loop.fit`.
 
-  table_metrics(table, clean, method)   relabelled / pruned fraction, label recovery, noise detection
+table_metrics(table, clean, method)   relabelled / pruned fraction, label recovery, noise detection
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import method as method_lib
 
 
-def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray | None, method: method_lib.Method, *,
-                  num_examples: int | None = None) -> dict:
+def table_metrics(
+  table: label_table_lib.LabelTable,
+  clean: np.ndarray | None,
+  method: method_lib.Method,
+  *,
+  num_examples: int | None = None,
+) -> dict:
   """What the method's own state says about the labels: the fraction it relabelled (JO) or pruned (truncated Lq)
   and, when the clean labels are known, label recovery and noise detection (precision / recall / F1 of that set).
 
@@ -38,8 +43,10 @@ def table_metrics(table: label_table_lib.LabelTable, clean: np.ndarray | None, m
   sharding = getattr(table.soft_labels, "sharding", None)
   if isinstance(sharding, jax.sharding.NamedSharding):  # beside the table, on its mesh
     clean_rows = mesh_lib.replicate(clean_rows, sharding.mesh)
-  values = {k: v.item() for k, v in jax.device_get(
-      _table_metric_values(table, clean_rows, num_examples=n, relabels=relabels)).items()}
+  values = {
+    k: v.item()
+    for k, v in jax.device_get(_table_metric_values(table, clean_rows, num_examples=n, relabels=relabels)).items()
+  }
   flagged = values.pop("flagged") / n
   if clean is None:
     return {"relabelled_fraction" if relabels else "pruned_fraction": flagged}

@@ -1,0 +1,250 @@
+"""A sweep's grid: the `config.sweep` block and its checks, the members (grid points x seeds) and their labels, and
+the tables and figure of the results over the grid (noisy_jax.experiment.sweep trains the members)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from noisy_jax.core import _checks
+from noisy_jax.data import inputs
+from noisy_jax.experiment import comparison
+from noisy_jax.experiment import reporting
+from noisy_jax.methods import registry
+from noisy_jax.train import members as members_lib
+
+MEMBER_MAPS = members_lib.MEMBER_MAPS
+SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "sequential", "table_keys", "plot_keys")
+NOISE_RATE = "noise.rate"
+# Methods that sweeps do not run (their state or their pair is not mapped over members): comparisons run them.
+SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "dividemix", "elr_plus", "loss_correction")
+# Method fields that may differ between members, per method name ('loss': any numeric entry of loss_kwargs).
+TRACED_METHOD_FIELDS = {
+  "loss": (),
+  "truncated_lq": ("q", "k"),
+  "encouraging": ("log_end",),
+  "joint_optimization": ("alpha", "beta"),
+}
+
+
+def default_sweep() -> ml_collections.ConfigDict:
+  """`config.sweep` with every field at its default; a config sets grid and seeds."""
+  return ml_collections.ConfigDict(
+    {
+      "grid": (),
+      "seeds": (0,),
+      "member_map": "auto",
+      "max_members_per_program": 0,
+      "sequential": False,
+      "table_keys": ("last_test_accuracy", "best_test_accuracy"),
+      "plot_keys": ("last_test_accuracy",),
+    }
+  )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Members
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+  """One run of a sweep: a grid point (one value per swept field), a seed and the run's full config."""
+
+  point: tuple[float, ...]
+  seed: int
+  config: ml_collections.ConfigDict
+
+
+def _has_path(config, path: str) -> bool:
+  node = config
+  for part in path.split("."):
+    if not hasattr(node, "keys") or part not in node:
+      return False
+    node = node[part]
+  return True
+
+
+def set_path(config, path: str, value) -> None:
+  *parents, last = path.split(".")
+  node = config
+  for part in parents:
+    node = node[part]
+  node[last] = value
+
+
+def traced_fields(config) -> tuple[str, ...]:
+  """The dotted paths of `config` that a sweep may vary (see the module docstring)."""
+  allowed = [NOISE_RATE] if config.noise.type not in ("none", inputs.DATASET_NOISE) else []
+  method = config.method
+  allowed += [f"method.{name}" for name in TRACED_METHOD_FIELDS.get(method.name, ())]
+  if method.name == "loss":
+    allowed += [
+      f"method.loss_kwargs.{name}"
+      for name, value in dict(method.get("loss_kwargs", {})).items()
+      if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
+  return tuple(allowed)
+
+
+def point_label(fields, point) -> str:
+  """e.g. 'q=0.3, noise=40%' for fields ('method.loss_kwargs.q', 'noise.rate') and point (0.3, 0.4)."""
+  return ", ".join(_field_value(field, value, with_name=True) for field, value in zip(fields, point))
+
+
+def _field_value(field: str, value, *, with_name: bool = False) -> str:
+  if field == NOISE_RATE:
+    return f"noise={value:.0%}" if with_name else f"{value:.0%}"
+  return f"{field.rsplit('.', 1)[-1]}={value:g}" if with_name else f"{value:g}"
+
+
+def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tuple[tuple[float, ...], ...]]:
+  """(`config.sweep` over its defaults, swept fields, their values), checked: known sweep fields, traceable swept
+  fields, non-empty numeric values, distinct int seeds."""
+  if "sweep" not in config:
+    raise ValueError("config has no `sweep` field: not a sweep config (see noisy_jax.experiment.sweep).")
+  if "runs" in config:
+    raise ValueError("a sweep config is a single-run config plus `sweep`; it cannot also have `runs`.")
+  unknown = sorted(set(config.sweep.keys()) - set(SWEEP_FIELDS))
+  if unknown:
+    raise ValueError(f"Unknown field(s) {unknown} in config.sweep; allowed: {', '.join(SWEEP_FIELDS)}.")
+  sweep = default_sweep()
+  sweep.update(config.sweep.to_dict())
+  grid = tuple(sweep.grid)
+  if any(
+    not isinstance(axis, (tuple, list))
+    or len(axis) != 2
+    or not isinstance(axis[0], str)
+    or not isinstance(axis[1], (tuple, list))
+    for axis in grid
+  ):
+    raise ValueError(f"config.sweep.grid={grid!r} must be a tuple of (field path, (values, ...)) pairs.")
+  fields, values = tuple(axis[0] for axis in grid), tuple(tuple(axis[1]) for axis in grid)
+  if len(set(fields)) != len(fields):
+    raise ValueError(f"config.sweep.grid names a field twice: {fields!r}.")
+  allowed = traced_fields(config)
+  for field, field_values in zip(fields, values):
+    if not _has_path(config, field):
+      raise ValueError(
+        f"Unknown field {field!r} in config.sweep.grid: the config has no such field. Fields "
+        f"this config can sweep: {', '.join(allowed) or 'none'} (plus seeds: config.sweep.seeds)."
+      )
+    if field not in allowed:
+      raise ValueError(
+        f"config.sweep.grid: {field!r} cannot vary within one sweep program (it changes the "
+        f"program's structure or is not a traced number); fields this config can sweep: "
+        f"{', '.join(allowed) or 'none'}. Use a comparison config (`runs`) for the others."
+      )
+    if not field_values:
+      raise ValueError(f"config.sweep.grid: the values of {field!r} are empty; give at least one value.")
+    bad = [v for v in field_values if not isinstance(v, (int, float)) or isinstance(v, bool)]
+    if bad:
+      raise ValueError(f"config.sweep.grid: the values of {field!r} hold {bad[0]!r}; swept values must be numbers.")
+  seeds = tuple(sweep.seeds)
+  if not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
+    raise ValueError(f"config.sweep.seeds={seeds!r} must be a non-empty tuple of ints.")
+  if len(set(seeds)) != len(seeds):
+    raise ValueError(f"config.sweep.seeds={seeds!r} repeats a seed.")
+  _checks.check_choice("member_map", sweep.member_map, MEMBER_MAPS)
+  if int(sweep.max_members_per_program) < 0:
+    raise ValueError(f"max_members_per_program={sweep.max_members_per_program!r} must be >= 0 (0: all members).")
+  if config.method.name in SWEEP_REFUSED_METHODS:
+    raise ValueError(
+      f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
+      "do not map over members: use a comparison config (`runs` + `shared`, one run per seed)."
+    )
+  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+    raise ValueError(
+      "Joint Optimization's stage 2 is not run in sweeps: set method.stage2=False (a sweep trains stage 1 only)."
+    )
+  return sweep, fields, values
+
+
+def make_members(config) -> list[Member]:
+  """The sweep's members, grid points in order (the first field varies slowest), seeds innermost."""
+  sweep, fields, values = check_sweep(config)
+  base = ml_collections.ConfigDict(config.to_dict())
+  del base.sweep
+  members = []
+  for point in itertools.product(*values):
+    for seed in sweep.seeds:
+      member_config = ml_collections.ConfigDict(base.to_dict())
+      for field, value in zip(fields, point):
+        set_path(member_config, field, float(value))
+      member_config.seed = int(seed)
+      _check_method_values(member_config.method)
+      members.append(Member(point=tuple(float(v) for v in point), seed=int(seed), config=member_config))
+  return members
+
+
+def _check_method_values(method_config) -> None:
+  """Builds the method and evaluates its objective once on concrete values: the range checks of the method and of
+  its loss (q in (0, 1], ...) run here, not under the sweep's tracing, where they are skipped."""
+  method = registry.make(method_config, num_classes=3)
+  labels = jnp.eye(3, dtype=jnp.float32)
+  method.objective(jnp.zeros((3, 3)), labels, jnp.ones((3,)), jnp.ones((3,), bool), None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The member-mapped programs
+
+
+_FORMATS = {"test_margin_correct": "{:.2f}", "seconds": "{:.1f}"}
+
+
+def _cell(agg: dict, key: str) -> str:
+  if key not in agg:
+    return "-"
+  fmt = _FORMATS.get(key, "{:.2%}")
+  return f"{fmt.format(agg[key]['mean'])} ±{fmt.format(agg[key]['std']).rstrip('%')}"
+
+
+def format_grid(results: dict[str, dict], fields, values, key: str) -> str:
+  """Text table of one metric: rows = values of the first field, columns = values of the second (if any)."""
+  if len(fields) not in (1, 2):
+    raise ValueError(f"format_grid needs 1 or 2 swept fields, got {len(fields)}: {fields!r}.")
+  columns = values[1] if len(fields) == 2 else (None,)
+  first_name = fields[0].rsplit(".", 1)[-1]
+  header = [f"{first_name} \\ {fields[1]}" if len(fields) == 2 else first_name]
+  header += [key if c is None else _field_value(fields[1], c) for c in columns]
+  rows = [header]
+  for v in values[0]:
+    cells = [_field_value(fields[0], v)]
+    for c in columns:
+      point = (float(v),) if c is None else (float(v), float(c))
+      cells.append(_cell(results[point_label(fields, point)], key))
+    rows.append(cells)
+  return comparison.text_table(rows)  # pylint: disable=protected-access
+
+
+def save_sweep_plot(results: dict[str, dict], fields, values, keys, path: str, *, title: str = "") -> str:
+  """One panel per metric in `keys`: mean against the first field's values, a line (with a ±std band) per value
+  of the second field; saved as a PNG at `path`."""
+  plt = reporting._pyplot()  # pylint: disable=protected-access
+  fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 3.6), squeeze=False)
+  xs = np.asarray(values[0], float)
+  lines = values[1] if len(fields) == 2 else (None,)
+  for ax, key in zip(axes[0], keys):
+    for line in lines:
+      points = [(float(x),) if line is None else (float(x), float(line)) for x in xs]
+      aggs = [results[point_label(fields, p)].get(key) for p in points]
+      if any(a is None for a in aggs):
+        continue
+      mean = np.array([a["mean"] for a in aggs])
+      std = np.array([a["std"] for a in aggs])
+      ax.plot(xs, mean, marker="o", label=None if line is None else _field_value(fields[1], line, with_name=True))
+      ax.fill_between(xs, mean - std, mean + std, alpha=0.2)
+    ax.set_xlabel(fields[0].rsplit(".", 1)[-1])
+    ax.set_title(key.replace("_", " "))
+    ax.grid(alpha=0.3)
+    if len(lines) > 1:
+      ax.legend(fontsize=8)
+  if title:
+    fig.suptitle(title, fontsize=10)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
