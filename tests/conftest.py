@@ -15,12 +15,11 @@ compile time or size, so every program is compiled once per run. The cache's key
 compiles its own. A folder that the caller has set in JAX_COMPILATION_CACHE_DIR is used as it is.
 
 LLVM's optimisation off (XLA_FLAGS=--xla_backend_optimization_level=0, appended to the caller's flags and handed to
-every process the suite starts). Most of the suite's time is XLA compiling small programs, and most of that is LLVM
-optimising the generated code: at level 0 the 1-vs-4-device worker takes about a quarter less time and a parameter
-initialisation compiles 2-4x faster. The tests compare formulas with re-computations and runs with runs, all under
-the same flags; level 0 keeps IEEE semantics (no fast math) and changes only rounding (no fused multiply-adds). The
-golden values are the exception: tests/test_golden.py computes them in a process with the caller's flags, so they
-are checked as users compile. A caller who sets the level in XLA_FLAGS keeps it.
+every process the suite starts). Most of the suite's time is XLA compiling small programs, and much of that is spent
+in LLVM's optimisation passes. The tests compare formulas with re-computations and runs with runs, all under the same
+flags; level 0 keeps IEEE semantics (no fast math) and moves only the last bits of float results. The golden values
+are the exception: tests/test_golden.py computes them in a process with the caller's flags, so they are checked as
+users compile. A caller who sets the level in XLA_FLAGS keeps it.
 """
 
 import atexit
