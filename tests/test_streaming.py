@@ -9,7 +9,9 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import time
 
 import jax
 import ml_collections
@@ -198,3 +200,54 @@ def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
   assert test_checkpoint._records(killed) == test_checkpoint._records(ref)
   summary = json.loads(open(os.path.join(killed, "summary.json")).read())
   assert summary["stage1"] == json.loads(open(os.path.join(ref, "summary.json")).read())["stage1"]
+
+
+_PARENT_SCRIPT = """
+import multiprocessing, sys, time
+from noisy_jax.parallel import streaming
+
+def child(watch, ready):
+  if watch:
+    streaming._exit_with_parent(0, 1)
+  ready.set()
+  time.sleep(120)
+
+if __name__ == "__main__":
+  context = multiprocessing.get_context("spawn")
+  ready = context.Event()
+  process = context.Process(target=child, args=(sys.argv[1] == "1", ready))
+  process.start()
+  ready.wait(60)
+  print(process.pid, flush=True)
+  time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["exit_with_parent", "without"])
+def test_worker_exits_when_its_parent_is_killed(tmp_path, watch):
+  """A spawned worker with streaming's worker_init_fn ends within a second or two of its parent's SIGKILL; without
+  it (the control) the orphan keeps running, as Grain's workers did."""
+  script = tmp_path / "parent.py"
+  script.write_text(_PARENT_SCRIPT)
+  parent = subprocess.Popen(
+    [sys.executable, str(script), "1" if watch else "0"],
+    stdout=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+    cwd=str(tmp_path),
+  )
+  try:
+    child = int(parent.stdout.readline())  # printed once the child has started (and, when asked, its watch)
+    assert test_checkpoint._group_alive(parent.pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while test_checkpoint._group_alive(parent.pid) and time.monotonic() < deadline:
+      time.sleep(0.1)
+    assert test_checkpoint._group_alive(parent.pid) is not watch, child
+  finally:
+    try:
+      os.killpg(parent.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+    parent.stdout.close()

@@ -52,12 +52,15 @@ def _flags_ready() -> None:
 
 def _exit_with_parent(worker_index: int, worker_count: int) -> None:
   """Grain's worker_init_fn: a daemon thread that ends this worker process once the process that started it is gone
-  (the parent's pid is no longer ours: a killed run's workers are re-parented)."""
+  (our parent's pid is no longer the one that started us: a killed run's workers are re-parented). The starting
+  process's pid comes from multiprocessing, so a parent that died before this runs is seen too."""
   del worker_index, worker_count
+  import multiprocessing  # pylint: disable=g-import-not-at-top
   import threading  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top
 
-  parent = os.getppid()
+  starter = multiprocessing.parent_process()
+  parent = starter.pid if starter is not None else os.getppid()
 
   def watch():
     while os.getppid() == parent:
