@@ -74,6 +74,20 @@ def test_digits_splits_do_not_overlap():
   assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
 
 
+def test_digits_are_scikit_learns_load_digits():
+  """The data file read without importing scikit-learn gives load_digits' images and classes (as a multiset: the
+  loader shuffles them into its splits)."""
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+
+  bunch = load_digits()
+  ds = embedded.digits.__wrapped__()
+  ours = [
+    (x.tobytes(), int(y)) for split in SPLITS for x, y in zip(getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}"))
+  ]
+  theirs = [(x.astype(np.uint8)[..., None].tobytes(), int(y)) for x, y in zip(bunch.images, bunch.target)]
+  assert sorted(ours) == sorted(theirs) and len(ours) == 1797
+
+
 @pytest.mark.parametrize("loader", [embedded.mnist5k, embedded.digits])
 def test_embedded_loaders_are_deterministic(loader):
   first = loader.__wrapped__()  # bypass the cache: a real second load

@@ -1,6 +1,7 @@
 """Progress line with ETA, TensorBoard scalars read back by TensorBoard's own reader, PNG curves."""
 
 import glob
+import io
 import json
 import re
 
@@ -15,6 +16,7 @@ from experiments.configs import joint_optimization
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import tfevents
 
 
 def _record(epoch, stage="stage1", **extra):
@@ -62,6 +64,23 @@ def test_progress_after_a_resume_counts_restored_epochs_but_times_only_trained_o
 
 def test_scalars_keep_numbers_only():
   assert reporting.scalars({"stage": "stage1", "epoch": 3, "a": 1, "b": 0.5, "flag": True}) == {"a": 1.0, "b": 0.5}
+
+
+def test_event_records_are_byte_equal_to_tensorboards_own():
+  """tfevents encodes by hand what tensorboard's protobuf messages and RecordWriter write, byte for byte."""
+  from tensorboard.compat.proto import event_pb2, summary_pb2  # pylint: disable=g-import-not-at-top
+  from tensorboard.summary.writer import record_writer  # pylint: disable=g-import-not-at-top
+
+  assert tfevents.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+  for step, scalars in ((1, {"stage1/test_accuracy": 0.51}), (300_001, {"a": -1.5, "b/c": 1e30, "d": 0.0}), (0, {})):
+    values = [summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in scalars.items()]
+    expected = event_pb2.Event(wall_time=1764.25, step=step, summary=summary_pb2.Summary(value=values))
+    assert tfevents.scalar_event(step, scalars, 1764.25) == expected.SerializeToString()
+    framed = io.BytesIO()
+    record_writer.RecordWriter(framed).write(expected.SerializeToString())
+    assert tfevents.record(expected.SerializeToString()) == framed.getvalue()
+  version = event_pb2.Event(wall_time=3.0, file_version="brain.Event:2")
+  assert tfevents.version_event(3.0) == version.SerializeToString()
 
 
 def test_scalar_writer_round_trips_through_tensorboard(tmp_path):

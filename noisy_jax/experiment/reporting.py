@@ -5,7 +5,7 @@ records and nothing else, so they work the same for one run, a two-stage Joint O
 many runs and seeds:
 
   progress = Progress(total_epochs=60)         # log_fn for run_single: "... epoch 12/60  85 steps/s  ETA 0:41"
-  writer = ScalarWriter(workdir)               # TensorBoard event file in workdir (tensorboardX)
+  writer = ScalarWriter(workdir)               # TensorBoard event file in workdir (experiment.tfevents)
   save_curves(history, "curves.png")           # matplotlib, headless
 
 TensorBoard: `tensorboard --logdir WORKDIR`. Tags are "STAGE/METRIC" (e.g. "stage1/test_accuracy"); the step is
@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import time
 from typing import Callable, Sequence
 
 from absl import logging
+
+from noisy_jax.experiment import tfevents
 
 # Record fields that are not per-epoch scalars worth plotting.
 _NOT_SCALARS = ("stage", "epoch")
@@ -111,18 +112,13 @@ class ScalarWriter:
   """
 
   def __init__(self, logdir: str):
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-
-    os.makedirs(logdir, exist_ok=True)
-    self._writer = SummaryWriter(logdir=logdir)
+    self._writer = tfevents.EventFileWriter(logdir)
     self.step = 0
 
   def write(self, record: dict) -> None:
     self.step += 1
     stage = record.get("stage") or "train"
-    for key, value in scalars(record).items():
-      self._writer.add_scalar(f"{stage}/{key}", value, global_step=self.step)
-    self._writer.flush()
+    self._writer.write(self.step, {f"{stage}/{key}": value for key, value in scalars(record).items()})
 
   def close(self) -> None:
     self._writer.close()
