@@ -251,73 +251,15 @@ def _loss_cases(settings):
 
 
 def run_configs() -> dict:
-  """name -> config of a 3-epoch run on digits at 40% symmetric noise: every method (loss correction with the known
-  and the estimated matrix), JO with stage 2, one CNN."""
-  from experiments.configs import ce, encouraging, gce, joint_optimization, truncated_lq  # pylint: disable=g-import-not-at-top
+  """name -> config of a short run on digits at 40% symmetric noise: every registered method's tiny cases
+  (experiments/configs/tiny.py: 3 epochs, an MLP), and one 2-epoch small-CNN run."""
+  from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
 
-  modules = {
-    "ce": ce,
-    "gce": gce,
-    "truncated_lq": truncated_lq,
-    "joint_optimization": joint_optimization,
-    "encouraging": encouraging,
-  }
-  configs = {}
-  for name, module in modules.items():
-    config = module.get_config()
-    config.dataset = "digits"
-    config.noise.rate = 0.4
-    config.num_epochs = 3
-    config.optimizer.lr_boundaries = (2,)
-    config.model.name = "mlp"
-    config.model.kwargs = {"hidden_sizes": (64,)}
-    config.checkpoint_every = 0
-    if name == "truncated_lq":
-      config.method.prune_start, config.method.prune_every = 2, 1
-    if name == "joint_optimization":
-      config.method.begin, config.method.history_length = 1, 2
-      config.stage2.num_epochs = 2
-      config.stage2.optimizer.lr_boundaries = (1,)
-    configs[name] = config
-  for name, correction, transition in (
-    ("forward_correction", "forward", "known"),
-    ("backward_correction_estimated", "backward", "estimated"),
-  ):
-    config = configs["ce"].copy_and_resolve_references()
-    config.method = ml_collections.ConfigDict(
-      {"name": "loss_correction", "correction": correction, "transition": transition}
-    )
-    configs[name] = config
-  # The baselines with their own state: ELR's targets, SOP's u, v (init std 0.1: rows that move in 3 epochs) and the
-  # two networks of Co-teaching / Co-teaching+ with the paper's Adam plan.
-  for name, method in (
-    ("elr", {"name": "elr", "lam": 3.0, "beta": 0.7}),
-    ("sop", {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}),
-  ):
-    config = configs["ce"].copy_and_resolve_references()
-    config.method = ml_collections.ConfigDict(method)
-    configs[name] = config
-  for name, plus in (("coteaching", False), ("coteaching_plus", True)):
-    config = configs["ce"].copy_and_resolve_references()
-    config.method = ml_collections.ConfigDict(
-      {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 2, "plus": plus}
-    )
-    config.optimizer = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-2, "decay_start": 2})
-    configs[name] = config
-  config = configs["ce"].copy_and_resolve_references()  # DivideMix: 1 warm-up epoch, a division, 2 epochs
-  config.method = ml_collections.ConfigDict({"name": "dividemix", "warm_up": 1, "lambda_u": 25.0})
-  config.batch_size = 64
-  configs["dividemix"] = config
-  config = configs["ce"].copy_and_resolve_references()  # ELR+: 1 warm-up epoch, 2 epochs of ELR+ with the averages
-  config.method = ml_collections.ConfigDict({"name": "elr_plus", "warm_up": 1, "ema_step": 10, "coef_step": 10})
-  config.batch_size = 64
-  configs["elr_plus"] = config
-  cnn = ce.get_config()
-  cnn.dataset = "digits"
-  cnn.noise.rate = 0.4
+  configs = {case: tiny.get_config(case) for case in tiny.case_names()}
+  cnn = tiny.base()
+  cnn.model = ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}})
   cnn.num_epochs = 2
   cnn.optimizer.lr_boundaries = ()
-  cnn.checkpoint_every = 0
   configs["ce_small_cnn"] = cnn
   return configs
 

@@ -9,22 +9,31 @@ import json
 import os
 import sys
 
-import jax
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from experiments.configs import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax import data
 from noisy_jax import models
 from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import normalization
+from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
+
+
+# One tiny case per registered method: the first of its MethodSpec.tiny (a method added to the registry is compared
+# here without a line of this file).
+REGISTERED = [next(iter(spec.tiny)) for spec in registry.SPECS.values()]
 
 
 def _max_diff(a, b):
@@ -46,43 +55,34 @@ def main(num_devices: int, epochs: int):
   )
   tx = optim.make_optimizer(opt, steps_per_epoch=3)
   state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
+  ce_method = registry.make(tiny.get_config("ce").method, num_classes=c)
+  jo_method = registry.make(tiny.get_config("joint_optimization").method, num_classes=c)
+  # Input and table paths, on methods of the registry's tiny cases (every method's whole run: `registered_runs`).
   variants = {
-    "cross_entropy": registry.loss_method("cross_entropy"),
-    "truncated_lq": registry.truncated_lq_method(prune_start=1, prune_every=1),
-    "joint_optimization": registry.joint_optimization_method(
-      alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
-    ),
+    "cross_entropy": ce_method,
     # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
     # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
-    "cross_entropy_augmented": registry.loss_method("cross_entropy"),
-    "cross_entropy_augmented_scan": registry.loss_method("cross_entropy"),
+    "cross_entropy_augmented": ce_method,
+    "cross_entropy_augmented_scan": ce_method,
     # Streamed input (noisy_jax.parallel.streaming) on N devices against resident input on 1: the host's batches split
     # over the mesh by make_array_from_process_local_data, uint8 codes normalised in the step.
-    "joint_optimization_streamed": registry.joint_optimization_method(
-      alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+    "joint_optimization_streamed": jo_method,
+    # SOP's u, v (differentiated and stepped; init std 0.3 so that their gradients are not ~1e-8) on a row-sharded
+    # table, with SOP+'s balance term (a mean over the global batch).
+    "sop_sharded": registry.make(
+      ml_collections.ConfigDict({"name": "sop", "init_std": 0.3, "ratio_balance": 0.1}), num_classes=c
     ),
-    # Per-example state in the table's method rows: ELR's targets (written), SOP's u, v (differentiated and
-    # stepped; init std 0.3 so that their gradients are not ~1e-8), SOP's again on a row-sharded table, there with
-    # SOP+'s balance term (a mean over the global batch).
-    "elr": registry.elr_method(lam=3.0, beta=0.7),
-    "sop": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3),
-    "sop_sharded": registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3, ratio_balance=0.1),
-    # Two networks, the small-loss sets selected over the global batch (forget rate 0.3 from the first epoch).
-    "coteaching": registry.coteaching_method(forget_rate=0.3, num_epochs=epochs, num_gradual=0),
   }
   state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
   codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
   normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0), "per_channel")
   augment = augment_lib.make_augment({"crop_padding": 1, "flip": True})
-  pruned = jnp.asarray(rng.random(n) > 0.3, jnp.float32)  # truncated Lq: some examples weigh 0
   out = {}
   for name, method in variants.items():
     results = []
     for devices in (1, num_devices):
       mesh = mesh_lib.make_mesh(devices)
       table = label_table_lib.create(noisy, c, history_length=method.history_length)
-      if name == "truncated_lq":
-        table = label_table_lib.set_all_weights(table, pruned)
       if method.init_rows is not None:
         table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(7), n, c))
       start = state_pair if method.num_networks > 1 else state0
@@ -142,7 +142,7 @@ def main(num_devices: int, epochs: int):
     del out[name]["first_params"]
   # A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
   # computed where its rows live: the same rows as the unsharded init (padding rows aside).
-  sop = variants["sop"]
+  sop = variants["sop_sharded"]
   mesh = mesh_lib.make_mesh(num_devices)
   built = table_sharding.add_method_rows(
     table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=mesh_lib.AXIS),
@@ -154,68 +154,65 @@ def main(num_devices: int, epochs: int):
     "sharded": not built.method_rows["sop_v"].is_fully_replicated,
     "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c)),
   }
-  out["dividemix"] = _dividemix(num_devices)
-  out["elr_plus"] = _elr_plus(num_devices)
-  out["dividemix_sharded"] = _dividemix(num_devices, sharded=True)
-  out["elr_plus_sharded"] = _elr_plus(num_devices, sharded=True)
+  out.update(registered_runs(num_devices))
+  out["dividemix_sharded"] = _dividemix_sharded(num_devices)
+  out["elr_plus_sharded"] = _elr_plus_sharded(num_devices)
   print("RESULT " + json.dumps(out))
 
 
-_ONE_DEVICE_RUNS = {}  # method name -> its 1-device run (one per method: it does not depend on `sharded`)
+_ONE_DEVICE_RUNS = {}  # case -> its 1-device run (one per case: it does not depend on `sharded`)
 
 
-def _pair_runs(num_devices: int, method: dict, *, sharded: bool = False) -> tuple:
-  """A whole 3-epoch run of a two-network method on the digits on 1 and on N devices (with `sharded`, the N-device
-  run's label table row-sharded): (arrays of the 1-device run, arrays of the N-device run, their differences)."""
-  from noisy_jax.experiment import runs  # pylint: disable=import-outside-toplevel
-
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
-  from experiments.configs import ce  # pylint: disable=import-outside-toplevel,g-import-not-at-top
-
+def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple:
+  """The registry's tiny case `case` (experiments/configs/tiny.py, 3 epochs), trained whole on 1 and on N devices
+  (with `sharded`, the N-device run's label table row-sharded): (arrays of the 1-device run, arrays of the N-device
+  run, their largest differences). In float64 (noisy_jax.core.precision), as the golden runs: in float32 another
+  reduction order's rounding (~1e-7) turns Co-teaching's small-loss sets into other sets within 3 epochs, in float64
+  (~1e-16) it does not, so the runs must agree to ~1e-11."""
   results = []
   for devices in (1, num_devices):
-    if devices == 1 and method["name"] in _ONE_DEVICE_RUNS:  # the sharded variant's 1-device run is the same run
-      results.append(_ONE_DEVICE_RUNS[method["name"]])
+    if devices == 1 and case in _ONE_DEVICE_RUNS:  # a sharded variant's 1-device run is the same run
+      results.append(_ONE_DEVICE_RUNS[case])
       continue
-    config = ce.get_config()
-    config.dataset, config.noise.rate, config.num_epochs, config.batch_size = "digits", 0.3, 3, 32
-    config.model.name, config.model.kwargs = "mlp", {"hidden_sizes": (32,)}
-    config.optimizer.lr_boundaries = (2,)
-    config.checkpoint_every, config.num_devices = 0, devices
-    config.method = ml_collections.ConfigDict(method)
+    config = tiny.get_config(case)
+    config.num_devices = devices
     config.label_table_sharding = "sharded" if sharded and devices > 1 else "replicated"
-    results.append(runs.run_single(config, keep_arrays=True))
+    with jax.enable_x64(True):
+      results.append(runs.run_single(config, keep_arrays=True))
     if devices == 1:
-      _ONE_DEVICE_RUNS[method["name"]] = results[-1]
+      _ONE_DEVICE_RUNS[case] = results[-1]
   one, many = (r["arrays"] for r in results)
+  history = results[0]["history"]
   diffs = {
     "params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
     "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
     "table": _max_diff(one["label_table"], many["label_table"]),
-    "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(results[0]["history"], results[1]["history"])),
+    "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(history, results[1]["history"])),
+    "loss_moved": abs(history[0]["train_loss"] - history[-1]["train_loss"]),
+    "test_accuracy": history[-1]["test_accuracy"],
   }
+  for part in ("stage2", "stage1_ema_params"):
+    if part in one:
+      diffs[part] = _max_diff(one[part], many[part])
   return one, many, diffs
 
 
-def _dividemix(num_devices: int, sharded: bool = False) -> dict:
-  """DivideMix's whole run (warm-up epoch, division, two DivideMix epochs) on 1 and on N devices: the MixMatch
-  permutation, Lx, Lu and the penalty are over the global batch, the GMM over the gathered losses."""
-  one, _, diffs = _pair_runs(num_devices, {"name": "dividemix", "warm_up": 1, "lambda_u": 25.0}, sharded=sharded)
+def registered_runs(num_devices: int) -> dict:
+  """{case: differences} for the first tiny case of every registered method (noisy_jax.methods.registry.SPECS)."""
+  return {case: _run_on_both(num_devices, case)[2] for case in REGISTERED}
+
+
+def _dividemix_sharded(num_devices: int) -> dict:
+  """DivideMix on N devices with its table (division, loss history) row-sharded: the GMM over the gathered losses."""
+  one, _, diffs = _run_on_both(num_devices, "dividemix", sharded=True)
   clean = np.asarray(one["label_table"].method_rows["dividemix_clean_prob"])
   return {**diffs, "labelled_fraction": float(np.mean(clean > 0.5))}
 
 
-def _elr_plus(num_devices: int, sharded: bool = False) -> dict:
-  """ELR+'s whole run (a warm-up epoch, two ELR+ epochs) on 1 and on N devices: the mixup permutation and the batch
-  mean are over the global batch, the peer's average and the targets as one device computes them."""
-  one, many, diffs = _pair_runs(
-    num_devices, {"name": "elr_plus", "warm_up": 1, "ema_step": 20, "coef_step": 20}, sharded=sharded
-  )
-  return {
-    **diffs,
-    "ema_params": _max_diff(one["stage1_ema_params"], many["stage1_ema_params"]),
-    "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"]))),
-  }
+def _elr_plus_sharded(num_devices: int) -> dict:
+  """ELR+ on N devices with both target tables row-sharded."""
+  one, _, diffs = _run_on_both(num_devices, "elr_plus", sharded=True)
+  return {**diffs, "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"])))}
 
 
 if __name__ == "__main__":

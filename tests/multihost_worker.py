@@ -44,7 +44,9 @@ def main():
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_table as label_table_lib  # pylint: disable=g-import-not-at-top
-  from noisy_jax.methods import registry
+  from noisy_jax.methods import truncated_lq
+  from noisy_jax.methods import plain_loss
+  from noisy_jax.methods import joint_optimization
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.train import loop
   from noisy_jax.train import optim
@@ -88,27 +90,27 @@ def main():
     }
   )
   variants = {
-    "cross_entropy": (registry.loss_method("cross_entropy"), "auto"),
+    "cross_entropy": (plain_loss.method("cross_entropy"), "auto"),
     # Records predictions in the table every step (all-gathered over the mesh) and relabels at each epoch's end.
     "joint_optimization": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "auto",
     ),
     "joint_optimization_scan": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "scan",
     ),
     # Prunes weights from predictions on the training split (evaluation path) at each epoch's end.
-    "truncated_lq": (registry.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
+    "truncated_lq": (truncated_lq.method(prune_start=1, prune_every=1), "auto"),
     # Streamed input (noisy_jax.parallel.streaming): each process reads only its columns of every global batch
     # (ShardByJaxProcess) and the global batch is assembled with make_array_from_process_local_data.
     "joint_optimization_streamed": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "auto",
     ),
@@ -116,12 +118,12 @@ def main():
     # checkpointed each epoch (each process writes its own rows); the last checkpoint removed, a second fit resumes
     # for epoch 3.
     "joint_optimization_sharded": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "auto",
     ),
-    "truncated_lq_sharded": (registry.truncated_lq_method(prune_start=1, prune_every=1), "auto"),
+    "truncated_lq_sharded": (truncated_lq.method(prune_start=1, prune_every=1), "auto"),
   }
   histories = {}
   for name, (method, mode) in variants.items():

@@ -2,11 +2,11 @@
 
   python tests/resume_worker.py --workdir=DIR --method=joint_optimization [--stop_stage=stage1 --stop_after_epoch=3]
 
-Runs a tiny config (digits, 40% symmetric noise, a few epochs) with `run_single(config, DIR)`. With
---stop_after_epoch=K the process kills itself with SIGKILL (no cleanup, no atexit, no flushing) as soon as epoch K
-of --stop_stage has been logged and the newest checkpoint due by then is on disk (orbax writes in the background;
-the worker waits for the finished directory): what a preempted machine does. Started again with the same arguments
-minus the stop, it resumes in DIR.
+Runs a tiny case of the method registry (experiments/configs/tiny.py: digits, 40% symmetric noise; 5 epochs here)
+with `run_single(config, DIR)`. With --stop_after_epoch=K the process kills itself with SIGKILL (no cleanup, no
+atexit, no flushing) as soon as epoch K of --stop_stage has been logged and the newest checkpoint due by then is on
+disk (orbax writes in the background; the worker waits for the finished directory): what a preempted machine does.
+Started again with the same arguments minus the stop, it resumes in DIR.
 
 Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
 2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
@@ -22,49 +22,31 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from experiments.configs import joint_optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
-from experiments.configs import truncated_lq  # pylint: disable=g-import-not-at-top,wrong-import-position
-from noisy_jax.experiment import runs
+from experiments.configs import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-METHODS = ("joint_optimization", "truncated_lq", "sop", "coteaching", "dividemix", "elr_plus")
 
-
-def tiny_config(method: str, *, checkpoint_every: int = 1, model: str = "mlp"):
-  """A few epochs on the 8x8 digits where the label table matters (JO's history and relabelling, truncated Lq's
-  pruning with the best-validation parameters)."""
-  if method not in METHODS:
-    raise ValueError(f"method={method!r}; allowed: {', '.join(METHODS)}.")
-  config = (joint_optimization if method == "joint_optimization" else truncated_lq).get_config()
-  if method == "sop":  # per-example u, v in the table (init std 0.1: they move within a few epochs)
-    config.method = {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}
-  if method == "dividemix":  # two networks, the GMM division and its loss history in the table (2-epoch window)
-    config.method = {"name": "dividemix", "warm_up": 2, "lambda_u": 25.0, "loss_window": 2}
-    config.batch_size = 64
-  if method == "elr_plus":  # two networks with their weight averages, targets in the table (warm-up 1 epoch)
-    config.method = {"name": "elr_plus", "warm_up": 1, "ema_step": 20}
-    config.batch_size = 64
-  if method == "coteaching":  # two networks in one state, Adam with the lr / beta1 plan
-    config.method = {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 3, "plus": False}
-    config.optimizer = {"name": "coteaching_adam", "learning_rate": 1e-2, "decay_start": 3}
-  config.dataset = "digits"
-  config.noise.rate = 0.4
-  config.model.name = model
-  config.model.kwargs = {"hidden_sizes": (32,)} if model == "mlp" else {}
+def tiny_config(case: str, *, checkpoint_every: int = 1, model: str = "mlp"):
+  """The registry's tiny case `case` (experiments/configs/tiny.py) for 5 epochs with checkpoints, and for the two
+  cases with their own kill tests, runs where the label table matters: Joint Optimization relabels after epochs
+  2..5 from a 3-epoch history and trains a 4-epoch stage 2; truncated Lq prunes after epochs 2 and 4 with the
+  best-validation parameters over 6 epochs."""
+  config = tiny.get_config(case)
+  if model != "mlp":
+    config.model = {"name": model, "kwargs": {}}
   config.checkpoint_every = checkpoint_every
   config.keep_checkpoints = 2
-  if method == "joint_optimization":
-    config.num_epochs = 5
+  config.num_epochs = 5
+  if case == "joint_optimization":
     config.optimizer.lr_boundaries = ()
-    config.method.begin, config.method.history_length = 2, 3  # relabels after epochs 2..5 from a 3-epoch ring
+    config.method.begin, config.method.history_length = 2, 3
     config.stage2.num_epochs = 4
     config.stage2.optimizer.lr_boundaries = (3,)
-  elif method == "truncated_lq":
+  elif case == "truncated_lq":
     config.num_epochs = 6
     config.optimizer.lr_boundaries = (5,)
-    config.method.prune_start, config.method.prune_every = 3, 2  # prunes after epochs 2 and 4, best-val params
-  else:
-    config.num_epochs = 5
+    config.method.prune_start, config.method.prune_every = 3, 2
   return config
 
 
@@ -85,7 +67,7 @@ def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: f
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--workdir", required=True)
-  parser.add_argument("--method", choices=METHODS, required=True)
+  parser.add_argument("--method", choices=tiny.case_names(), required=True, help="a tiny case of the registry")
   parser.add_argument("--model", default="mlp")
   parser.add_argument("--checkpoint_every", type=int, default=1)
   parser.add_argument("--seed", type=int, default=0)

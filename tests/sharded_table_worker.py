@@ -26,7 +26,8 @@ from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import inputs
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
+from noisy_jax.methods import truncated_lq
+from noisy_jax.methods import joint_optimization
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
@@ -181,18 +182,18 @@ def compare_training(num_devices: int, epochs: int) -> dict:
   )
   variants = {
     "joint_optimization": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "auto",
     ),
     "joint_optimization_scan": (
-      registry.joint_optimization_method(
-        alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=2
+      joint_optimization.method(
+        alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=2
       ),
       "scan",
     ),
-    "truncated_lq": (registry.truncated_lq_method(k=0.3, prune_start=1, prune_every=1, prune_params="current"), "auto"),
+    "truncated_lq": (truncated_lq.method(k=0.3, prune_start=1, prune_every=1, prune_params="current"), "auto"),
   }
   out = {}
   for name, (method, mode) in variants.items():

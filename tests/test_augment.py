@@ -11,7 +11,7 @@ from noisy_jax import models
 from noisy_jax.core import augment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import optim
@@ -225,7 +225,7 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
   state = mesh_lib.replicate(state_lib.create_train_state(model, jax.random.PRNGKey(0), (6, 6, 1), tx), mesh)
   table = mesh_lib.replicate(label_table_lib.create(np.arange(n) % 3, 3), mesh)
   epoch_fn = epoch_lib.make_epoch_fn(
-    registry.loss_method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n, mode=mode, augment=probe
+    plain_loss.method("cross_entropy"), mesh, batch_size=batch_size, num_examples=n, mode=mode, augment=probe
   )
   epoch_key = jax.random.PRNGKey(21)
   state, table, _ = epoch_fn(state, table, mesh_lib.replicate(images, mesh), epoch_key, jnp.int32(1))

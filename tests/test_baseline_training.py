@@ -24,6 +24,7 @@ from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import elr
 from noisy_jax.methods import registry
+from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import sop
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import method as method_lib
@@ -62,7 +63,7 @@ def _close(a, b, tol=1e-6):
 
 def test_elr_step_updates_targets_first_and_trains_on_them():
   model, state, table, images, indices, valid = _setup()
-  method = registry.elr_method(lam=3.0, beta=0.7)
+  method = elr.method(lam=3.0, beta=0.7)
   table = label_table_lib.with_method_rows(table, method.init_rows(None, N, C))
   old = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(C), N) * 0.5, jnp.float32)  # some history already
   table = table.replace(method_rows={"elr_targets": old})
@@ -88,7 +89,7 @@ def test_elr_step_updates_targets_first_and_trains_on_them():
 
 def test_sop_step_trains_u_v_by_their_own_sgd():
   model, state, table, images, indices, valid = _setup()
-  method = registry.sop_method(lr_u=1.0, lr_v=10.0, init_std=0.3)
+  method = sop.method(lr_u=1.0, lr_v=10.0, init_std=0.3)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
   new_state, new_table, _ = step_lib.train_step(
@@ -112,7 +113,7 @@ def test_sop_step_trains_u_v_by_their_own_sgd():
 @pytest.mark.parametrize("detach_v", [True, False])
 def test_sop_balance_term_adds_its_gradient_and_reaches_v_only_when_asked(detach_v):
   model, state, table, images, indices, valid = _setup()
-  method = registry.sop_method(init_std=0.3, ratio_balance=0.1, balance_detach_v=detach_v)
+  method = sop.method(init_std=0.3, ratio_balance=0.1, balance_detach_v=detach_v)
   table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(5), N, C))
   u0, v0 = table.method_rows["sop_u"], table.method_rows["sop_v"]
   new_state, new_table, _ = step_lib.train_step(
@@ -142,7 +143,7 @@ def test_sop_balance_term_adds_its_gradient_and_reaches_v_only_when_asked(detach
 def test_pair_step_equals_two_single_steps_with_exchanged_masks(member_map, plus):
   model, pair, table, images, indices, valid = _setup(num_networks=2)
   epoch = 3  # forget rate R(2) = 0.6 * 2 / 10 on the paper's ramp; Co-teaching+ from 0-based epoch 1
-  method = registry.coteaching_method(forget_rate=0.6, num_epochs=5, plus=plus, init_epoch=1)
+  method = coteaching.method(forget_rate=0.6, num_epochs=5, plus=plus, init_epoch=1)
   new_pair, _, metrics = step_lib.train_step(
     pair, table, images, indices, valid, method=method, epoch=epoch, axis_name=None, member_map=member_map
   )
@@ -230,9 +231,9 @@ def test_bad_baseline_configs_are_refused_by_name():
   with pytest.raises(ValueError, match="Unknown field"):
     registry.make(ml_collections.ConfigDict({"name": "elr", "lambda": 3.0}), num_classes=3)
   with pytest.raises(ValueError, match="beta"):
-    registry.elr_method(beta=1.5)
+    elr.method(beta=1.5)
   with pytest.raises(ValueError, match="lr_v"):
-    registry.sop_method(lr_v=-1.0)
+    sop.method(lr_v=-1.0)
   with pytest.raises(ValueError, match="optimizer name"):
     optim.make_optimizer(ml_collections.ConfigDict({"name": "adamw", "learning_rate": 0.1}), 1, 1)
   config = _digits_config({"name": "elr", "lam": 3.0, "beta": 0.7})
@@ -247,7 +248,6 @@ def test_bad_baseline_configs_are_refused_by_name():
 
 def test_dividemix_division_equals_the_building_blocks():
   from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
-  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
 
   rng = np.random.default_rng(0)
   labels = rng.integers(0, C, N)
@@ -274,13 +274,12 @@ def test_dividemix_step_equals_a_recomputation_from_the_building_blocks():
   targets, MixMatch with the step's key, Lx + ramp lambda_u Lu + penalty, BatchNorm statistics moved by each of
   network 1's train-mode passes; network 2 unchanged."""
   from noisy_jax.methods import dividemix as dm  # pylint: disable=import-outside-toplevel
-  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
 
   model, pair, _, _, _, _ = _setup(num_networks=2)
   rng = np.random.default_rng(1)
   images = jnp.asarray(rng.normal(size=(N, 5)), jnp.float32)
   labels = rng.integers(0, C, N)
-  settings = registry.DividemixSettings(warm_up=1, lambda_u=25.0)
+  settings = dividemix_train.DividemixSettings(warm_up=1, lambda_u=25.0)
   table = label_table_lib.with_method_rows(label_table_lib.create(labels, C), dividemix_train.init_rows(N, 1))
   clean = jnp.asarray(rng.random((N, 2)), jnp.float32)
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: clean})
@@ -354,7 +353,6 @@ def test_dividemix_run_divides_after_its_warm_up_and_beats_chance():
 def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   """An epoch with more steps (32 labelled rows: 8 batches of 4) than the schedule's steps per epoch (ceil(40 / 8)
   = 5): a piecewise schedule that decays at the next epoch must not decay inside this one."""
-  from noisy_jax.methods import dividemix_train  # pylint: disable=import-outside-toplevel
 
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
   rng = np.random.default_rng(2)
@@ -367,7 +365,7 @@ def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
   epoch_fn = dividemix_train.make_epoch_fn(
     mesh_lib.make_mesh(1),
-    settings=registry.DividemixSettings(warm_up=1),
+    settings=dividemix_train.DividemixSettings(warm_up=1),
     batch_size=8,
     num_examples=N,
     warmup_epoch_fn=None,

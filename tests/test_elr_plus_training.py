@@ -51,7 +51,7 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
   unmixed batch (train mode) updates the targets, mixup with the step's key, softCE (re-weighted) + ramped ELR term,
   SGD with momentum, then the average with the ramped decay. Both networks, both averages, the targets, the steps."""
   model, pair, table, images, labels = _pair_and_table()
-  settings = registry.ElrPlusSettings(
+  settings = elr_plus_train.ElrPlusSettings(
     beta=0.7,
     lam=3.0,
     mixup_alpha=1.0,
@@ -120,7 +120,7 @@ def test_elr_plus_averages_restart_from_the_warmed_up_networks():
   """With a warm-up, the first ELR+ epoch starts each average as a copy of its network; later epochs do not. A decay
   of exactly 1 (ema_alpha 1, no ramp) freezes the averages, so they show where they started."""
   _, pair, table, images, _ = _pair_and_table(seed=1)
-  settings = registry.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
+  settings = elr_plus_train.ElrPlusSettings(warm_up=2, ema_step=0, ema_alpha=1.0)
   epoch_fn = elr_plus_train.make_epoch_fn(
     mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N, warmup_epoch_fn=None
   )
@@ -173,7 +173,11 @@ def test_bad_elr_plus_configs_are_refused_by_name():
   assert registry.make(ml_collections.ConfigDict({"name": "elr_plus"}), num_classes=10).num_networks == 2
   with pytest.raises(ValueError, match="larger than"):
     elr_plus_train.make_epoch_fn(
-      mesh_lib.make_mesh(1), settings=registry.ElrPlusSettings(), batch_size=64, num_examples=40, warmup_epoch_fn=None
+      mesh_lib.make_mesh(1),
+      settings=elr_plus_train.ElrPlusSettings(),
+      batch_size=64,
+      num_examples=40,
+      warmup_epoch_fn=None,
     )
   config = _digits_config({"name": "elr_plus"})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
@@ -183,10 +187,10 @@ def test_bad_elr_plus_configs_are_refused_by_name():
 
 def test_elr_plus_reweights_labels_by_the_originals_rule():
   """reweight_labels unset: on iff C = 100 (the original's `num_classes == 100`); set: as given."""
-  assert registry.ElrPlusSettings().resolved(100).reweight_labels is True
-  assert registry.ElrPlusSettings().resolved(10).reweight_labels is False
-  assert registry.ElrPlusSettings(reweight_labels=True).resolved(10).reweight_labels is True
-  assert registry.ElrPlusSettings(reweight_labels=False).resolved(100).reweight_labels is False
+  assert elr_plus_train.ElrPlusSettings().resolved(100).reweight_labels is True
+  assert elr_plus_train.ElrPlusSettings().resolved(10).reweight_labels is False
+  assert elr_plus_train.ElrPlusSettings(reweight_labels=True).resolved(10).reweight_labels is True
+  assert elr_plus_train.ElrPlusSettings(reweight_labels=False).resolved(100).reweight_labels is False
 
 
 def test_label_issues_from_the_methods_own_state():

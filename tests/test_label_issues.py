@@ -13,7 +13,8 @@ from noisy_jax import data
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
+from noisy_jax.methods import joint_optimization
 
 PROBS = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
 GIVEN = np.array([0, 2, 1, 0])
@@ -97,11 +98,11 @@ def test_bad_settings_fail_before_training():
     label_issues.settings(config)
   config.label_issues.score, config.label_issues.history_length = "self_confidence", -2
   with pytest.raises(ValueError, match="history_length=-2"):
-    label_issues.history_length(config, registry.loss_method("cross_entropy"), num_examples=10, num_classes=2)
+    label_issues.history_length(config, plain_loss.method("cross_entropy"), num_examples=10, num_classes=2)
 
 
 def test_auto_history_records_every_epoch_that_fits_the_budget():
-  config, plain = ce.get_config(), registry.loss_method("cross_entropy")
+  config, plain = ce.get_config(), plain_loss.method("cross_entropy")
   config.num_epochs = 40
   assert label_issues.history_length(config, plain, num_examples=3_600, num_classes=10) == 40  # 5.5 MiB
   assert label_issues.history_length(config, plain, num_examples=50_000, num_classes=100) == 13  # 19 MiB an epoch
@@ -109,14 +110,14 @@ def test_auto_history_records_every_epoch_that_fits_the_budget():
   assert label_issues.history_length(config, plain, num_examples=1_281_167, num_classes=1000) == 0  # 4.8 GiB
   config.label_issues.history_length = 3
   assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 3
-  jo = registry.joint_optimization_method(alpha=1.0, beta=0.5, prior=registry.uniform_prior(3), begin=1)
+  jo = joint_optimization.method(alpha=1.0, beta=0.5, prior=joint_optimization.uniform_prior(3), begin=1)
   assert label_issues.history_length(config, jo, num_examples=10, num_classes=3) == 0  # keeps its own
 
 
 def test_write_csv_with_names_and_sources(tmp_path):
   table = label_table_lib.create(np.array([0, 1, 1]), 2, history_length=2)
   table = label_table_lib.record(table, np.arange(3), np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]), slot=0)
-  issues = label_issues.from_run(registry.loss_method("cross_entropy"), table)
+  issues = label_issues.from_run(plain_loss.method("cross_entropy"), table)
   path = label_issues.write_csv(
     str(tmp_path / "issues.csv"), issues, sources=["a.png", "b.png", "c.png"], class_names=["cat", "dog"]
   )
@@ -128,7 +129,7 @@ def test_write_csv_with_names_and_sources(tmp_path):
   with pytest.raises(ValueError, match="2 sources for 3 examples"):
     label_issues.write_csv(str(tmp_path / "x.csv"), issues, sources=["a", "b"])
   assert (
-    label_issues.from_run(registry.loss_method("cross_entropy"), label_table_lib.create(np.array([0, 1]), 2)) is None
+    label_issues.from_run(plain_loss.method("cross_entropy"), label_table_lib.create(np.array([0, 1]), 2)) is None
   )  # nothing recorded
 
 

@@ -25,7 +25,7 @@ from noisy_jax.data import image_files
 from noisy_jax.data import inputs
 from noisy_jax.data import normalization
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import streaming
 from noisy_jax.train import epoch as epoch_lib
@@ -150,7 +150,7 @@ def test_epoch_loader_from_a_step_is_the_rest_of_the_epoch():
 
 
 def test_streaming_needs_step_dispatch():
-  method = registry.loss_method("cross_entropy")
+  method = plain_loss.method("cross_entropy")
   with pytest.raises(ValueError, match="scan"):
     epoch_lib.make_epoch_fn(
       method,

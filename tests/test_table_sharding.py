@@ -15,7 +15,7 @@ import pytest
 
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
+from noisy_jax.methods import joint_optimization
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
@@ -189,8 +189,8 @@ def test_table_metrics_on_a_padded_table_count_real_rows_and_need_clean_labels_f
   soft = np.eye(c, dtype=np.float32)[np.where(rng.random(n) < 0.6, clean, given)]
   table = label_table_lib.create(given, c, history_length=1).replace(soft_labels=soft)
   padded = table_sharding.pad(table, 4)  # 12 rows: 2 padding rows (label -1)
-  jo = registry.joint_optimization_method(
-    alpha=1.2, beta=0.8, prior=registry.uniform_prior(c), begin=1, history_length=1
+  jo = joint_optimization.method(
+    alpha=1.2, beta=0.8, prior=joint_optimization.uniform_prior(c), begin=1, history_length=1
   )
   out = table_metrics.table_metrics(padded, clean, jo, num_examples=n)
   changed = soft.argmax(1) != given

@@ -23,6 +23,8 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
+from noisy_jax.methods import joint_optimization as joint_optimization_lib
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import method as method_lib
@@ -135,7 +137,7 @@ def test_epoch_program_compiles_once(mode, augmented):
   """The epoch program ('scan': one program; 'steps': one step program dispatched per batch) is traced once however
   many epochs and steps run, with or without on-device augmentation (no retrace per step or per epoch)."""
   traces = []
-  method = registry.loss_method("cross_entropy")
+  method = plain_loss.method("cross_entropy")
   traced = method_lib.Method(name="counted", objective=lambda *a: (traces.append(1), method.objective(*a))[1])
   model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=mesh_lib.AXIS)
   mesh = mesh_lib.make_mesh(1)
@@ -238,11 +240,11 @@ def test_training_split_metrics_are_consistent():
 def test_joint_optimization_relabel_options_are_checked():
   kwargs = dict(alpha=1.0, beta=0.5, prior=np.full(10, 0.1), begin=2)
   with pytest.raises(ValueError, match="relabel_k=0 must be a positive int"):
-    registry.joint_optimization_method(relabel="hard_top_k", **kwargs)
+    joint_optimization_lib.method(relabel="hard_top_k", **kwargs)
   with pytest.raises(ValueError, match="relabel_k=5 is only used with relabel='hard_top_k'"):
-    registry.joint_optimization_method(relabel="soft", relabel_k=5, **kwargs)
+    joint_optimization_lib.method(relabel="soft", relabel_k=5, **kwargs)
   with pytest.raises(ValueError, match="hard_top_k"):  # the error lists the allowed modes
-    registry.joint_optimization_method(relabel="top_k", **kwargs)
+    joint_optimization_lib.method(relabel="top_k", **kwargs)
 
 
 def test_loss_method_label_smoothing_trains_on_smoothed_targets():
@@ -258,7 +260,7 @@ def test_loss_method_label_smoothing_trains_on_smoothed_targets():
   plain = registry.make(ml_collections.ConfigDict({"name": "loss", "loss": "cross_entropy"}), num_classes=4)
   assert abs(float(plain.objective(logits, labels, ones, ones > 0)) - expected) > 1e-3
   with pytest.raises(ValueError, match="label_smoothing=1.5"):
-    registry.loss_method("cross_entropy", label_smoothing=1.5)
+    plain_loss.method("cross_entropy", label_smoothing=1.5)
 
 
 def test_only_the_main_process_writes_run_files(tmp_path, monkeypatch):

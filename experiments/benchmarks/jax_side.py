@@ -18,7 +18,8 @@ import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
+from noisy_jax.methods import joint_optimization
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import xla_options
 from noisy_jax.train import method as method_lib
@@ -44,9 +45,9 @@ def count_parameters(params) -> int:
 def make_method(name: str, num_classes: int = 10) -> method_lib.Method:
   """'ce': cross entropy (no history); 'jo': Joint Optimization stage 1 (records predictions, soft relabel)."""
   if name == "ce":
-    return registry.loss_method("cross_entropy")
+    return plain_loss.method("cross_entropy")
   if name == "jo":
-    return registry.joint_optimization_method(prior=registry.uniform_prior(num_classes), relabel="soft", **JO_SETTINGS)
+    return joint_optimization.method(prior=joint_optimization.uniform_prior(num_classes), relabel="soft", **JO_SETTINGS)
   raise ValueError(f"unknown method {name!r}; 'ce' or 'jo'.")
 
 

@@ -26,13 +26,15 @@ def main(argv=None):
   args, threads = common.step_variants_args(__doc__.splitlines()[0], argv)
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from noisy_jax.methods import registry
+  from noisy_jax.methods import sop
+  from noisy_jax.methods import elr
+  from noisy_jax.methods import coteaching as coteaching_lib
 
-  coteaching = registry.coteaching_method(forget_rate=0.5, num_epochs=10)
+  coteaching = coteaching_lib.method(forget_rate=0.5, num_epochs=10)
   variants = {
     "CE": jax_side.make_method("ce"),
-    "ELR": registry.elr_method(),
-    "SOP": registry.sop_method(),
+    "ELR": elr.method(),
+    "SOP": sop.method(),
     "Co-teaching (loop)": (coteaching, "loop"),
     "Co-teaching (vmap)": (coteaching, "vmap"),
     "CE, batch 2B": (jax_side.make_method("ce"), "loop", 2),

@@ -87,7 +87,7 @@ LOSSES = {
   "label_smoothing": ("cross_entropy", {}),
 }
 # name -> extra fields of config.method (method 'loss' smooths the targets itself:
-# noisy_jax.methods.registry.loss_method)
+# noisy_jax.methods.plain_loss.method)
 METHOD_EXTRAS = {"label_smoothing": {"label_smoothing": 0.1}}
 
 # APL setting, APL's conventions (APL code loss.py and configs/cifar10/sym/*.yaml).

@@ -28,6 +28,7 @@ from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import reporting
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
+from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
@@ -104,7 +105,7 @@ def run_single(
   clean = dataset.y_train if clean_labels_known(config) else None
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
   transition, transition_summary = None, None
-  if config.method.name == "loss_correction":
+  if registry.get(config.method.name).needs_transition:
     transition, transition_summary = correction_transition(
       config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key
     )
@@ -215,7 +216,7 @@ def run_single(
       )
       stage2_state, _, final_history, stage2_best = loop.fit(
         model=model,
-        method=registry.loss_method("cross_entropy"),
+        method=plain_loss.method("cross_entropy"),
         table=stage2_table,
         dataset=dataset,
         clean_train_labels=clean,
@@ -321,7 +322,7 @@ def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) ->
     table = label_table_lib.create(noisy, num_classes)
     state, _, history, _ = loop.fit(
       model=model,
-      method=registry.loss_method("cross_entropy"),
+      method=plain_loss.method("cross_entropy"),
       table=table,
       dataset=dataset,
       clean_train_labels=clean,
@@ -354,6 +355,6 @@ def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) ->
 def total_epochs(config) -> int:
   """Epochs of one run of `config`: stage 1, plus stage 2 for methods that have one (Joint Optimization)."""
   epochs = int(config.num_epochs)
-  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+  if registry.get(config.method.name).has_stage2(config.method):
     epochs += int(config.stage2.num_epochs)
   return epochs

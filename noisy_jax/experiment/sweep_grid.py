@@ -20,15 +20,6 @@ from noisy_jax.train import members as members_lib
 MEMBER_MAPS = members_lib.MEMBER_MAPS
 SWEEP_FIELDS = ("grid", "seeds", "member_map", "max_members_per_program", "sequential", "table_keys", "plot_keys")
 NOISE_RATE = "noise.rate"
-# Methods that sweeps do not run (their state or their pair is not mapped over members): comparisons run them.
-SWEEP_REFUSED_METHODS = ("elr", "sop", "coteaching", "dividemix", "elr_plus", "loss_correction")
-# Method fields that may differ between members, per method name ('loss': any numeric entry of loss_kwargs).
-TRACED_METHOD_FIELDS = {
-  "loss": (),
-  "truncated_lq": ("q", "k"),
-  "encouraging": ("log_end",),
-  "joint_optimization": ("alpha", "beta"),
-}
 
 
 def default_sweep() -> ml_collections.ConfigDict:
@@ -79,14 +70,8 @@ def set_path(config, path: str, value) -> None:
 def traced_fields(config) -> tuple[str, ...]:
   """The dotted paths of `config` that a sweep may vary (see the module docstring)."""
   allowed = [NOISE_RATE] if config.noise.type not in ("none", inputs.DATASET_NOISE) else []
-  method = config.method
-  allowed += [f"method.{name}" for name in TRACED_METHOD_FIELDS.get(method.name, ())]
-  if method.name == "loss":
-    allowed += [
-      f"method.loss_kwargs.{name}"
-      for name, value in dict(method.get("loss_kwargs", {})).items()
-      if isinstance(value, (int, float)) and not isinstance(value, bool)
-    ]
+  sweep_fields = registry.get(config.method.name).sweep_fields
+  allowed += [f"method.{path}" for path in (sweep_fields(config.method) if sweep_fields is not None else ())]
   return tuple(allowed)
 
 
@@ -151,14 +136,16 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
   _checks.check_choice("member_map", sweep.member_map, MEMBER_MAPS)
   if int(sweep.max_members_per_program) < 0:
     raise ValueError(f"max_members_per_program={sweep.max_members_per_program!r} must be >= 0 (0: all members).")
-  if config.method.name in SWEEP_REFUSED_METHODS:
+  spec = registry.get(config.method.name)
+  if spec.sweep_fields is None:
     raise ValueError(
       f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
       "do not map over members: use a comparison config (`runs` + `shared`, one run per seed)."
     )
-  if config.method.name == "joint_optimization" and config.method.get("stage2", True):
+  if spec.has_stage2(config.method):
     raise ValueError(
-      "Joint Optimization's stage 2 is not run in sweeps: set method.stage2=False (a sweep trains stage 1 only)."
+      f"method {spec.name!r} trains a second stage, which sweeps do not run: set method.stage2=False (a sweep "
+      "trains stage 1 only)."
     )
   return sweep, fields, values
 

@@ -62,6 +62,8 @@ import jax.numpy as jnp
 
 from noisy_jax.core import _checks
 from noisy_jax.core import losses as losses_lib
+from noisy_jax.methods import spec as spec_lib
+from noisy_jax.train import method as method_lib
 
 RAMPS = ("paper", "original")
 # Relative guard of num_remember: float32 rounding of (1 - R) N (~2e-7 relative) must not floor an exact integer
@@ -369,3 +371,91 @@ def _smallest(values, eligible, n) -> jax.Array:
   _, _, order = lax.sort((first, values.astype(jnp.promote_types(values.dtype, jnp.float32)), index), num_keys=3)
   rank = jnp.zeros((b,), jnp.int32).at[order].set(index)
   return eligible & (rank < n)
+
+
+def method(
+  *,
+  forget_rate: float,
+  num_epochs: int,
+  num_gradual: int = 10,
+  exponent: float = 1.0,
+  ramp: str = "paper",
+  plus: bool = False,
+  init_epoch: int = 0,
+  normalise_twice: bool = False,
+) -> method_lib.Method:
+  """Co-teaching / Co-teaching+ on two networks as a method. Epoch e (1-based here) trains with the forget rate
+  R(e - 1) of `forget_rate_schedule(num_epochs, forget_rate, ...)`; each network's loss is the mean cross entropy over
+  the examples its peer selected (`small_loss_selection`, or `disagreement_selection` from 0-based epoch `init_epoch`
+  on with `plus`), selected over the global batch. The objective is the sum of both."""
+  schedule = jnp.asarray(
+    forget_rate_schedule(int(num_epochs), forget_rate, num_gradual=int(num_gradual), exponent=exponent, ramp=ramp),
+    jnp.float32,
+  )
+  if int(init_epoch) < 0:
+    raise ValueError(f"init_epoch={init_epoch!r} must be >= 0 (the 0-based epoch where Co-teaching+ starts).")
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights
+    rate = schedule[jnp.clip(epoch - 1, 0, schedule.shape[0] - 1)]
+    per_example = jax.vmap(losses_lib.cross_entropy, in_axes=(0, None))(logits, soft_labels)  # [2, B]
+    ranked = jax.lax.stop_gradient(per_example)
+    if plus:
+      keep_1, keep_2 = disagreement_selection(
+        jax.lax.stop_gradient(logits[0]),
+        jax.lax.stop_gradient(logits[1]),
+        ranked[0],
+        ranked[1],
+        valid,
+        rate,
+        epoch=epoch - 1,
+        init_epoch=int(init_epoch),
+        axis_name=axis_name,
+      )
+    else:
+      keep_1, keep_2 = small_loss_selection(ranked[0], ranked[1], valid, rate, axis_name=axis_name)
+    loss = coteaching_loss(per_example[0], keep_1, axis_name, normalise_twice=normalise_twice) + coteaching_loss(
+      per_example[1], keep_2, axis_name, normalise_twice=normalise_twice
+    )
+    return loss, rows
+
+  return method_lib.Method(
+    name="coteaching_plus" if plus else "coteaching",
+    objective=objective,
+    extended=True,
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+  )
+
+
+def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
+  if context.num_epochs is None:
+    raise ValueError(
+      "method 'coteaching' needs the run's epochs for its forget-rate schedule: "
+      "make(..., num_epochs=config.num_epochs)."
+    )
+  if "forget_rate" not in method_config:
+    raise ValueError("method 'coteaching' needs method.forget_rate (the paper uses the noise rate).")
+  return method(
+    forget_rate=float(method_config.forget_rate),
+    num_epochs=int(context.num_epochs),
+    **spec_lib.given(
+      method_config, num_gradual=int, exponent=float, ramp=str, plus=bool, init_epoch=int, normalise_twice=bool
+    ),
+  )
+
+
+def _tiny(plus: bool) -> dict:
+  """Both networks in one state, the paper's Adam plan (lr / beta1 decay from epoch 2)."""
+  return {
+    "method": {"name": "coteaching", "forget_rate": 0.4, "num_gradual": 2, "plus": plus},
+    "optimizer": {"name": "coteaching_adam", "learning_rate": 1e-2, "decay_start": 2},
+  }
+
+
+SPEC = spec_lib.MethodSpec(
+  name="coteaching",
+  fields=("forget_rate", "num_gradual", "exponent", "ramp", "plus", "init_epoch", "normalise_twice"),
+  build=_build,
+  tiny={"coteaching": _tiny(plus=False), "coteaching_plus": _tiny(plus=True)},
+)

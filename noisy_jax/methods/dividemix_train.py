@@ -35,6 +35,7 @@ network's schedule count is set to (e - 1) x ceil(N / batch_size) (`optim.at_epo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -42,13 +43,18 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
+from noisy_jax.core import _checks
 from noisy_jax.core import gmm
+from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
+from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import members as members_lib
+from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
 
@@ -116,7 +122,7 @@ def make_epoch_fn(
 ):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of DivideMix (module docstring).
 
-  settings: the method's DivideMix settings (methods.DividemixSettings). warmup_epoch_fn: train.make_epoch_fn of
+  settings: the method's DivideMix settings (DividemixSettings). warmup_epoch_fn: train.make_epoch_fn of
   the warm-up objective over the same mesh and batch size. State and table are donated.
   """
   normalize = normalize or normalization.identity()
@@ -261,3 +267,87 @@ def make_epoch_fn(
     return state, table, pair_epochs.mean_metrics(totals, "train_accuracy_given")
 
   return epoch_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class DividemixSettings:
+  """DivideMix's hyper-parameters (Train_cifar.py's defaults: alpha 4, T 0.5; lambda_u, p_threshold per setting,
+  noisy_jax.methods.dividemix.SETTINGS; warm_up 10 epochs on CIFAR-10, 30 on CIFAR-100; loss_window 5 at 90% noise)."""
+
+  warm_up: int = 10
+  p_threshold: float = 0.5
+  lambda_u: float = 25.0
+  alpha: float = dm.MIXUP_ALPHA
+  temperature: float = dm.SHARPEN_TEMPERATURE
+  loss_window: int = 1
+  warmup_penalty: bool = False
+  penalty: bool = True
+  lu_reduction: str = "mean"
+
+
+def method(settings: DividemixSettings) -> method_lib.Method:
+  """DivideMix as a method (module docstring): its own epoch program (`make_epoch_fn`) after `warm_up` epochs whose
+  objective is the sum over the pair of each network's mean cross entropy (plus its mean negative entropy with
+  `warmup_penalty`), and the division (`divide`) after every epoch from `warm_up` on."""
+  if int(settings.warm_up) < 1:
+    raise ValueError(f"warm_up={settings.warm_up!r} must be >= 1 (epochs of cross entropy before the first division).")
+  if int(settings.loss_window) < 1:
+    raise ValueError(f"loss_window={settings.loss_window!r} must be >= 1 (epochs of losses averaged for the GMM).")
+  _checks.check_range("p_threshold", settings.p_threshold, 0.0, 1.0)
+  _checks.check_range("lambda_u", settings.lambda_u, 0.0, np.inf)
+  _checks.check_range("alpha", settings.alpha, 0.0, np.inf, low_open=True)
+  _checks.check_range("temperature", settings.temperature, 0.0, np.inf, low_open=True)
+  _checks.check_choice("lu_reduction", settings.lu_reduction, dm.LU_REDUCTIONS)
+  window = int(settings.loss_window)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights, epoch
+    loss = 0.0
+    for m in range(2):
+      loss = loss + method_lib.weighted_batch_mean(
+        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
+      )
+      if settings.warmup_penalty:
+        loss = loss + dm.negative_entropy(logits[m], axis_name=axis_name, where=valid)
+    return loss, rows
+
+  def member_update(table, member_probs, epoch, num_examples):
+    return divide(
+      table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window, num_examples=num_examples
+    )
+
+  def epoch_factory(mesh, warmup_epoch_fn, **options):
+    return make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
+
+  def label_evidence(table):
+    clean = np.asarray(table.method_rows[CLEAN_PROB], np.float64)
+    return label_issues.MethodEvidence(
+      what=f"DivideMix clean probability (mean of the two divisions; flagged where neither exceeds "
+      f"p_threshold {settings.p_threshold})",
+      quality=clean.mean(axis=1),
+      is_issue=clean.max(axis=1) <= settings.p_threshold,
+    )
+
+  return method_lib.Method(
+    name="dividemix",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: init_rows(rows, window),
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+    member_update=member_update,
+    update_due=lambda epoch: epoch >= int(settings.warm_up),
+    epoch_factory=epoch_factory,
+    label_evidence=label_evidence,
+  )
+
+
+SPEC = spec_lib.MethodSpec(
+  name="dividemix",
+  fields=tuple(f.name for f in dataclasses.fields(DividemixSettings)),
+  build=lambda method_config, context: method(
+    DividemixSettings(**{k: method_config[k] for k in method_config.keys() if k != "name"})
+  ),
+  # 1 warm-up epoch, a division, 2 epochs of DivideMix
+  tiny={"dividemix": {"method": {"name": "dividemix", "warm_up": 1, "lambda_u": 25.0}, "batch_size": 64}},
+)

@@ -49,6 +49,8 @@ import numpy as np
 from noisy_jax.core import _checks
 from noisy_jax.core import losses
 from noisy_jax.core import precision
+from noisy_jax.methods import spec as spec_lib
+from noisy_jax.train import method as method_lib
 
 # The original code's clamp of the softmax in ELR's update and regulariser and in ELR+'s regulariser.
 PROB_CLAMP = (1e-4, 1.0 - 1e-4)
@@ -353,3 +355,34 @@ def elr_plus_loss(logits_mix, labels_mix, targets_mix, *, lam: float, coef, rewe
   soft_ce = -jnp.sum(labels * jax.nn.log_softmax(logits, axis=-1), axis=-1)
   weight = jnp.asarray(coef, logits.dtype) * jnp.asarray(lam, logits.dtype)
   return (soft_ce + weight * _log_one_minus_agreement(logits, q)).astype(out_dtype)
+
+
+def method(*, lam: float = 3.0, beta: float = 0.7) -> method_lib.Method:
+  """ELR as a method: the batch mean of CE(z_i, y_i) + lam log(1 - <t_i, p_i>), with t_i first updated by this step's
+  clamped prediction, t_i <- beta t_i + (1 - beta) sg(p_i) / sum sg(p_i), as the original (t starts at 0), kept in
+  the table's method rows. Defaults: CIFAR-10 symmetric (beta 0.7, lam 3); asymmetric and CIFAR-100 use beta 0.9
+  with lam 1 and 7."""
+  _checks.check_range("lam", lam, 0.0, np.inf)
+  _checks.check_range("beta", beta, 0.0, 1.0)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del epoch
+    targets = updated_rows(rows["elr_targets"], jax.nn.softmax(logits), beta=beta)
+    per_example = elr_loss(logits, soft_labels, targets, lam=lam)
+    return method_lib.weighted_batch_mean(per_example, weights, valid, axis_name), {"elr_targets": targets}
+
+  return method_lib.Method(
+    name="elr",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: {"elr_targets": init_targets(rows, classes)},
+    row_update=lambda rows, rows_out, grads: rows_out,
+  )
+
+
+SPEC = spec_lib.MethodSpec(
+  name="elr",
+  fields=("lam", "beta"),
+  build=lambda method_config, context: method(**spec_lib.given(method_config, lam=float, beta=float)),
+  tiny={"elr": {"method": {"name": "elr", "lam": 3.0, "beta": 0.7}}},
+)

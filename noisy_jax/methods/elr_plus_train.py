@@ -48,6 +48,7 @@ Evaluation, as the original's single-GPU test: the mean of the two online networ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -55,12 +56,17 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
+from noisy_jax.core import _checks
+from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import elr as elr_lib
+from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import members as members_lib
+from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
 
@@ -116,7 +122,7 @@ def make_epoch_fn(
 ):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of ELR+ (module docstring).
 
-  settings: methods.ElrPlusSettings. warmup_epoch_fn: train.make_epoch_fn of the warm-up objective over the same mesh
+  settings: ElrPlusSettings. warmup_epoch_fn: train.make_epoch_fn of the warm-up objective over the same mesh
   and batch size. State and table are donated.
   """
   normalize = normalize or normalization.identity()
@@ -217,3 +223,88 @@ def make_epoch_fn(
     return state, table, pair_epochs.mean_metrics(totals, "peer_average_accuracy_given")
 
   return epoch_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class ElrPlusSettings:
+  """ELR+'s hyper-parameters (ELR_plus/config_cifar10.json: beta 0.7, lambda 3, mixup_alpha 1, coef_step 0,
+  ema_alpha 0.997, ema_update true, ema_step 40000, warmup 0; CIFAR-10 asymmetric beta 0.9, lambda 1; CIFAR-100
+  beta 0.9, lambda 7, coef_step 40000). reweight_labels None: the original's rule, re-weight iff C = 100."""
+
+  beta: float = 0.7
+  lam: float = 3.0
+  mixup_alpha: float = 1.0
+  coef_step: int = 0
+  ema_alpha: float = 0.997
+  ema_update: bool = True
+  ema_step: int = 40000
+  warm_up: int = 0
+  reweight_labels: bool | None = None
+
+  def resolved(self, num_classes: int) -> "ElrPlusSettings":
+    """These settings with reweight_labels decided: as given, or (None) the original's rule, C == 100."""
+    if self.reweight_labels is not None:
+      return self
+    return dataclasses.replace(self, reweight_labels=int(num_classes) == 100)
+
+
+def method(settings: ElrPlusSettings, *, num_classes: int) -> method_lib.Method:
+  """ELR+ as a method (module docstring): its own epoch program (`make_epoch_fn`) after `warm_up` epochs whose
+  objective is the sum over the pair of each network's mean cross entropy, with each network's targets updated from
+  its own unclamped softmax."""
+  _checks.check_range("beta", settings.beta, 0.0, 1.0)
+  _checks.check_range("lam", settings.lam, 0.0, np.inf)
+  _checks.check_range("mixup_alpha", settings.mixup_alpha, 0.0, np.inf)
+  _checks.check_range("ema_alpha", settings.ema_alpha, 0.0, 1.0)
+  for name in ("coef_step", "ema_step", "warm_up"):
+    value = getattr(settings, name)
+    if isinstance(value, bool) or int(value) != value or value < 0:
+      raise ValueError(f"{name}={value!r} must be an integer >= 0.")
+  settings = settings.resolved(num_classes)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights, epoch
+    loss, targets = 0.0, rows[TARGETS]
+    for m in range(2):
+      loss = loss + method_lib.weighted_batch_mean(
+        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
+      )
+      targets = targets.at[:, m].set(
+        elr_lib.updated_rows(targets[:, m], jax.nn.softmax(logits[m]), beta=settings.beta, clamp=None)
+      )
+    return loss, {TARGETS: targets}
+
+  def epoch_factory(mesh, warmup_epoch_fn, **options):
+    return make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
+
+  def label_evidence(table):
+    return label_issues.MethodEvidence(what="ELR+ targets (mean of both networks')", probs=target_probabilities(table))
+
+  return method_lib.Method(
+    name="elr_plus",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, rows, classes: init_rows(rows, classes),
+    row_update=lambda rows, rows_out, grads: rows_out,
+    num_networks=2,
+    epoch_factory=epoch_factory,
+    init_state=with_averages,
+    label_evidence=label_evidence,
+  )
+
+
+SPEC = spec_lib.MethodSpec(
+  name="elr_plus",
+  fields=tuple(f.name for f in dataclasses.fields(ElrPlusSettings)),
+  build=lambda method_config, context: method(
+    ElrPlusSettings(**{k: method_config[k] for k in method_config.keys() if k != "name"}),
+    num_classes=context.num_classes,
+  ),
+  # 1 warm-up epoch, 2 epochs of ELR+ with the weight averages
+  tiny={
+    "elr_plus": {
+      "method": {"name": "elr_plus", "warm_up": 1, "ema_step": 10, "coef_step": 10},
+      "batch_size": 64,
+    }
+  },
+)

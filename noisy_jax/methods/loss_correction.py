@@ -13,6 +13,11 @@ rows) both take the expectation over the label: sum_j y_j l(p, j), as noisy_jax.
 
 T is known (a synthetic noise model: `noise.make_transition`) or estimated from a network trained with cross
 entropy on the same noisy labels (`estimate_transition`, the paper's anchor points).
+
+The method 'loss_correction' (`method`): config.method `correction` ('forward' | 'backward'), `transition`
+('known': the run's synthetic noise model; 'estimated': anchor points of a cross-entropy network trained first on the
+same labels for the same epochs, `percentile`, default 97, and `shared_filter` to reproduce the original code's
+estimate; or an explicit [C, C] matrix). noisy_jax.experiment.runs resolves it; the builder takes the matrix.
 """
 
 from __future__ import annotations
@@ -21,8 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from noisy_jax.core import _checks
 from noisy_jax.core import losses
 from noisy_jax.core import noise
+from noisy_jax.core import precision
+from noisy_jax.methods import spec as spec_lib
+from noisy_jax.train import method as method_lib
 
 # The original code clips the softmax to [EPS, 1 - EPS] before both corrections.
 EPS = 1e-7
@@ -104,3 +113,49 @@ def estimate_transition(
   if np.any(sums <= 0):
     raise ValueError("an anchor row has no probability mass left (every entry filtered): use a larger percentile.")
   return transition / sums
+
+
+def method(*, correction: str, transition) -> method_lib.Method:
+  """The batch mean of the forward or backward corrected cross entropy with the [C, C] matrix `transition`."""
+  _checks.check_choice("loss correction", correction, CORRECTIONS)
+  if correction == "forward":
+    matrix = jnp.asarray(noise.check_transition(transition), precision.float_dtype())
+    per_example = lambda logits, labels: forward_corrected_cross_entropy(logits, labels, transition=matrix)
+  else:
+    inverse_matrix = jnp.asarray(inverse(transition), precision.float_dtype())
+    per_example = lambda logits, labels: backward_corrected_cross_entropy(
+      logits, labels, inverse_transition=inverse_matrix
+    )
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    return method_lib.weighted_batch_mean(per_example(logits, soft_labels), weights, valid, axis_name)
+
+  return method_lib.Method(name=f"{correction}_correction", objective=objective)
+
+
+def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
+  if context.transition is None:
+    raise ValueError(
+      "method 'loss_correction' needs its transition matrix: make(..., transition=T); "
+      "experiment.runs resolves config.method.transition ('known', 'estimated' or a matrix)."
+    )
+  if np.shape(context.transition) != (context.num_classes, context.num_classes):
+    raise ValueError(
+      f"the transition matrix has shape {np.shape(context.transition)}; [C, C] = "
+      f"[{context.num_classes}, {context.num_classes}] expected."
+    )
+  return method(correction=method_config.correction, transition=context.transition)
+
+
+SPEC = spec_lib.MethodSpec(
+  name="loss_correction",
+  fields=("correction", "transition", "percentile", "shared_filter"),
+  build=_build,
+  tiny={
+    "forward_correction": {"method": {"name": "loss_correction", "correction": "forward", "transition": "known"}},
+    "backward_correction_estimated": {
+      "method": {"name": "loss_correction", "correction": "backward", "transition": "estimated"}
+    },
+  },
+  needs_transition=True,
+)

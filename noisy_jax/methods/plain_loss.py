@@ -1,0 +1,53 @@
+"""The method 'loss': any per-example loss of noisy_jax.core.losses, averaged over the batch with the table's weights.
+
+config.method: `loss` (the loss's name in losses.get), `loss_kwargs` (its hyper-parameters), `label_smoothing` eps
+(default 0): train on (1 - eps) y + eps / C instead of the table's labels y (Szegedy et al. 2016; with cross
+entropy, the label-smoothing baseline of the noisy-label literature).
+"""
+
+from __future__ import annotations
+
+from noisy_jax.core import _checks
+from noisy_jax.core import losses
+from noisy_jax.methods import spec as spec_lib
+from noisy_jax.train import method as method_lib
+
+
+def method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> method_lib.Method:
+  """The batch mean sum_i valid_i w_i loss(z_i, y_i; loss_kwargs) / sum_i valid_i of `loss_name`, with y the
+  table's soft labels, smoothed with `label_smoothing` > 0 (losses.smooth_labels)."""
+  loss_fn = losses.get(loss_name)
+  _checks.check_range("label_smoothing", label_smoothing, 0.0, 1.0)
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None):
+    if label_smoothing:
+      soft_labels = losses.smooth_labels(soft_labels, epsilon=label_smoothing)
+    return method_lib.weighted_batch_mean(loss_fn(logits, soft_labels, **loss_kwargs), weights, valid, axis_name)
+
+  name = loss_name if not label_smoothing else f"{loss_name}+label_smoothing"
+  return method_lib.Method(name=name, objective=objective)
+
+
+def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
+  del context
+  return method(
+    method_config.loss,
+    **spec_lib.given(method_config, label_smoothing=float),
+    **dict(method_config.get("loss_kwargs", {})),
+  )
+
+
+SPEC = spec_lib.MethodSpec(
+  name="loss",
+  fields=("loss", "loss_kwargs", "label_smoothing"),
+  build=_build,
+  tiny={
+    "ce": {"method": {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}},
+    "gce": {"method": {"name": "loss", "loss": "generalized_cross_entropy", "loss_kwargs": {"q": 0.7}}},
+  },
+  sweep_fields=lambda method_config: tuple(
+    f"loss_kwargs.{name}"
+    for name, value in dict(method_config.get("loss_kwargs", {})).items()
+    if isinstance(value, (int, float)) and not isinstance(value, bool)
+  ),
+)
