@@ -14,6 +14,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   coteaching          noisy_jax.methods.coteaching          Han et al., NeurIPS 2018; Co-teaching+ (Yu et al., 2019)
   dividemix           noisy_jax.methods.dividemix_train     Li et al., ICLR 2020
   elr_plus            noisy_jax.methods.elr_plus_train      Liu et al., NeurIPS 2020
+  jocor               noisy_jax.methods.jocor               Wei et al., CVPR 2020
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -26,6 +27,7 @@ from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import encouraging
+from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import plain_loss
@@ -47,6 +49,7 @@ SPECS = {
     coteaching.SPEC,
     dividemix_train.SPEC,
     elr_plus_train.SPEC,
+    jocor.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
