@@ -84,9 +84,10 @@ def run_single(
 
   The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
   per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
-  `summary.json` there, and with `config.checkpoint_every` > 0 each stage is checkpointed under
-  `workdir/checkpoints/STAGE` (noisy_jax.train.checkpoint): a run started again in the same workdir resumes from the
-  newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with every epoch once.
+  `summary.json` there, and with `config.checkpoint_every` > 0 (default checkpoint.DEFAULT_EVERY) each stage is
+  checkpointed under `workdir/checkpoints/STAGE` (noisy_jax.train.checkpoint): a run started again in the same workdir
+  resumes from the newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with
+  every epoch once.
   The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
   `workdir/model/final` and `workdir/model/best_val` (noisy_jax.experiment.export; read back with export.load_model).
 
@@ -154,7 +155,7 @@ def run_single(
     if writes:
       scalar_writer = reporting.ScalarWriter(workdir)
       inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
-    if int(config.get("checkpoint_every", 0)) > 0:
+    if int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0:
       checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
 
   def write_jsonl(record):

@@ -85,10 +85,6 @@ from noisy_jax.train import step as step_lib
 from noisy_jax.train import table_metrics
 
 
-def _zero_totals():
-  return {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
-
-
 class Programs:
   """The compiled pieces of one sweep (built once, reused by every chunk of members of the same size).
 
@@ -151,7 +147,7 @@ class Programs:
       program = members_lib.member_program(member_epoch, (0, None, 0, None), member_map, options)
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):
-        totals = members_lib.stack([_zero_totals()] * keys.shape[0])
+        totals = members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])
         return program((states, tables, totals), hypers, images, keys, epoch)
     else:
       program = members_lib.member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
@@ -159,7 +155,7 @@ class Programs:
 
       def epoch_fn(states, tables, hypers, images, keys, epoch):
         indices, valid = batches_fn(keys)
-        parts = program.split((states, tables, members_lib.stack([_zero_totals()] * keys.shape[0])))
+        parts = program.split((states, tables, members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])))
         for step in range(num_steps):
           parts = program(parts, hypers, images, indices, valid, keys, np.int32(step), epoch)
         return program.join(parts)

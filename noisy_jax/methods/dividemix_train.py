@@ -53,6 +53,7 @@ from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
+from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
@@ -264,7 +265,7 @@ def make_epoch_fn(
           np.float32(num_batches + 1),
           np.float32(num_unlabelled > 0),
         )
-    return state, table, pair_epochs.mean_metrics(totals, "train_accuracy_given")
+    return state, table, epoch_lib.mean_metrics(totals, "train_accuracy_given")
 
   return epoch_fn
 

@@ -65,6 +65,7 @@ from noisy_jax.data import normalization
 from noisy_jax.methods import elr as elr_lib
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
+from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
@@ -220,7 +221,7 @@ def make_epoch_fn(
         state, table, totals = program(shard_table)(
           state, table, totals, np.int32(m), images, order[step], key, np.int32(step), epoch
         )
-    return state, table, pair_epochs.mean_metrics(totals, "peer_average_accuracy_given")
+    return state, table, epoch_lib.mean_metrics(totals, "peer_average_accuracy_given")
 
   return epoch_fn
 

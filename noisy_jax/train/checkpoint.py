@@ -48,6 +48,9 @@ import orbax.checkpoint as ocp
 
 CHECKPOINT_DIRNAME = "checkpoints"
 FORMAT_VERSION = 1
+# Epochs between a stage's checkpoints when config.checkpoint_every is not set (0: none; the last epoch is always
+# saved).
+DEFAULT_EVERY = 5
 
 # Config fields (matched by their last dotted component) that a resumed run may change. They only affect what is
 # logged or plotted, how often checkpoints are written, or how the same computation is executed:

@@ -65,6 +65,17 @@ def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
 
 
+def zero_totals() -> dict:
+  """An epoch's running sums {"loss": sum of loss x rows, "correct", "count": rows}, zero (not placed)."""
+  return {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+
+
+def mean_metrics(totals: dict, accuracy_name: str = "train_accuracy_given") -> dict:
+  """{"train_loss": mean loss per row, accuracy_name: correct / count} of an epoch's running sums."""
+  count = jnp.maximum(totals["count"], 1.0)
+  return {"train_loss": totals["loss"] / count, accuracy_name: totals["correct"] / count}
+
+
 def make_epoch_fn(
   method: method_lib.Method,
   mesh: Mesh,
@@ -148,9 +159,6 @@ def make_epoch_fn(
     ok = lax.dynamic_slice_in_dim(valid, start, local)
     return step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
 
-  def finish(totals):
-    return {"train_loss": totals["loss"] / totals["count"], "train_accuracy_given": totals["correct"] / totals["count"]}
-
   table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
 
   def shard(fn, num_in, num_out, batch_args=()):  # argument and result 1 are the table
@@ -172,7 +180,7 @@ def make_epoch_fn(
         return (state, table), step_metrics
 
       (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
-      return state, table, finish(jax.tree.map(jnp.sum, step_metrics))
+      return state, table, mean_metrics(jax.tree.map(jnp.sum, step_metrics))
 
     return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1), compiler_options=compiler_options)
 
@@ -182,7 +190,7 @@ def make_epoch_fn(
 
   step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2), compiler_options=compiler_options)
   batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
-  finish_fn = jax.jit(finish)
+  finish_fn = jax.jit(mean_metrics)
   num_steps = math.ceil(num_examples / batch_size)
 
   def per_device_streamed_step(state, table, totals, codes, rows, ok, step, epoch, key):
@@ -201,7 +209,7 @@ def make_epoch_fn(
   def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None):
     indices, valid = batches_fn(key)
     if totals is None:
-      totals = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
+      totals = zero_totals()
     totals = jax.device_put({k: jnp.asarray(v, precision.float_dtype()) for k, v in totals.items()}, replicated)
     if source is None:
       for step in range(start, num_steps):

@@ -63,11 +63,11 @@ def fit(
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
   checkpoint_dir: None (no checkpoints) or this stage's checkpoint directory (noisy_jax.train.checkpoint). If it holds a
-  checkpoint, training resumes after its epoch (seed, key and config must match, else ValueError); `on_resume` is
-  then called once with the restored per-epoch records, and `log_fn` only sees the epochs trained here. A checkpoint
-  is written every `config.checkpoint_every` epochs (default 1) and after the last epoch, keeping the newest
-  `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax finishes
-  it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
+  checkpoint, training resumes after its epoch (seed, key and config must match, else ValueError); `on_resume` is then
+  called once with the restored per-epoch records, and `log_fn` only sees the epochs trained here. A checkpoint is
+  written every `config.checkpoint_every` epochs (default checkpoint.DEFAULT_EVERY) and after the last epoch, keeping
+  the newest `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax
+  finishes it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
 
   config fields: batch_size, num_epochs, optimizer (noisy_jax.train.optim: learning_rate, momentum, weight_decay,
   lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min, grad_clip_norm; the cosine's period defaults to this
@@ -169,7 +169,7 @@ def fit(
   best_val, best_variables, history = -1.0, None, []
   manager, step_manager, first_epoch, position = None, None, 1, None
   if checkpoint_dir:
-    checkpoint_every = int(config.get("checkpoint_every", 1))
+    checkpoint_every = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY))
     if checkpoint_every < 1:
       raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
     manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))

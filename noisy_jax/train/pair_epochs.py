@@ -6,16 +6,16 @@ scalar: one program serves both networks, so a pair compiles one step, not two):
 replicated and donated, the table replicated or row-sharded (noisy_jax.parallel.table_sharding), every other argument
 replicated. The
 totals are running sums {"loss", "correct", "count"} of the epoch, kept on the devices (`zero_totals`), read once at
-the end (`mean_metrics`).
+the end (`epoch.mean_metrics`).
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from noisy_jax.parallel import table_sharding
+from noisy_jax.train import epoch as epoch_lib
 
 
 def network_programs(network_step, mesh, *, axis: str, num_replicated: int, compiler_options=None):
@@ -47,9 +47,8 @@ def network_programs(network_step, mesh, *, axis: str, num_replicated: int, comp
 
 
 def zero_totals(mesh) -> dict:
-  """The epoch's running sums, zero, replicated over the mesh."""
-  zeros = {"loss": jnp.zeros(()), "correct": jnp.zeros(()), "count": jnp.zeros(())}
-  return jax.device_put(zeros, jax.sharding.NamedSharding(mesh, P()))
+  """The epoch's running sums (epoch.zero_totals), zero, replicated over the mesh."""
+  return jax.device_put(epoch_lib.zero_totals(), jax.sharding.NamedSharding(mesh, P()))
 
 
 def add_to_totals(totals: dict, loss, correct, count) -> dict:
@@ -59,9 +58,3 @@ def add_to_totals(totals: dict, loss, correct, count) -> dict:
     "correct": totals["correct"] + correct,
     "count": totals["count"] + count,
   }
-
-
-def mean_metrics(totals: dict, accuracy_name: str) -> dict:
-  """{"train_loss": mean loss per row, accuracy_name: correct / count} of the epoch."""
-  count = jnp.maximum(totals["count"], 1.0)
-  return {"train_loss": totals["loss"] / count, accuracy_name: totals["correct"] / count}
