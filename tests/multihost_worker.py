@@ -148,6 +148,7 @@ def main():
     )
     if name.endswith("_sharded"):
       run_config.label_table_sharding = "sharded"
+      run_config.checkpoint_every = 1  # a checkpoint after every epoch: epoch 2's is resumed from below
       checkpoints = os.path.join(os.path.dirname(os.path.abspath(args.out)), "checkpoints", name)
       fit(table=table, config=run_config, checkpoint_dir=checkpoints)
       if distributed.is_main_process():  # as if killed during epoch 3
