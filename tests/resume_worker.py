@@ -76,10 +76,16 @@ def main(argv=None):
   parser.add_argument("--image_folder", default="", help="stream this image folder instead of digits")
   parser.add_argument("--checkpoint_every_steps", type=int, default=0)
   parser.add_argument("--stop_after_step", type=int, default=0, help="0: no kill inside an epoch")
+  parser.add_argument("--num_epochs", type=int, default=0, help="0: the case's")
+  parser.add_argument("--stage2_epochs", type=int, default=0, help="0: the case's")
   args = parser.parse_args(argv)
 
   config = tiny_config(args.method, checkpoint_every=args.checkpoint_every, model=args.model)
   config.seed = args.seed
+  if args.num_epochs:
+    config.num_epochs = args.num_epochs
+  if args.stage2_epochs:
+    config.stage2.num_epochs = args.stage2_epochs
   if args.image_folder:
     config.dataset, config.dataset_kwargs = "image_folder", {"root": args.image_folder}
     config.input, config.input_workers = "streaming", 2

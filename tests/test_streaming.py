@@ -175,11 +175,11 @@ def test_an_undecodable_file_met_while_streaming_is_named(digits_folder, tmp_pat
 
 
 def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
-  """JO on digits written as PNGs, streamed by 2 Grain workers, a checkpoint every 3 steps (10 steps an epoch):
-  killed right after step 16 (epoch 2, step 6), resumed by a new process, the final checkpoints of both stages
-  equal an uninterrupted run's bit for bit, and metrics.jsonl holds every epoch once."""
+  """JO (3 epochs, then 2 of stage 2) on digits written as PNGs, streamed by 2 Grain workers, a checkpoint every 3
+  steps (10 steps an epoch): killed right after step 16 (epoch 2, step 6), resumed by a new process, the final
+  checkpoints of both stages equal an uninterrupted run's bit for bit, and metrics.jsonl holds every epoch once."""
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
-  flags = {"image_folder": digits_folder, "checkpoint_every_steps": 3}
+  flags = {"image_folder": digits_folder, "checkpoint_every_steps": 3, "num_epochs": 3, "stage2_epochs": 2}
   lingering = []
   first = test_checkpoint._run_all(
     [
