@@ -428,17 +428,23 @@ def method(
   )
 
 
-def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
+def schedule_arguments(method_config, context: spec_lib.Context, *, default_hint: str) -> dict:
+  """{forget_rate, num_epochs} of a method built on `forget_rate_schedule` (Co-teaching, JoCoR), with a ValueError
+  naming what is missing: the run's epochs (Context.num_epochs) or method.forget_rate (`default_hint`: what the
+  paper or code uses)."""
+  name = method_config.name
   if context.num_epochs is None:
     raise ValueError(
-      "method 'coteaching' needs the run's epochs for its forget-rate schedule: "
-      "make(..., num_epochs=config.num_epochs)."
+      f"method {name!r} needs the run's epochs for its forget-rate schedule: make(..., num_epochs=config.num_epochs)."
     )
   if "forget_rate" not in method_config:
-    raise ValueError("method 'coteaching' needs method.forget_rate (the paper uses the noise rate).")
+    raise ValueError(f"method {name!r} needs method.forget_rate ({default_hint}).")
+  return {"forget_rate": float(method_config.forget_rate), "num_epochs": int(context.num_epochs)}
+
+
+def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
   return method(
-    forget_rate=float(method_config.forget_rate),
-    num_epochs=int(context.num_epochs),
+    **schedule_arguments(method_config, context, default_hint="the paper uses the noise rate"),
     **spec_lib.given(
       method_config, num_gradual=int, exponent=float, ramp=str, plus=bool, init_epoch=int, normalise_twice=bool
     ),

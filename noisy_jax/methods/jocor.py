@@ -95,15 +95,8 @@ def method(
 
 
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
-  if context.num_epochs is None:
-    raise ValueError(
-      "method 'jocor' needs the run's epochs for its forget-rate schedule: make(..., num_epochs=config.num_epochs)"
-    )
-  if "forget_rate" not in method_config:
-    raise ValueError("method 'jocor' needs method.forget_rate (the original uses the noise rate).")
   return method(
-    forget_rate=float(method_config.forget_rate),
-    num_epochs=int(context.num_epochs),
+    **coteaching.schedule_arguments(method_config, context, default_hint="the original uses the noise rate"),
     **spec_lib.given(method_config, co_lambda=float, num_gradual=int, exponent=float, ramp=str),
   )
 
