@@ -574,6 +574,7 @@ BASELINE_RUNS = (
   ("sop", "SOP"),
   ("coteaching", "Co-teaching (2 networks)"),
   ("coteaching_plus", "Co-teaching+ (2 networks)"),
+  ("jocor", "JoCoR (2 networks)"),
   ("elr_plus", "ELR+ (2 networks)"),
   ("dividemix", "DivideMix (2 networks)"),
 )
