@@ -18,6 +18,11 @@ The contract every loss of this module follows:
 
 Batch-level terms (the Joint Optimization prior penalty and loss) are separate functions of the whole batch and
 return a scalar; `smooth_labels` transforms labels. `get(name)` looks a per-example loss up by name (`LOSSES`).
+
+This module holds the classic losses and the catalogue; the newer families follow the same contract in their own
+modules, and the catalogue lists them: `asymmetric_losses` (AGCE, AUL, AEL and their NCE pairs, ICML 2021),
+`negative_losses` (NFL, NNCE, NNFL, ANL-CE, ANL-FL, NeurIPS 2023), `bi_tempered` (NeurIPS 2019),
+`polynomial_losses` (Poly-1, Taylor CE) and `logit_clip` (LogitClip, ICML 2023: `logit_clip` below).
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import asymmetric_losses
+from noisy_jax.core import bi_tempered
+from noisy_jax.core import logit_clip as logit_clip_lib
+from noisy_jax.core import loss_parts
+from noisy_jax.core import negative_losses
+from noisy_jax.core import polynomial_losses
 
 # The SCE paper's A: log 0 is replaced by this value in the reverse cross entropy.
 DEFAULT_LOG_ZERO = -4.0
@@ -36,45 +47,6 @@ DEFAULT_LOG_ZERO = -4.0
 APL_LOG_ZERO = float(np.log(1e-4))
 # Encouraging loss: the original code clamps 1 - p at this value inside the log of the bonus.
 ENCOURAGING_CLAMP = 1e-5
-
-
-def _compute_dtype(dtype) -> jnp.dtype:
-  """At least float32: bfloat16/float16/integers -> float32, float64 stays float64."""
-  return jnp.promote_types(dtype, jnp.float32)
-
-
-def _output_dtype(dtype) -> jnp.dtype:
-  return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.dtype(jnp.float32)
-
-
-def torch_clamp(x: jax.Array, lo=None, hi=None) -> jax.Array:
-  """torch.clamp's value and gradient: clips to [lo, hi]; the gradient is 1 where lo <= x <= hi (ends included) and
-  0 outside (jnp.clip passes half of it at the ends). For the ports of PyTorch code (methods.elr, methods.sop)."""
-  if lo is not None:
-    x = jnp.where(x < lo, jnp.asarray(lo, x.dtype), x)
-  if hi is not None:
-    x = jnp.where(x > hi, jnp.asarray(hi, x.dtype), x)
-  return x
-
-
-def _prepare(logits, labels) -> tuple[jax.Array, jax.Array, jnp.dtype]:
-  """Checks shapes; returns (logits, labels) in the compute dtype and the output dtype."""
-  logits = jnp.asarray(logits)
-  labels = jnp.asarray(labels)
-  _checks.check_same_shape("logits", logits, "labels", labels)
-  if logits.ndim < 1:
-    raise ValueError(f"logits must have a trailing class axis [..., C], got shape {logits.shape}.")
-  compute = _compute_dtype(logits.dtype)
-  return logits.astype(compute), labels.astype(compute), _output_dtype(logits.dtype)
-
-
-def _hyper(value, dtype) -> jax.Array:
-  return jnp.asarray(value, dtype)
-
-
-def _one_minus_exp(log_p: jax.Array) -> jax.Array:
-  """1 - p computed accurately from log p (no cancellation as p -> 1)."""
-  return -jnp.expm1(log_p)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -91,7 +63,7 @@ def cross_entropy(logits, labels) -> jax.Array:
   Returns:
     [...] per-example loss in the logits' dtype.
   """
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
   return (-jnp.sum(labels * log_p, axis=-1)).astype(out_dtype)
 
@@ -108,7 +80,7 @@ def mean_absolute_error(logits, labels) -> jax.Array:
   Returns:
     [...] per-example loss.
   """
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   p = jax.nn.softmax(logits, axis=-1)
   return jnp.sum(jnp.abs(p - labels), axis=-1).astype(out_dtype)
 
@@ -125,7 +97,7 @@ def kl_divergence(logits, labels) -> jax.Array:
   Returns:
     [...] per-example divergence.
   """
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
   return _kl(labels, log_p).astype(out_dtype)
 
@@ -148,8 +120,8 @@ def entropy(logits) -> jax.Array:
     [...] per-example entropy in the logits' dtype.
   """
   logits = jnp.asarray(logits)
-  out_dtype = _output_dtype(logits.dtype)
-  log_p = jax.nn.log_softmax(logits.astype(_compute_dtype(logits.dtype)), axis=-1)
+  out_dtype = loss_parts.output_dtype(logits.dtype)
+  log_p = jax.nn.log_softmax(logits.astype(loss_parts.compute_dtype(logits.dtype)), axis=-1)
   return _entropy(log_p).astype(out_dtype)
 
 
@@ -176,11 +148,9 @@ def focal_loss(logits, labels, *, gamma: float = 2.0) -> jax.Array:
     [...] per-example loss.
   """
   _checks.check_range("gamma", gamma, 0.0, np.inf)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
-  tiny = jnp.finfo(log_p.dtype).tiny
-  log_one_minus_p = jnp.log(jnp.maximum(_one_minus_exp(log_p), tiny))
-  modulator = jnp.exp(_hyper(gamma, log_p.dtype) * log_one_minus_p)
+  modulator = loss_parts.focal_modulator(log_p, loss_parts.hyper(gamma, log_p.dtype))
   return (-jnp.sum(labels * modulator * log_p, axis=-1)).astype(out_dtype)
 
 
@@ -198,8 +168,8 @@ def smooth_labels(labels, *, epsilon: float) -> jax.Array:
   labels = jnp.asarray(labels)
   if labels.ndim < 1:
     raise ValueError(f"labels must have a trailing class axis [..., C], got shape {labels.shape}.")
-  labels = labels.astype(_output_dtype(labels.dtype))
-  eps = _hyper(epsilon, labels.dtype)
+  labels = labels.astype(loss_parts.output_dtype(labels.dtype))
+  eps = loss_parts.hyper(epsilon, labels.dtype)
   return (1.0 - eps) * labels + eps / labels.shape[-1]
 
 
@@ -223,9 +193,9 @@ def generalized_cross_entropy(logits, labels, *, q: float = 0.7) -> jax.Array:
     [...] per-example loss.
   """
   _checks.check_range("q", q, 0.0, 1.0, low_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
-  q = _hyper(q, log_p.dtype)
+  q = loss_parts.hyper(q, log_p.dtype)
   return jnp.sum(labels * _lq_of_log_p(log_p, q), axis=-1).astype(out_dtype)
 
 
@@ -256,10 +226,10 @@ def truncated_generalized_cross_entropy(logits, labels, *, q: float = 0.7, k: fl
   """
   _checks.check_range("q", q, 0.0, 1.0, low_open=True)
   _checks.check_range("k", k, 0.0, 1.0, low_open=True, high_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
-  q = _hyper(q, log_p.dtype)
-  k = _hyper(k, log_p.dtype)
+  q = loss_parts.hyper(q, log_p.dtype)
+  k = loss_parts.hyper(k, log_p.dtype)
   lq_at_k = _lq_of_log_p(jnp.log(k), q)
   per_class = jnp.where(jnp.exp(log_p) <= k, lq_at_k, _lq_of_log_p(log_p, q))
   return jnp.sum(labels * per_class, axis=-1).astype(out_dtype)
@@ -292,11 +262,11 @@ def encouraging_loss(logits, labels, *, log_end: float = 0.75) -> jax.Array:
     [...] per-example loss.
   """
   _checks.check_range("log_end", log_end, 0.0, 1.0, low_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
   p = jnp.exp(log_p)
-  log_end = _hyper(log_end, log_p.dtype)
-  full_bonus = jnp.log(jnp.maximum(_one_minus_exp(log_p), ENCOURAGING_CLAMP))
+  log_end = loss_parts.hyper(log_end, log_p.dtype)
+  full_bonus = jnp.log(jnp.maximum(loss_parts.one_minus_exp(log_p), ENCOURAGING_CLAMP))
   # log_end = 1: p > log_end never holds; the safe slope only avoids 0-division in the unused branch.
   slope_denominator = jnp.where(log_end < 1.0, log_end - 1.0, -1.0)
   tangent_bonus = (p - log_end) / slope_denominator + jnp.log(jnp.maximum(1.0 - log_end, ENCOURAGING_CLAMP))
@@ -323,14 +293,14 @@ def reverse_cross_entropy(logits, labels, *, log_zero: float = DEFAULT_LOG_ZERO)
     [...] per-example loss.
   """
   _checks.check_range("log_zero", log_zero, -np.inf, 0.0, high_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   return _rce(logits, labels, log_zero).astype(out_dtype)
 
 
 def _rce(logits: jax.Array, labels: jax.Array, log_zero) -> jax.Array:
   p = jax.nn.softmax(logits, axis=-1)
   # log(max(y, e^A)) = max(log y, A), without a -inf anywhere.
-  clamped_log_labels = jnp.log(jnp.maximum(labels, jnp.exp(_hyper(log_zero, logits.dtype))))
+  clamped_log_labels = jnp.log(jnp.maximum(labels, jnp.exp(loss_parts.hyper(log_zero, logits.dtype))))
   return -jnp.sum(p * clamped_log_labels, axis=-1)
 
 
@@ -355,17 +325,16 @@ def symmetric_cross_entropy(
   _checks.check_range("alpha", alpha, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, np.inf)
   _checks.check_range("log_zero", log_zero, -np.inf, 0.0, high_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   ce = -jnp.sum(labels * jax.nn.log_softmax(logits, axis=-1), axis=-1)
-  value = _hyper(alpha, logits.dtype) * ce + _hyper(beta, logits.dtype) * _rce(logits, labels, log_zero)
+  value = loss_parts.hyper(alpha, logits.dtype) * ce + loss_parts.hyper(beta, logits.dtype) * _rce(
+    logits, labels, log_zero
+  )
   return value.astype(out_dtype)
 
 
 def _nce(logits: jax.Array, labels: jax.Array) -> jax.Array:
-  log_p = jax.nn.log_softmax(logits, axis=-1)
-  # -sum_k log p_k >= C log C > 0 for C >= 2; the floor only guards C = 1.
-  denominator = jnp.maximum(-jnp.sum(log_p, axis=-1), jnp.finfo(log_p.dtype).tiny)
-  return -jnp.sum(labels * log_p, axis=-1) / denominator
+  return loss_parts.normalized_cross_entropy(jax.nn.log_softmax(logits, axis=-1), labels)
 
 
 def normalized_cross_entropy(logits, labels) -> jax.Array:
@@ -378,7 +347,7 @@ def normalized_cross_entropy(logits, labels) -> jax.Array:
   Returns:
     [...] per-example loss in [0, 1].
   """
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   return _nce(logits, labels).astype(out_dtype)
 
 
@@ -407,8 +376,8 @@ def nce_rce(logits, labels, *, alpha: float = 1.0, beta: float = 1.0, log_zero: 
   _checks.check_range("alpha", alpha, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, np.inf)
   _checks.check_range("log_zero", log_zero, -np.inf, 0.0, high_open=True)
-  logits, labels, out_dtype = _prepare(logits, labels)
-  value = _hyper(alpha, logits.dtype) * _nce(logits, labels) + _hyper(beta, logits.dtype) * _rce(
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
+  value = loss_parts.hyper(alpha, logits.dtype) * _nce(logits, labels) + loss_parts.hyper(beta, logits.dtype) * _rce(
     logits, labels, log_zero
   )
   return value.astype(out_dtype)
@@ -432,9 +401,9 @@ def nce_mae(logits, labels, *, alpha: float = 1.0, beta: float = 1.0) -> jax.Arr
   """
   _checks.check_range("alpha", alpha, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, np.inf)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   mae = jnp.sum(jnp.abs(jax.nn.softmax(logits, axis=-1) - labels), axis=-1)
-  value = _hyper(alpha, logits.dtype) * _nce(logits, labels) + _hyper(beta, logits.dtype) * mae
+  value = loss_parts.hyper(alpha, logits.dtype) * _nce(logits, labels) + loss_parts.hyper(beta, logits.dtype) * mae
   return value.astype(out_dtype)
 
 
@@ -457,9 +426,9 @@ def bootstrap_soft(logits, labels, *, beta: float = 0.95) -> jax.Array:
     [...] per-example loss.
   """
   _checks.check_range("beta", beta, 0.0, 1.0)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
-  beta = _hyper(beta, log_p.dtype)
+  beta = loss_parts.hyper(beta, log_p.dtype)
   target = beta * labels + (1.0 - beta) * jnp.exp(log_p)
   return (-jnp.sum(target * log_p, axis=-1)).astype(out_dtype)
 
@@ -476,9 +445,9 @@ def bootstrap_hard(logits, labels, *, beta: float = 0.8) -> jax.Array:
     [...] per-example loss.
   """
   _checks.check_range("beta", beta, 0.0, 1.0)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   log_p = jax.nn.log_softmax(logits, axis=-1)
-  beta = _hyper(beta, log_p.dtype)
+  beta = loss_parts.hyper(beta, log_p.dtype)
   predicted = jax.nn.one_hot(jnp.argmax(logits, axis=-1), logits.shape[-1], dtype=log_p.dtype)
   target = beta * labels + (1.0 - beta) * predicted
   return (-jnp.sum(target * log_p, axis=-1)).astype(out_dtype)
@@ -553,8 +522,8 @@ def prior_penalty(logits, prior, *, axis_name=None, where=None) -> jax.Array:
   if logits.ndim < 1:
     raise ValueError(f"logits must have a trailing class axis [..., C], got shape {logits.shape}.")
   _check_prior(prior, logits.shape[-1])
-  out_dtype = _output_dtype(logits.dtype)
-  compute = _compute_dtype(logits.dtype)
+  out_dtype = loss_parts.output_dtype(logits.dtype)
+  compute = loss_parts.compute_dtype(logits.dtype)
   valid = _valid_mask(where, logits.shape[:-1]).reshape(-1)
   log_p = jax.nn.log_softmax(logits.astype(compute), axis=-1).reshape(-1, logits.shape[-1])
   return _prior_penalty(log_p, jnp.asarray(prior, compute), valid, axis_name).astype(out_dtype)
@@ -588,7 +557,7 @@ def joint_optimization_loss(
   """
   _checks.check_range("alpha", alpha, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, np.inf)
-  logits, labels, out_dtype = _prepare(logits, labels)
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   _check_prior(prior, logits.shape[-1])
   num_classes = logits.shape[-1]
   valid = _valid_mask(where, logits.shape[:-1]).reshape(-1)
@@ -602,8 +571,50 @@ def joint_optimization_loss(
   classification = global_mean(_kl(labels, log_p))
   penalty = _prior_penalty(log_p, jnp.asarray(prior, log_p.dtype), valid, axis_name)
   prediction_entropy = global_mean(_entropy(log_p))
-  total = classification + _hyper(alpha, log_p.dtype) * penalty + _hyper(beta, log_p.dtype) * prediction_entropy
+  total = (
+    classification
+    + loss_parts.hyper(alpha, log_p.dtype) * penalty
+    + loss_parts.hyper(beta, log_p.dtype) * prediction_entropy
+  )
   return total.astype(out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LogitClip: any loss of the catalogue on norm-clipped logits.
+
+
+def logit_clip(
+  logits,
+  labels,
+  *,
+  temperature: float = 1.0,
+  norm_order: float = 2.0,
+  loss: str = "cross_entropy",
+  loss_kwargs: dict | None = None,
+  original_threshold: bool = False,
+) -> jax.Array:
+  """LogitClip (Wei et al., ICML 2023): the loss called `loss` on the clipped logits, loss(clip(z), y; loss_kwargs),
+  clip(z) = delta z / (||z||_p + 1e-7) where that norm exceeds delta = 1 / temperature (`logit_clip.clip_logits`).
+
+  Args:
+    logits: [..., C].
+    labels: [..., C] probability vectors.
+    temperature: tau > 0 (default 1; the original's README runs 1.5 for CE at 50% symmetric noise).
+    norm_order: p >= 1 (default 2).
+    loss: the clipped loss's name in `LOSSES` (default 'cross_entropy'; not 'logit_clip').
+    loss_kwargs: that loss's hyper-parameters (default none).
+    original_threshold: clip where the norm exceeds tau, as the original's code (default False: delta).
+
+  Returns:
+    [...] per-example loss.
+  """
+  if loss == "logit_clip":
+    raise ValueError("logit_clip's loss must be another loss of the catalogue, got 'logit_clip'.")
+  loss_fn = get(loss)
+  clipped = logit_clip_lib.clip_logits(
+    logits, temperature=temperature, norm_order=norm_order, original_threshold=original_threshold
+  )
+  return loss_fn(clipped, labels, **dict(loss_kwargs or {}))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -627,6 +638,21 @@ LOSSES: dict[str, Callable[..., jax.Array]] = {
   "bootstrap_soft": bootstrap_soft,
   "bootstrap_hard": bootstrap_hard,
   "focal_loss": focal_loss,
+  "asymmetric_generalized_cross_entropy": asymmetric_losses.asymmetric_generalized_cross_entropy,
+  "asymmetric_unhinged_loss": asymmetric_losses.asymmetric_unhinged_loss,
+  "asymmetric_exponential_loss": asymmetric_losses.asymmetric_exponential_loss,
+  "nce_agce": asymmetric_losses.nce_agce,
+  "nce_aul": asymmetric_losses.nce_aul,
+  "nce_ael": asymmetric_losses.nce_ael,
+  "normalized_focal_loss": negative_losses.normalized_focal_loss,
+  "normalized_negative_cross_entropy": negative_losses.normalized_negative_cross_entropy,
+  "normalized_negative_focal_loss": negative_losses.normalized_negative_focal_loss,
+  "anl_ce": negative_losses.anl_ce,
+  "anl_fl": negative_losses.anl_fl,
+  "bi_tempered_logistic_loss": bi_tempered.bi_tempered_logistic_loss,
+  "poly1_cross_entropy": polynomial_losses.poly1_cross_entropy,
+  "taylor_cross_entropy": polynomial_losses.taylor_cross_entropy,
+  "logit_clip": logit_clip,
 }
 
 

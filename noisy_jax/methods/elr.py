@@ -33,7 +33,7 @@ again its loss is the batch mean of ours. For CIFAR-100 only (`num_classes == 10
 first re-weighted by the targets, y_mix <- y_mix q / sum(y_mix q) (`reweight_labels=True`, `reweighted_labels`).
 After each optimiser step the EMA is updated with `ema_decay` (`update_ema`).
 
-Clamps follow PyTorch's `torch.clamp` (`losses.torch_clamp`): the value is clipped and the gradient is passed
+Clamps follow PyTorch's `torch.clamp` (`loss_parts.torch_clamp`): the value is clipped and the gradient is passed
 where lo <= x <= hi (both ends included) and zero outside (`jnp.clip` passes half the gradient at the ends). A
 clamped probability therefore blocks the regulariser's gradient, as in the original.
 """
@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
-from noisy_jax.core import losses
+from noisy_jax.core import loss_parts
 from noisy_jax.core import precision
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import method as method_lib
@@ -100,12 +100,12 @@ def updated_rows(target_rows, probs, *, beta: float, clamp=PROB_CLAMP) -> jax.Ar
   _checks.check_range("beta", beta, 0.0, 1.0)
   _check_clamp(clamp)
   probs = jnp.asarray(probs)
-  compute = losses._compute_dtype(probs.dtype)  # pylint: disable=protected-access
+  compute = loss_parts.compute_dtype(probs.dtype)
   probs = jax.lax.stop_gradient(probs.astype(compute))
   target_rows = jax.lax.stop_gradient(jnp.asarray(target_rows).astype(compute))
   _checks.check_same_shape("target_rows", target_rows, "probs", probs)
   if clamp is not None:
-    probs = losses.torch_clamp(probs, clamp[0], clamp[1])
+    probs = loss_parts.torch_clamp(probs, clamp[0], clamp[1])
   probs = probs / jnp.maximum(jnp.sum(probs, axis=-1, keepdims=True), jnp.finfo(compute).tiny)
   beta = jnp.asarray(beta, compute)
   return beta * target_rows + (1.0 - beta) * probs
@@ -143,7 +143,7 @@ def update_targets(targets, indices, probs, *, beta: float, clamp=PROB_CLAMP) ->
 
 def _log_one_minus_agreement(logits: jax.Array, target_rows: jax.Array) -> jax.Array:
   """log(1 - <sg t, clamp(softmax z, 1e-4, 1 - 1e-4)>) per example (compute dtype in, compute dtype out)."""
-  p = losses.torch_clamp(jax.nn.softmax(logits, axis=-1), *PROB_CLAMP)
+  p = loss_parts.torch_clamp(jax.nn.softmax(logits, axis=-1), *PROB_CLAMP)
   agreement = jnp.sum(jax.lax.stop_gradient(target_rows) * p, axis=-1)
   # log1p: accurate for a small agreement. sum_c t_c <= 1 and p_c <= 1 - 1e-4 keep 1 - <t, p> >= 1e-4; the cap
   # only guards tables whose rows sum above 1 (the value is then log(eps) instead of NaN).
@@ -166,8 +166,8 @@ def elr_regularizer(logits, target_rows) -> jax.Array:
   logits = jnp.asarray(logits)
   if logits.ndim < 1:
     raise ValueError(f"logits must have a trailing class axis [..., C], got shape {logits.shape}.")
-  out_dtype = losses._output_dtype(logits.dtype)  # pylint: disable=protected-access
-  logits = logits.astype(losses._compute_dtype(logits.dtype))  # pylint: disable=protected-access
+  out_dtype = loss_parts.output_dtype(logits.dtype)
+  logits = logits.astype(loss_parts.compute_dtype(logits.dtype))
   return _log_one_minus_agreement(logits, _rows_like("target_rows", target_rows, logits)).astype(out_dtype)
 
 
@@ -191,7 +191,7 @@ def elr_loss(logits, labels, targets_rows, *, lam: float) -> jax.Array:
     [...] per-example loss in the logits' dtype.
   """
   _checks.check_range("lam", lam, 0.0, np.inf)
-  logits, labels, out_dtype = losses._prepare(logits, labels)  # pylint: disable=protected-access
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   target_rows = _rows_like("targets_rows", targets_rows, logits)
   ce = -jnp.sum(labels * jax.nn.log_softmax(logits, axis=-1), axis=-1)
   reg = _log_one_minus_agreement(logits, target_rows)
@@ -265,8 +265,8 @@ def update_ema(ema_params: Any, params: Any, decay) -> Any:
 
 
 def _mix(x: jax.Array, perm: jax.Array, lam: jax.Array) -> jax.Array:
-  out_dtype = losses._output_dtype(x.dtype)  # pylint: disable=protected-access
-  xf = x.astype(losses._compute_dtype(x.dtype))  # pylint: disable=protected-access
+  out_dtype = loss_parts.output_dtype(x.dtype)
+  xf = x.astype(loss_parts.compute_dtype(x.dtype))
   lam = lam.astype(xf.dtype)
   return (lam * xf + (1.0 - lam) * jnp.take(xf, perm, axis=0)).astype(out_dtype)
 
@@ -318,7 +318,7 @@ def reweighted_labels(labels_mix, targets_mix) -> jax.Array:
   softmax); here the denominator is floored at the smallest normal float, which turns such a row into zeros.
   """
   labels_mix = jnp.asarray(labels_mix)
-  compute = losses._compute_dtype(labels_mix.dtype)  # pylint: disable=protected-access
+  compute = loss_parts.compute_dtype(labels_mix.dtype)
   labels_mix = labels_mix.astype(compute)
   q = jax.lax.stop_gradient(jnp.asarray(targets_mix).astype(compute))
   _checks.check_same_shape("targets_mix", q, "labels_mix", labels_mix)
@@ -348,7 +348,7 @@ def elr_plus_loss(logits_mix, labels_mix, targets_mix, *, lam: float, coef, rewe
   """
   _checks.check_range("lam", lam, 0.0, np.inf)
   _checks.check_range("coef", coef, 0.0, np.inf)
-  logits, labels, out_dtype = losses._prepare(logits_mix, labels_mix)  # pylint: disable=protected-access
+  logits, labels, out_dtype = loss_parts.prepare(logits_mix, labels_mix)
   q = _rows_like("targets_mix", targets_mix, logits)
   if reweight_labels:
     labels = reweighted_labels(labels, q)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
-from noisy_jax.core import losses
+from noisy_jax.core import loss_parts
 from noisy_jax.core import noise
 from noisy_jax.core import precision
 from noisy_jax.methods import spec as spec_lib
@@ -41,7 +41,7 @@ DEFAULT_PERCENTILE = 97.0
 
 
 def _clipped_probabilities(logits, labels):
-  logits, labels, out_dtype = losses._prepare(logits, labels)  # pylint: disable=protected-access
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   return jnp.clip(jax.nn.softmax(logits, axis=-1), EPS, 1.0 - EPS), labels, out_dtype
 
 

@@ -31,7 +31,7 @@ v_rows) of the batch objective built from these functions):
   u             : from ce, mse and balance: U is never stopped.
 
 So the single stop_gradient that matters is sg(V) inside p~; the sg(z) under the argmax documents that the hard
-label is a constant. Clamps follow torch.clamp (`losses.torch_clamp`: the gradient passes where lo <= x <= hi,
+label is a constant. Clamps follow torch.clamp (`loss_parts.torch_clamp`: the gradient passes where lo <= x <= hi,
 ends included), and F.normalize's denominator max(||x||_1, eps) is differentiated as PyTorch does.
 
 Defect (issue #5 of the original repository): the balance term is computed from p~, which contains sg(V), so it
@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
-from noisy_jax.core import losses
+from noisy_jax.core import loss_parts
 from noisy_jax.core import precision
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import method as method_lib
@@ -82,7 +82,7 @@ def init_params(
 
 
 def _prepare(logits, labels, u_rows, v_rows):
-  logits, labels, out_dtype = losses._prepare(logits, labels)  # pylint: disable=protected-access
+  logits, labels, out_dtype = loss_parts.prepare(logits, labels)
   u_rows = jnp.asarray(u_rows)
   v_rows = jnp.asarray(v_rows)
   _checks.check_same_shape("u_rows", u_rows, "logits[..., 0]", np.empty(logits.shape[:-1]))
@@ -92,17 +92,17 @@ def _prepare(logits, labels, u_rows, v_rows):
 
 def _u_v_terms(labels: jax.Array, u_rows: jax.Array, v_rows: jax.Array) -> tuple[jax.Array, jax.Array]:
   """U = clamp(u^2 y, 0, 1) and V = clamp(v^2 (1 - y), 0, 1), [..., C]."""
-  big_u = losses.torch_clamp(jnp.square(u_rows)[..., None] * labels, 0.0, 1.0)
-  big_v = losses.torch_clamp(jnp.square(v_rows) * (1.0 - labels), 0.0, 1.0)
+  big_u = loss_parts.torch_clamp(jnp.square(u_rows)[..., None] * labels, 0.0, 1.0)
+  big_v = loss_parts.torch_clamp(jnp.square(v_rows) * (1.0 - labels), 0.0, 1.0)
   return big_u, big_v
 
 
 def _prediction(logits: jax.Array, big_u: jax.Array, big_v_in_p: jax.Array) -> jax.Array:
   """p~ = clamp(normalize_1(clamp(p + U - V', min eps)), eps, 1), V' = sg(V) or V as the caller decides."""
   p = jax.nn.softmax(logits, axis=-1)
-  p_tilde = losses.torch_clamp(p + big_u - big_v_in_p, EPS)
-  norm = losses.torch_clamp(jnp.sum(jnp.abs(p_tilde), axis=-1, keepdims=True), EPS)  # F.normalize(p=1, eps=1e-4)
-  return losses.torch_clamp(p_tilde / norm, EPS, 1.0)
+  p_tilde = loss_parts.torch_clamp(p + big_u - big_v_in_p, EPS)
+  norm = loss_parts.torch_clamp(jnp.sum(jnp.abs(p_tilde), axis=-1, keepdims=True), EPS)  # F.normalize(p=1, eps=1e-4)
+  return loss_parts.torch_clamp(p_tilde / norm, EPS, 1.0)
 
 
 def reparameterized_prediction(logits, labels, u_rows, v_rows, *, detach_v: bool = True) -> jax.Array:
@@ -166,7 +166,7 @@ def consistency_loss(logits1, logits2) -> jax.Array:
   Returns:
     [...] per-example divergence in logits1's dtype.
   """
-  logits1, logits2, out_dtype = losses._prepare(logits1, logits2)  # pylint: disable=protected-access
+  logits1, logits2, out_dtype = loss_parts.prepare(logits1, logits2)
   log_p1 = jax.lax.stop_gradient(jax.nn.log_softmax(logits1, axis=-1))
   log_p2 = jax.nn.log_softmax(logits2, axis=-1)
   return jnp.sum(jnp.exp(log_p1) * (log_p1 - log_p2), axis=-1).astype(out_dtype)
@@ -206,7 +206,7 @@ def balance_loss(logits, labels, u_rows, v_rows, *, detach_v: bool = True, where
   if axis_name is not None:
     total = jax.lax.psum(total, axis_name)
     count = jax.lax.psum(count, axis_name)
-  mean = losses.torch_clamp(total / jnp.maximum(count, 1.0), EPS, 1.0)
+  mean = loss_parts.torch_clamp(total / jnp.maximum(count, 1.0), EPS, 1.0)
   value = -jnp.sum(jnp.log(mean)) / num_classes
   return jnp.where(count > 0, value, 0.0).astype(out_dtype)
 
