@@ -1,5 +1,5 @@
-"""Tests for train.optim: lr schedules (piecewise, PyTorch's per-epoch CosineAnnealingLR), gradient clipping, and
-the default optimiser unchanged from the one train.py built before the module existed."""
+"""Tests for train.optim: lr schedules (piecewise, PyTorch's per-epoch CosineAnnealingLR), gradient clipping, the L1
+term (against PyTorch), and the default optimiser unchanged from the one train.py built before the module existed."""
 
 from __future__ import annotations
 
@@ -162,6 +162,7 @@ def test_clipping_is_before_weight_decay():
     ({"lr_schedule": "cos"}, r"lr_schedule 'cos'; allowed: 'cosine', 'piecewise'"),
     ({"grad_clip_norm": -1.0}, r"grad_clip_norm=-1.0 is outside the allowed range \[0.0, inf\)"),
     ({"grad_clip_norm": float("inf")}, r"grad_clip_norm=inf is outside the allowed range"),
+    ({"l1": -1e-5}, r"l1=-1e-05 is outside the allowed range \[0.0, inf\)"),
     ({"lr_schedule": "cosine", "lr_min": -0.1}, r"lr_min=-0.1 is outside the allowed range \[0.0, inf\]"),
     ({"lr_schedule": "cosine", "cosine_epochs": 2.5}, r"cosine_epochs=2.5 must be an integer >= 1"),
     ({"lr_schedule": "cosine", "cosine_epochs": -3}, r"cosine_epochs=-3 must be an integer >= 1"),
@@ -175,3 +176,32 @@ def test_bad_values(fields, match):
 def test_cosine_needs_a_period():
   with pytest.raises(ValueError, match="cosine_epochs or the stage's num_epochs"):
     optim.make_optimizer(_config(lr_schedule="cosine"), steps_per_epoch=3)
+
+
+def test_l1_matches_pytorch_loss_plus_l1_then_clip_then_sgd():
+  """Active Negative Loss's trainer, two steps: (loss + delta * sum |p|).backward(), clip_grad_norm_(5), SGD with
+  momentum 0.9 and weight decay; the loss's gradient is the fixed `_grads`. A zero parameter gets no L1 push
+  (sign(0) = 0, as torch's abs)."""
+  params = jax.tree.map(lambda p: p.at[..., 0].set(0.0), _params())
+  grads_seq = [_grads(8, 3.0), _grads(9, 0.01)]
+  tx = optim.make_optimizer(_config(l1=0.05, grad_clip_norm=5.0, weight_decay=1e-3), steps_per_epoch=10)
+  ours, _ = _updates(tx, params, grads_seq)
+  leaves, treedef = jax.tree.flatten(params)
+  weights = [torch.nn.Parameter(torch.tensor(np.asarray(w), dtype=torch.float64)) for w in leaves]
+  torch_opt = torch.optim.SGD(weights, lr=0.01, momentum=0.9, weight_decay=1e-3)
+  for step, grads in enumerate(grads_seq):
+    torch_opt.zero_grad()
+    loss_grads = [torch.tensor(np.asarray(g), dtype=torch.float64) for g in jax.tree.leaves(grads)]
+    loss = sum(torch.sum(w * g) for w, g in zip(weights, loss_grads)) + 0.05 * sum(w.abs().sum() for w in weights)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(weights, 5.0)
+    before = [w.detach().clone() for w in weights]
+    torch_opt.step()
+    want = jax.tree.unflatten(treedef, [(w.detach() - b).numpy() for w, b in zip(weights, before)])
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=2e-5, atol=1e-8), ours[step], want)
+
+
+def test_l1_needs_the_parameters():
+  tx = optim.make_optimizer(_config(l1=0.1), steps_per_epoch=10)
+  with pytest.raises(ValueError, match="needs the parameters"):
+    tx.update(_grads(1), tx.init(_params()))

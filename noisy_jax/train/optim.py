@@ -19,12 +19,17 @@
                     trainer.py, c = 5). PyTorch divides by ||g|| + 1e-6: a clipped norm 1e-6 / ||g|| relative smaller
                     than here (not reproduced).
 
-The chain is: clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the momentum
-buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0).
+  l1                0 (default: off) or delta > 0: g <- g + delta sign(w) on every parameter, the gradient of
+                    delta ||theta||_1 added to the batch loss (Active Negative Loss, Ye et al. NeurIPS 2023: its
+                    trainer adds delta * sum |p| over model.parameters() to the loss before backward, so the term is
+                    clipped with the loss's gradient; sign(0) = 0, as torch's abs). The logged loss leaves it out.
+
+The chain is: L1 (if on) -> clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the
+momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0).
 
 `name` = 'sgd' (default, all of the above) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
 main.py), lr `learning_rate` and beta1 0.9 until epoch `decay_start` (0-based), then lr decayed linearly towards 0 at
-the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional clipping first
+the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional L1 and clipping first
 (noisy_jax.train.coteaching_adam.adam_schedule: what PyTorch's Adam does with its lr and betas set at each epoch's
 start).
 """
@@ -91,14 +96,18 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
 
 def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) -> optax.GradientTransformation:
   """SGD with momentum, coupled (PyTorch-style, before momentum) weight decay on every parameter, the lr schedule of
-  `learning_rate_schedule` and, when `grad_clip_norm` > 0, global-norm clipping of the raw gradient first.
+  `learning_rate_schedule`, and first, when on, the L1 term's gradient (`l1` > 0) and global-norm clipping
+  (`grad_clip_norm` > 0) of the raw gradient.
 
   Raises:
-    ValueError: a negative or non-finite grad_clip_norm, and the schedule's errors.
+    ValueError: a negative or non-finite grad_clip_norm or l1, and the schedule's errors.
   """
   clip = float(config.get("grad_clip_norm", 0.0) or 0.0)
   _checks.check_range("grad_clip_norm", clip, 0.0, np.inf, high_open=True)
-  steps = [optax.clip_by_global_norm(clip)] if clip > 0 else []
+  l1 = float(config.get("l1", 0.0) or 0.0)
+  _checks.check_range("l1", l1, 0.0, np.inf, high_open=True)
+  steps = [add_l1_gradient(l1)] if l1 > 0 else []
+  steps += [optax.clip_by_global_norm(clip)] if clip > 0 else []
   name = config.get("name", "sgd")
   _checks.check_choice("optimizer name", name, OPTIMIZERS)
   if name == "coteaching_adam":
@@ -124,6 +133,17 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
     ),
   ]
   return optax.chain(*steps)
+
+
+def add_l1_gradient(strength: float) -> optax.GradientTransformation:
+  """g <- g + strength * sign(w) for every parameter w: the gradient of strength * sum |w| (sign(0) = 0)."""
+
+  def update(updates, state, params=None):
+    if params is None:
+      raise ValueError("the L1 term needs the parameters: call the optimizer's update with params.")
+    return jax.tree.map(lambda g, w: g + strength * jnp.sign(w).astype(g.dtype), updates, params), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 def at_epoch(opt_state, count):
