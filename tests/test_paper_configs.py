@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from experiments.configs import alfs_anl_paper
 from experiments.configs import clothing1m_paper
 from experiments.configs import coteaching_paper
 from experiments.configs import dividemix_paper
@@ -331,6 +332,7 @@ def test_peers_paper_apl_nce_mae_is_apls_loss():
 def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
   modules = {
+    "alfs_anl_paper": alfs_anl_paper,
     "gce_paper": gce_paper,
     "jo_paper": jo_paper,
     "el_paper": el_paper,
@@ -364,6 +366,68 @@ def test_doc_commands_load_and_flag_syntax():
     0.2,
   )
   assert config.dataset_kwargs.data_dir == "/data/tfds" and config.method.prune_start == 80
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ALFs (hitcszx/ALFs lnl/config.py, lnl/exp.py) and ANL (Virusdoll/Active-Negative-Loss config/*.json): values read
+# in the original files, written out here independently of the config module.
+
+ALFS_CIFAR10 = {  # lnl/config.py CIFAR10_CONFIG
+  "agce": {"a": 0.6, "q": 0.6},
+  "aul": {"a": 5.5, "q": 3.0},
+  "ael": {"a": 2.5},
+  "nce_agce": {"alpha": 1.0, "beta": 4.0, "a": 6.0, "q": 1.5},
+  "nce_aul": {"alpha": 1.0, "beta": 4.0, "a": 6.3, "q": 1.5},
+  "nce_ael": {"alpha": 1.0, "beta": 4.0, "a": 5.0},
+}
+ANL_CIFAR100 = {  # config/cifar100_ROW.json "loss" (without name / is_anl) and "optim".weight_decay
+  "anl_ce": ({"alpha": 10.0, "beta": 1.0, "delta": 5e-7, "min_prob": 1e-7}, 0.0),
+  "anl_fl": ({"alpha": 10.0, "beta": 1.0, "delta": 5e-7, "min_prob": 1e-7, "gamma": 0.5}, 0.0),
+  "nce_agce": ({"alpha": 10.0, "beta": 0.1, "a": 1.8, "q": 3.0}, 1e-5),
+  "nce_aul": ({"alpha": 10.0, "beta": 0.015, "a": 6.0, "q": 3.0}, 1e-5),
+  "nce_ael": ({"alpha": 10.0, "beta": 0.1, "a": 1.5}, 1e-5),
+}
+
+
+@pytest.mark.parametrize("row", sorted(ALFS_CIFAR10))
+def test_alfs_cifar10_rows(row):
+  config = alfs_anl_paper.get_config(f"alfs,cifar10,{row}")
+  assert dict(config.method.loss_kwargs) == ALFS_CIFAR10[row]
+  registry.make(config.method, num_classes=10)
+  # exp.py CIFAR10: CNN, 120 epochs, SGD lr 0.01 momentum 0.9 weight decay 1e-4, CosineAnnealingLR(T_max=epochs),
+  # clip_grad_norm_(5), batch 128, 3 runs.
+  assert (config.model.name, config.num_epochs, config.batch_size, len(config.seeds)) == ("apl_cnn", 120, 128, 3)
+  optimizer = config.optimizer
+  assert (optimizer.learning_rate, optimizer.momentum, optimizer.weight_decay, optimizer.l1) == (0.01, 0.9, 1e-4, 0.0)
+  assert (optimizer.lr_schedule, optimizer.lr_min, optimizer.grad_clip_norm) == ("cosine", 0.0, 5.0)
+  assert (config.augment.crop_padding, config.augment.flip, config.dataset_kwargs.validation_size) == (4, True, 0)
+
+
+@pytest.mark.parametrize("row", sorted(ANL_CIFAR100))
+def test_anl_cifar100_rows(row):
+  config = alfs_anl_paper.get_config(f"anl,cifar100,{row}")
+  loss, weight_decay = ANL_CIFAR100[row]
+  expected = {k: v for k, v in loss.items() if k != "delta"}
+  if row == "anl_fl":
+    expected["detach_modulator"] = True  # the original's NFL / NNFL detach (1 - p)^gamma
+  assert dict(config.method.loss_kwargs) == expected
+  assert config.method.loss == row
+  assert config.optimizer.l1 == loss.get("delta", 0.0) and config.optimizer.weight_decay == weight_decay
+  # "optim": total_epoch 200, sgd lr 0.1 momentum 0.9, grad_bound 5.0, cosine T_max 200 eta_min 0; model resnet34.
+  assert (config.model.name, config.num_epochs, config.optimizer.learning_rate) == ("resnet34", 200, 0.1)
+  assert (config.optimizer.grad_clip_norm, config.optimizer.lr_schedule, config.optimizer.cosine_epochs) == (
+    5.0,
+    "cosine",
+    0,
+  )
+  registry.make(config.method, num_classes=100)
+
+
+def test_alfs_anl_paper_refuses_unknown_rows():
+  assert alfs_anl_paper.get_config().method.loss == "anl_ce"
+  for bad in ("alfs,cifar10,anl_ce", "anl,mnist,anl_ce", "anl_ce"):
+    with pytest.raises(ValueError, match="alfs,\\{cifar10,cifar100\\}"):
+      alfs_anl_paper.get_config(bad)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -435,6 +499,15 @@ def test_smoke_apl_setting(mock):
   summary = runs.run_single(config)
   _check(summary)
   assert "val_accuracy" not in summary["history"][0]
+
+
+def test_smoke_anl_setting(mock):
+  """ANL-FL on CIFAR-10: the 8-layer CNN (small widths), the L1 term, the detached focal factors. (The ALFs rows
+  differ from it only in the loss and the optimizer's numbers; CIFAR-100's ResNet-34 is smoke-run by gce_paper's.)"""
+  config = _shrink(alfs_anl_paper.get_config("anl,cifar10,anl_fl"), widths=(4, 8, 8))
+  config.model.kwargs = {"widths": (4, 8, 8), "dense_size": 8}
+  assert config.optimizer.l1 == 5e-5
+  _check(runs.run_single(config))
 
 
 def test_smoke_el_and_peers(mock):
