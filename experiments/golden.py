@@ -26,7 +26,8 @@ The cases (each a flat dict of named numbers):
 - `noise/TYPE`: every noise model drawn on digits' training labels (flip count, noisy-label checksum).
 - `init/MODEL`: initial parameters of the models (count, sum of squares, checksum).
 - `losses/NAME`: every per-example loss and the JO batch loss on fixed logits: values and gradients.
-- `runs/NAME`: a 3-epoch run of every method on digits (MLP), JO with its stage 2, one small-CNN run: per-epoch
+- `runs/NAME`: a 3-epoch run of every method on digits (MLP), JO with its stage 2, one small-CNN run, one run of
+  NCE+AGCE: per-epoch
   train loss and test / validation accuracy, final parameters' and label table's sums and checksums (with the
   method's own rows: ELR's targets, SOP's u and v; both networks' parameters for Co-teaching).
 """
@@ -195,6 +196,10 @@ def loss_settings() -> dict[str, tuple]:
   settings["symmetric_cross_entropy_apl_log_zero"] = ("symmetric_cross_entropy", {"log_zero": losses.APL_LOG_ZERO})
   settings["generalized_cross_entropy_q0.3"] = ("generalized_cross_entropy", {"q": 0.3})
   settings["encouraging_loss_log_end1"] = ("encouraging_loss", {"log_end": 1.0})
+  settings["anl_fl_detached"] = ("anl_fl", {"alpha": 5.0, "beta": 5.0, "detach_modulator": True})
+  settings["bi_tempered_original_iterations"] = ("bi_tempered_logistic_loss", {"t1": 0.5, "t2": 1.5, "num_iters": 5})
+  settings["bi_tempered_finite_support"] = ("bi_tempered_logistic_loss", {"t1": 0.8, "t2": 0.7, "label_smoothing": 0.1})
+  settings["logit_clip_original_threshold"] = ("logit_clip", {"temperature": 1.5, "original_threshold": True})
   return settings
 
 
@@ -252,7 +257,8 @@ def _loss_cases(settings):
 
 def run_configs() -> dict:
   """name -> config of a short run on digits at 40% symmetric noise: every registered method's tiny cases
-  (experiments/configs/tiny.py: 3 epochs, an MLP), and one 2-epoch small-CNN run."""
+  (experiments/configs/tiny.py: 3 epochs, an MLP), one 2-epoch small-CNN run, and one run of an asymmetric loss's
+  active-passive pair (NCE+AGCE with ALFs' CIFAR-10 values)."""
   from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
 
   configs = {case: tiny.get_config(case) for case in tiny.case_names()}
@@ -261,6 +267,11 @@ def run_configs() -> dict:
   cnn.num_epochs = 2
   cnn.optimizer.lr_boundaries = ()
   configs["ce_small_cnn"] = cnn
+  asymmetric_pair = tiny.base()
+  asymmetric_pair.method = ml_collections.ConfigDict(
+    {"name": "loss", "loss": "nce_agce", "loss_kwargs": {"alpha": 1.0, "beta": 4.0, "a": 6.0, "q": 1.5}}
+  )
+  configs["nce_agce"] = asymmetric_pair
   return configs
 
 

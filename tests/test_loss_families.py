@@ -5,7 +5,7 @@
   NNCE, NNFL, ANL-CE, ANL-FL as Virusdoll/Active-Negative-Loss loss.py does (with its detached focal factors:
   `detach_modulator=True`, and without them, the paper's formula, by default); LogitClip as hongxin001/LogitClip's
   train_batch (with its threshold: `original_threshold=True`). Each is written out below in PyTorch, float64, and
-  compared at C = 10 and 100 and logit scales 1 and 10, in float64 (the formula, to 1e-10) and float32 (rel 1e-5).
+  compared at C = 10 and 100 and logit scales 1 and 10, in float64 (the formula, to 1e-10).
 - The bi-tempered loss against a NumPy transcription of google/bi-tempered-loss's jax/loss.py (its iteration schemes
   and its closed-form gradient), and against the values its own tests pin.
 - Poly-1 against optax.losses.poly_loss_cross_entropy; Taylor CE against its series.
@@ -171,20 +171,18 @@ def _inputs(classes, seed=0):
 @pytest.mark.parametrize("classes", [10, 100])
 @pytest.mark.parametrize("name, ours, original", ORIGINALS, ids=[o[0] for o in ORIGINALS])
 def test_values_and_gradients_equal_the_original_code(name, ours, original, classes):
+  """In float64 both ways: the formulas agree to 1e-10 (float32 against NumPy: tests/test_losses.py)."""
   del name
   logits, labels = _inputs(classes)
   pred = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
   expected = original(pred, torch.tensor(labels))
   expected.sum().backward()
   expected, expected_grad = expected.detach().numpy(), pred.grad.numpy()
-  for dtype, rtol in ((jnp.float64, 1e-10), (jnp.float32, 1e-5)):
-    with jax.enable_x64(dtype == jnp.float64):
-      one_hot = jax.nn.one_hot(labels, classes, dtype=dtype)
-      value, grad = jax.value_and_grad(lambda z: jnp.sum(ours(z, one_hot)))(jnp.asarray(logits, dtype))
-      np.testing.assert_allclose(ours(jnp.asarray(logits, dtype), one_hot), expected, rtol=rtol, atol=rtol)
-      np.testing.assert_allclose(value, expected.sum(), rtol=rtol)
-      scale = np.abs(expected_grad).max()
-      np.testing.assert_allclose(grad, expected_grad, rtol=rtol, atol=rtol * scale)
+  with jax.enable_x64():
+    one_hot = jax.nn.one_hot(labels, classes, dtype=jnp.float64)
+    value, grad = jax.jit(jax.vmap(jax.value_and_grad(lambda z, y: ours(z, y))))(jnp.asarray(logits), one_hot)
+  np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-10 * np.abs(expected_grad).max())
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -338,6 +336,18 @@ def test_bi_tempered_equals_the_values_its_original_tests_pin():
   np.testing.assert_allclose(got, [0.21646356, 0.41836615, 1.33997854], atol=1e-4)
 
 
+# Per-example values and gradients with the original's 5 iterations; the temperatures traced (one compilation per
+# shape and dtype for every (t1, t2)).
+_bi_tempered_original_iterations = jax.jit(
+  jax.vmap(
+    jax.value_and_grad(
+      lambda z, y, t1, t2: bi_tempered.bi_tempered_logistic_loss(z, y, t1=t1, t2=t2, label_smoothing=0.1, num_iters=5)
+    ),
+    in_axes=(0, 0, None, None),
+  )
+)
+
+
 @pytest.mark.parametrize(
   "t1, t2", [(0.5, 1.5), (0.8, 1.2), (1.0, 2.0), (0.2, 4.0), (0.5, 0.8), (0.9, 0.5), (0.8, 1.0), (1.0, 1.0)]
 )
@@ -354,13 +364,12 @@ def test_bi_tempered_value_and_gradient_equal_the_original(t1, t2, classes):
   nan_rows = np.isnan(expected_grad).any(-1)
   assert nan_rows.any() == (t2 < t1)
   expected_grad[nan_rows] = ref.bi_tempered_gradient(logits, y, t1, t2, 0.1, num_iters=5, off_support=0.0)[nan_rows]
-  loss = functools.partial(bi_tempered.bi_tempered_logistic_loss, t1=t1, t2=t2, label_smoothing=0.1, num_iters=5)
   with jax.enable_x64():
-    value, grad = jax.value_and_grad(lambda z: jnp.sum(loss(z, y)))(jnp.asarray(logits))
-    np.testing.assert_allclose(loss(logits, y), expected, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(grad, expected_grad, rtol=1e-9, atol=1e-12 * np.abs(expected_grad).max())
-  value, grad = jax.value_and_grad(lambda z: jnp.sum(loss(z, y.astype(np.float32))))(jnp.asarray(logits, jnp.float32))
-  np.testing.assert_allclose(value, expected.sum(), rtol=1e-5)
+    value, grad = _bi_tempered_original_iterations(jnp.asarray(logits), jnp.asarray(y), t1, t2)
+  np.testing.assert_allclose(value, expected, rtol=1e-9, atol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-9, atol=1e-12 * np.abs(expected_grad).max())
+  value, grad = _bi_tempered_original_iterations(jnp.asarray(logits, jnp.float32), jnp.asarray(y, jnp.float32), t1, t2)
+  np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(grad, expected_grad, rtol=1e-4, atol=1e-5 * np.abs(expected_grad).max())
 
 
@@ -400,14 +409,17 @@ def test_bi_tempered_at_unit_temperatures_is_cross_entropy_minus_the_label_entro
 
 
 def test_bi_tempered_loss_is_bounded_for_t1_below_one():
-  """For t1 < 1 the loss of a one-hot label is at most 1 / (1 - t1) + ..., however wrong the prediction: here its
-  largest value over logit scales 10 to 1e4 stays below (2 - 1) / (1 - t1) + 1 / (2 - t1) (the value at p_y = 0)."""
+  """For t1 < 1 and a one-hot label c the loss is -log_t1(p_c) - (1 - sum_k p_k^(2 - t1)) / (2 - t1) <= 1 / (1 - t1)
+  (the first term is at most 1 / (1 - t1), the second <= 0 as sum_k p_k^(2 - t1) <= 1), however wrong the
+  prediction: checked at logit scales 10 to 1e4, where it approaches the bound."""
   t1 = 0.8
   y = np.eye(5)[[1]]
-  bound = 1 / (1 - t1) + 1 / (2 - t1) - 1 / (2 - t1) * 0  # log_t1(1) - log_t1(0) = 1 / (1 - t1); the rest <= 0
-  for scale in (10.0, 100.0, 1e3, 1e4):
-    value = bi_tempered.bi_tempered_logistic_loss(np.array([[scale, -scale, 0, 0, 0]], np.float32), y, t1=t1, t2=1.2)
-    assert 0 < float(value[0]) <= bound
+  values = [
+    float(bi_tempered.bi_tempered_logistic_loss(np.array([[s, -s, 0, 0, 0]], np.float32), y, t1=t1, t2=1.2)[0])
+    for s in (10.0, 100.0, 1e3, 1e4)
+  ]
+  assert all(0 < v <= 1 / (1 - t1) + 1e-6 for v in values)
+  assert values == sorted(values) and values[-1] > 0.99 / (1 - t1)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -434,9 +446,9 @@ def test_taylor_cross_entropy_between_mae_and_cross_entropy():
     np.testing.assert_allclose(
       polynomial_losses.taylor_cross_entropy(z, y, order=1), ref.softmax(z)[y > 0] * -1 + 1, rtol=1e-12
     )
-    orders = [np.asarray(polynomial_losses.taylor_cross_entropy(z, y, order=t)) for t in (1, 2, 4, 8, 200)]
+    orders = [np.asarray(polynomial_losses.taylor_cross_entropy(z, y, order=t)) for t in (1, 2, 4, 8, 50)]
     assert all(np.all(a <= b + 1e-15) for a, b in zip(orders, orders[1:]))
-    likely = ref.softmax(z)[y > 0] > 0.1  # where 200 terms have converged (the remainder is below 0.9^200)
+    likely = ref.softmax(z)[y > 0] > 0.6  # where 50 terms have converged (the remainder is below 0.4^50 / 50)
     np.testing.assert_allclose(orders[-1][likely], ref.cross_entropy(z, y)[likely], rtol=1e-9)
 
 

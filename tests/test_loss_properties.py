@@ -15,9 +15,29 @@ SYMMETRIC_SUMS = {
   "normalized_cross_entropy": 1.0,
   "nce_rce": 1.0 + 4 * (C - 1),
   "nce_mae": 1.0 + 2 * (C - 1),
+  # NFL's terms are FL_j / sum_k FL_k; NNCE's and NNFL's 1 - (A - L_j) / sum_k (A - L_k), summing to C - 1.
+  "normalized_focal_loss": 1.0,
+  "normalized_negative_cross_entropy": C - 1,
+  "normalized_negative_focal_loss": C - 1,
+  "anl_ce": 1.0 + (C - 1),
+  "anl_fl": 1.0 + (C - 1),
 }
-# Bounded but not symmetric: Lq <= 1 / q (q = 0.7), truncated Lq <= Lq(k) = (1 - k^q) / q (k = 0.5).
-BOUNDS = {"generalized_cross_entropy": 1 / 0.7, "truncated_generalized_cross_entropy": (1 - 0.5**0.7) / 0.7}
+# Bounded but not symmetric, with the supremum (reached as p_y -> 0): Lq <= 1 / q (q = 0.7), truncated Lq <=
+# Lq(k) = (1 - k^q) / q (k = 0.5); AGCE ((a + 1)^q - a^q) / q (a 1, q 2); AUL (a^q - (a - 1)^q) / q (a 1.5, q 0.9);
+# AEL exp(0) = 1; Taylor CE of order 2: 1 + 1/2.
+BOUNDS = {
+  "generalized_cross_entropy": 1 / 0.7,
+  "truncated_generalized_cross_entropy": (1 - 0.5**0.7) / 0.7,
+  "asymmetric_generalized_cross_entropy": (2.0**2 - 1.0) / 2,
+  "asymmetric_unhinged_loss": (1.5**0.9 - 0.5**0.9) / 0.9,
+  "asymmetric_exponential_loss": 1.0,
+  "taylor_cross_entropy": 1.5,
+}
+# Bounded, with a supremum that has no short closed form (NCE's part; CE on norm-clipped logits): the verdict only.
+BOUNDED = ("nce_agce", "nce_aul", "nce_ael", "logit_clip")
+# Bounded by 1 / (1 - t1) = 5 (t1 0.8), but its heavy-tailed softmax (t2 1.2) approaches the bound so slowly that the
+# numerical check still sees it grow between scales 100 and 1000 (4.96 -> 4.996): read "not bounded".
+SLOWLY_BOUNDED = {"bi_tempered_logistic_loss": 1 / (1 - 0.8)}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +53,9 @@ def test_every_registered_loss_is_checked(results):
 def test_verdicts_match_theory(results, name):
   r = results[name]
   assert r.symmetric == (name in SYMMETRIC_SUMS), r
-  assert r.bounded == (name in SYMMETRIC_SUMS or name in BOUNDS), r
+  assert r.bounded == (name in SYMMETRIC_SUMS or name in BOUNDS or name in BOUNDED), r
+  if name in SLOWLY_BOUNDED:
+    assert max(r.max_loss_per_scale) <= SLOWLY_BOUNDED[name] and r.max_loss_per_scale[-1] > 0.99 * SLOWLY_BOUNDED[name]
   if name in SYMMETRIC_SUMS:
     np.testing.assert_allclose([r.class_sum_min, r.class_sum_max], SYMMETRIC_SUMS[name], rtol=1e-4)
   if name in BOUNDS:

@@ -514,10 +514,18 @@ def test_jit_vmap_grad_and_leading_batch_shape(name):
   eager = loss(z, y)
   assert eager.shape == (2, 3)
   np.testing.assert_allclose(eager, NUMPY_REFERENCES[name](z, y), rtol=2e-5, atol=2e-5)
-  np.testing.assert_allclose(jax.jit(loss)(z, y), eager, rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(jax.vmap(jax.vmap(loss))(z, y), eager, rtol=1e-6, atol=1e-6)
-  grad = jax.grad(lambda l: jnp.sum(loss(l, y)))(z)
-  per_row = jax.vmap(jax.vmap(jax.grad(loss)))(z, y)
+  # One compiled program for the transformations: jit, vmap over both leading axes, the batch gradient and the
+  # per-row gradients.
+  jitted, vmapped, grad, per_row = jax.jit(
+    lambda l, t: (
+      loss(l, t),
+      jax.vmap(jax.vmap(loss))(l, t),
+      jax.grad(lambda a: jnp.sum(loss(a, t)))(l),
+      jax.vmap(jax.vmap(jax.grad(loss)))(l, t),
+    )
+  )(z, y)
+  np.testing.assert_allclose(jitted, eager, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(vmapped, eager, rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(grad, per_row, rtol=1e-5, atol=1e-7)
   assert grad.shape == z.shape
 
