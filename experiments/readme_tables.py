@@ -23,6 +23,8 @@ import json
 import os
 from typing import Callable, Sequence
 
+from experiments.configs import baselines
+
 README = "README.md"
 BENCHMARKS_README = os.path.join("experiments", "benchmarks", "README.md")
 
@@ -580,9 +582,41 @@ BASELINE_RUNS = (
 )
 
 
-def render_baselines(workdir: str) -> str:
+BASELINE_LOSS_RUNS = (
+  ("ce", "cross entropy"),
+  ("gce", "GCE (q 0.7)"),
+  ("agce", "AGCE (a 0.6, q 0.6)"),
+  ("aul", "AUL (a 5.5, q 3)"),
+  ("ael", "AEL (a 2.5)"),
+  ("nce_agce", "NCE+AGCE (1, 4; a 6, q 1.5)"),
+  ("nce_aul", "NCE+AUL (1, 4; a 6.3, q 1.5)"),
+  ("nce_ael", "NCE+AEL (1, 4; a 5)"),
+  ("anl_ce", "ANL-CE (5, 5; L1 5e-5)"),
+  ("anl_fl", "ANL-FL (5, 5, gamma 0.5; L1 5e-5)"),
+  ("bi_tempered", "bi-tempered (t1 0.8, t2 1.2)"),
+  ("poly1", "Poly-1 (epsilon 2)"),
+  ("taylor", "Taylor CE (order 2)"),
+  ("logit_clip", "LogitClip + CE (temperature 1.5)"),
+)
+
+
+def render_baselines(setting: str) -> Callable[[str], str]:
+  """The renderer of the `setting` table: BASELINE_RUNS' rows that the setting's config runs."""
+
+  def render(workdir: str) -> str:
+    runs = baselines.get_config(setting).runs
+    return _render_comparison_rows(workdir, tuple(row for row in BASELINE_RUNS if row[0] in runs), "method")
+
+  return render
+
+
+def render_baseline_losses(workdir: str) -> str:
+  return _render_comparison_rows(workdir, BASELINE_LOSS_RUNS, "loss")
+
+
+def _render_comparison_rows(workdir: str, rows_of: tuple, first_column: str) -> str:
   rows = []
-  for run, label in BASELINE_RUNS:
+  for run, label in rows_of:
     stats = _mean_std(workdir, run)
     rows.append(
       [label]
@@ -591,7 +625,7 @@ def render_baselines(workdir: str) -> str:
       ]
       + [f"{stats['seconds']['mean']:.1f}"]
     )
-  return markdown(["method", "best test", "last test", "test at best val", "wall s"], rows)
+  return markdown([first_column, "best test", "last test", "test at best val", "wall s"], rows)
 
 
 def _baselines_command(setting: str) -> str:
@@ -618,8 +652,9 @@ TABLES: tuple[Table, ...] = (
   Table("log_end_sweep", README, _train("log_end_sweep", "log_end_sweep"), render_log_end_sweep),
   Table("q_sweep", README, _train("q_sweep", "q_sweep"), render_q_sweep),
   Table("k_sweep", README, _train("k_sweep", "k_sweep"), render_k_sweep),
-  Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines),
-  Table("baselines_asym40", README, _baselines_command("asym40"), render_baselines),
+  Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines("sym60")),
+  Table("baselines_asym40", README, _baselines_command("asym40"), render_baselines("asym40")),
+  Table("baselines_losses_sym60", README, _baselines_command("losses_sym60"), render_baseline_losses),
   Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
   Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
   Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),
