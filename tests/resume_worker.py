@@ -8,6 +8,12 @@ atexit, no flushing) as soon as epoch K of --stop_stage has been logged and the 
 disk (orbax writes in the background; the worker waits for the finished directory): what a preempted machine does.
 Started again with the same arguments minus the stop, it resumes in DIR.
 
+  python tests/resume_worker.py --workdir=ROOT --method=ce,sop,dividemix
+
+Several cases (comma-separated, no stop) run one after another in ROOT/CASE, in one process: one interpreter start
+and one import of JAX for all of them. Each case's output starts with a line `case CASE` and ends with `done ...` or
+`failed CASE` and its traceback; a failed case does not stop the others, and the exit code is 1 if any failed.
+
 Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
 2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
 the process right after the mid-epoch checkpoint of stage-1 step S (counted over the stage) is on disk.
@@ -18,6 +24,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -67,7 +74,7 @@ def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: f
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--workdir", required=True)
-  parser.add_argument("--method", choices=tiny.case_names(), required=True, help="a tiny case of the registry")
+  parser.add_argument("--method", required=True, help="a tiny case of the registry, or several (comma-separated)")
   parser.add_argument("--model", default="mlp")
   parser.add_argument("--checkpoint_every", type=int, default=1)
   parser.add_argument("--seed", type=int, default=0)
@@ -79,8 +86,29 @@ def main(argv=None):
   parser.add_argument("--num_epochs", type=int, default=0, help="0: the case's")
   parser.add_argument("--stage2_epochs", type=int, default=0, help="0: the case's")
   args = parser.parse_args(argv)
+  cases = args.method.split(",")
+  unknown = [c for c in cases if c not in tiny.case_names()]
+  if unknown:
+    parser.error(f"unknown case(s) {unknown}; known: {tiny.case_names()}")
+  if len(cases) == 1:
+    _run(args, cases[0], args.workdir)
+    return 0
+  if args.stop_after_epoch or args.stop_after_step:
+    parser.error("a stop kills the process: give one case with it")
+  failed = []
+  for case in cases:
+    print(f"case {case}", flush=True)
+    try:
+      _run(args, case, os.path.join(args.workdir, case))
+    except Exception:  # pylint: disable=broad-exception-caught  (reported; the other cases still run)
+      print(f"failed {case}\n{traceback.format_exc()}", flush=True)
+      failed.append(case)
+  return 1 if failed else 0
 
-  config = tiny_config(args.method, checkpoint_every=args.checkpoint_every, model=args.model)
+
+def _run(args, case: str, workdir: str) -> None:
+  """Trains tiny case `case` in `workdir` with the command line's options (module docstring)."""
+  config = tiny_config(case, checkpoint_every=args.checkpoint_every, model=args.model)
   config.seed = args.seed
   if args.num_epochs:
     config.num_epochs = args.num_epochs
@@ -105,12 +133,12 @@ def main(argv=None):
   def log_fn(record):
     print(f"epoch {record['stage']} {record['epoch']}", flush=True)
     if args.stop_after_epoch and (record["stage"], record["epoch"]) == (args.stop_stage, args.stop_after_epoch):
-      wait_for_checkpoint(args.workdir, record["stage"], record["epoch"], config)
+      wait_for_checkpoint(workdir, record["stage"], record["epoch"], config)
       os.kill(os.getpid(), signal.SIGKILL)
 
-  summary = runs.run_single(config, args.workdir, log_fn=log_fn)
+  summary = runs.run_single(config, workdir, log_fn=log_fn)
   print(f"done {summary['last_test_accuracy']:.4f}", flush=True)
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -225,26 +225,68 @@ def test_killed_in_stage2_skips_stage1_and_resumes_bit_identical(joint_optimizat
 REGISTERED = [next(iter(spec.tiny)) for spec in registry.SPECS.values()]
 
 
+def _sections(stdout: str) -> dict[str, str]:
+  """{case: its part of the output} of a worker that ran several cases (resume_worker's `case CASE` lines)."""
+  sections, case = {}, None
+  for line in stdout.splitlines(keepends=True):
+    if line.startswith("case "):
+      case = line.split()[1]
+      sections[case] = ""
+    elif case is not None:
+      sections[case] += line
+  return sections
+
+
+@pytest.fixture(scope="module")
+def registered_runs(tmp_path_factory):
+  """Every registered method's tiny case, checkpointed every 2 epochs: the uninterrupted runs (one process for all),
+  the runs killed after epoch 3 (one process each: each dies), what the killed workdirs held then, and the resumed
+  runs (one process for all): {"reference": (root, its worker's (code, out, err)), "killed": root, "kills": {case:
+  (code, out, err)}, "after_kill": {case: (checkpoint steps, epochs in metrics.jsonl)}, "resumed": {case: its part of
+  the output}, "resume_err": the resuming worker's stderr}."""
+  ref, killed = str(tmp_path_factory.mktemp("reference")), str(tmp_path_factory.mktemp("killed"))
+  cases = ",".join(REGISTERED)
+  reference = _run_all([_worker_cmd(ref, cases, checkpoint_every=2)])[0]
+  kills = _run_all(
+    [_worker_cmd(os.path.join(killed, c), c, stop_after_epoch=3, checkpoint_every=2) for c in REGISTERED]
+  )
+  after_kill = {}
+  for case, (code, _, _) in zip(REGISTERED, kills):
+    if code != -signal.SIGKILL:
+      continue
+    manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(os.path.join(killed, case), "stage1"), keep=100)
+    after_kill[case] = (manager.all_steps(), [r["epoch"] for r in _records(os.path.join(killed, case))])
+    manager.close()
+  code, out, err = _run_all([_worker_cmd(killed, cases, checkpoint_every=2)])[0]
+  return {
+    "reference": (ref, reference),
+    "killed": killed,
+    "kills": dict(zip(REGISTERED, kills)),
+    "after_kill": after_kill,
+    "resumed": _sections(out),
+    "resume_err": err,
+  }
+
+
 @pytest.mark.parametrize("case", REGISTERED)
-def test_every_method_killed_between_checkpoints_resumes_bit_identical(tmp_path, case):
+def test_every_method_killed_between_checkpoints_resumes_bit_identical(registered_runs, case):
   """Each method's tiny run, 5 epochs (truncated Lq: 6, pruning after epochs 2 and 4) with a checkpoint every 2: killed
   after epoch 3, resumed from epoch 2's checkpoint by a new process (epoch 3 trained again), it ends bit-identical
   to an uninterrupted run (params of every network, optimiser state, the table with the method's rows, weight
   averages, every record). Examples of what that covers: SOP's u, v; Co-teaching's two networks with their Adam
   state and forget-rate ramp; DivideMix's networks with its GMM division (1 warm-up epoch: the division written
-  after epoch 2 is restored); ELR+'s networks with their averages and targets."""
-  ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
-  first = _run_all(
-    [_worker_cmd(ref, case, checkpoint_every=2), _worker_cmd(killed, case, stop_after_epoch=3, checkpoint_every=2)]
-  )
-  _check(first, (0, -signal.SIGKILL))
-  manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(killed, "stage1"), keep=100)
-  assert manager.all_steps() == [2]  # saved after epoch 2; epoch 3 was logged, then killed before its checkpoint
-  assert [r["epoch"] for r in _records(killed)] == [1, 2, 3]
-  (second,) = _run_all([_worker_cmd(killed, case, checkpoint_every=2)])
-  _check([second], (0,))
+  after epoch 2 is restored); ELR+'s networks with their averages and targets. The uninterrupted and the resumed
+  runs of all methods share a process each (registered_runs)."""
+  ref_root, (_, ref_out, ref_err) = registered_runs["reference"]
+  ref, killed = os.path.join(ref_root, case), os.path.join(registered_runs["killed"], case)
+  assert "done" in _sections(ref_out).get(case, ""), (_sections(ref_out).get(case), ref_err[-4000:])
+  _check([registered_runs["kills"][case]], (-signal.SIGKILL,))
+  # saved after epoch 2; epoch 3 was logged, then killed before its checkpoint
+  assert registered_runs["after_kill"][case] == ([2], [1, 2, 3])
+  resumed = registered_runs["resumed"].get(case, "")
+  assert "done" in resumed, (resumed[-4000:], registered_runs["resume_err"][-4000:])
   stage1_epochs = 6 if case == "truncated_lq" else 5
-  assert _epochs_seen(second[1])[: stage1_epochs - 2] == [("stage1", e) for e in range(3, stage1_epochs + 1)]
+  assert _epochs_seen(resumed)[: stage1_epochs - 2] == [("stage1", e) for e in range(3, stage1_epochs + 1)]
   stages = [s for s in ("stage1", "stage2") if os.path.isdir(checkpoint_lib.stage_dir(ref, s))]
   for stage in stages:
     _assert_bit_identical(ref, killed, stage)
