@@ -13,8 +13,8 @@ resident when its training split takes at most config.input_budget_mib (DEFAULT_
 otherwise. Loaders of files (data.ON_DISK) then leave the files on disk until the choice is made: decoded in full
 for resident input, one batch at a time when streaming. Both modes train the same network.
 
-Moved out of noisy_jax/train/ (which keeps these names for its callers): the trainer consumes a dataset and a
-label vector and does not care where they came from.
+The trainer (noisy_jax.train.loop.fit) asks this module only how a dataset it is given reaches the devices
+(`input_mode`, `normalizer`); what the dataset is and where its labels came from is decided here, before it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
   out = comparison.run(config, workdir)    # a comparison config (`runs` + `shared`), or a single run's config
 
-Moved out of noisy_jax/train/: the runs, their aggregation over seeds and the plain-text tables. Each run is
-`runs.run_single`; this module only loops, aggregates and prints.
+Each run is `runs.run_single`; this module loops over the runs and seeds, aggregates them and prints the
+plain-text tables.
 """
 
 from __future__ import annotations

@@ -10,9 +10,6 @@ per-network function over the member axis in one of two ways:
           XLA's CPU backend runs a vmapped convolution (a different kernel per member) as a grouped convolution,
           ~4x slower per member than the plain one on a 2-core CPU, so convolutional networks loop there.
   'auto'  'loop' on CPU for any model but the MLP, 'vmap' otherwise (`resolve_member_map`).
-
-Moved out of noisy_jax/experiment/sweep.py (behaviour unchanged) when the two-network trainer came to need the same
-choice.
 """
 
 from __future__ import annotations
