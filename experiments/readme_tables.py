@@ -655,6 +655,7 @@ TABLES: tuple[Table, ...] = (
   Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines("sym60")),
   Table("baselines_asym40", README, _baselines_command("asym40"), render_baselines("asym40")),
   Table("baselines_losses_sym60", README, _baselines_command("losses_sym60"), render_baseline_losses),
+  Table("baselines_losses_asym40", README, _baselines_command("losses_asym40"), render_baseline_losses),
   Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
   Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
   Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),

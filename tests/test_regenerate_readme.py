@@ -182,6 +182,7 @@ SYNTHETIC = {
   "baselines_sym60": lambda p: comparison_workdir(p, baselines.get_config("sym60")),
   "baselines_asym40": lambda p: comparison_workdir(p, baselines.get_config("asym40")),
   "baselines_losses_sym60": lambda p: comparison_workdir(p, baselines.get_config("losses_sym60")),
+  "baselines_losses_asym40": lambda p: comparison_workdir(p, baselines.get_config("losses_asym40")),
   "memorisation": lambda p: comparison_workdir(p, memorisation.get_config()),
   "relabel_ablation": lambda p: comparison_workdir(p, relabel_ablation.get_config()),
   "lr_noise_grid": lambda p: comparison_workdir(p, lr_noise_grid.get_config()),
