@@ -1,0 +1,240 @@
+"""Tests for noisy_jax.core.autoaugment: AutoAugment's CIFAR-10 policy, RandAugment and Cutout against torchvision.
+
+What is asserted: the policy and the magnitude tables are torchvision's, value for value; the sampling matches
+torchvision's probabilities by counting over many example indices (sub-policy 1/25, each stage run with its p,
+RandAugment's operations 1/14, signs 1/2; binomial tolerance of 5 standard deviations); the images equal torchvision's
+own operations replayed on the drawn choices, then the original Cutout's mask (>= 99% of the pixels equal and all
+within one level, the rule of tests/test_image_ops.py for operations whose float rounding torch leaves to its CPU
+kernels; measured: all equal); an example's image depends on (key, index) only; the config's checks.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from noisy_jax import data
+from noisy_jax.core import autoaugment, image_ops
+
+import torchvision_reference as tv
+from torchvision.transforms import autoaugment as torchvision_v1
+
+KEY = jax.random.key(20260526)
+BATCH = 48
+DIGITS_BATCH = 1000  # GREY_BATCH of tests/test_image_ops.py's apply_op call: one compiled program for both
+TOLERANCE_SD = 5.0
+
+
+def _within_binomial(count, trials, p, label):
+  sd = np.sqrt(trials * p * (1 - p))
+  assert abs(count - trials * p) <= TOLERANCE_SD * sd, (
+    f"{label}: {count} of {trials}, expected {trials * p:.1f} +- {sd:.1f}"
+  )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tables
+
+
+def test_policy_and_magnitude_tables_are_torchvisions():
+  policy = torchvision_v1.AutoAugment(torchvision_v1.AutoAugmentPolicy.CIFAR10).policies
+  assert [tuple(map(tuple, stages)) for stages in policy] == [
+    tuple(stages) for stages in autoaugment.AUTOAUGMENT_CIFAR10
+  ]
+  assert autoaugment.RANDAUGMENT_OPS == tuple(torchvision_v1.RandAugment()._augmentation_space(31, (32, 32)))
+  for space, bins, size in [
+    (torchvision_v1.AutoAugment()._augmentation_space, 10, (32, 32)),
+    (torchvision_v1.AutoAugment()._augmentation_space, 10, (28, 28)),
+    (torchvision_v1.RandAugment()._augmentation_space, 31, (28, 28)),
+    (torchvision_v1.RandAugment()._augmentation_space, 31, (32, 24)),
+    (torchvision_v1.RandAugment()._augmentation_space, 7, (17, 23)),
+  ]:
+    ours = autoaugment.magnitude_table(bins, size)
+    for op, (magnitudes, signed) in space(bins, size).items():
+      assert ours[op][1] == signed, (op, bins, size)
+      if magnitudes.ndim == 0:
+        assert ours[op][0] is None, (op, bins, size)
+      else:
+        np.testing.assert_array_equal(ours[op][0], magnitudes.numpy().astype(np.float32), err_msg=f"{op} {bins} {size}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sampling by counting
+
+
+def test_autoaugment_sampling_matches_torchvisions_probabilities():
+  n = 25000
+  draws = jax.jit(lambda k, i: autoaugment.autoaugment_draws(k, i, image_size=(32, 32)))(KEY, jnp.arange(n))
+  draws = jax.tree.map(np.asarray, draws)
+  policy = autoaugment.AUTOAUGMENT_CIFAR10
+  table = autoaugment.magnitude_table(10, (32, 32))
+  counts = np.bincount(draws.sub_policy, minlength=len(policy))
+  for index, (count, stages) in enumerate(zip(counts, policy)):
+    _within_binomial(count, n, 1 / 25, f"sub-policy {index} {stages}")
+    chosen = draws.sub_policy == index
+    for stage, (op, probability, magnitude_bin) in enumerate(stages):
+      assert (draws.op_ids[chosen, stage] == image_ops.OP_INDEX[op]).all()
+      _within_binomial(draws.applied[chosen, stage].sum(), count, probability, f"{op} of sub-policy {index}")
+      expected = 0.0 if magnitude_bin is None else table[op][0][magnitude_bin]
+      np.testing.assert_array_equal(np.abs(draws.magnitudes[chosen, stage]), np.float32(expected))
+      negative = draws.magnitudes[chosen, stage] < 0
+      assert not negative.any() or table[op][1], f"{op} is unsigned but got negative magnitudes"
+  signed_ops = np.array([table[op][1] for op in image_ops.OP_NAMES])
+  signed = signed_ops[draws.op_ids] & (draws.magnitudes != 0)
+  _within_binomial((draws.magnitudes[signed] < 0).sum(), signed.sum(), 0.5, "negated signed magnitudes")
+
+
+def test_randaugment_sampling_matches_torchvisions_probabilities():
+  n, num_ops, magnitude = 20000, 2, 9
+  draw = lambda k, i: autoaugment.randaugment_draws(k, i, image_size=(28, 28), num_ops=num_ops, magnitude=magnitude)
+  draws = jax.tree.map(np.asarray, jax.jit(draw)(KEY, jnp.arange(n)))
+  assert draws.op_ids.shape == (n, num_ops) and draws.applied.all() and draws.sub_policy is None
+  table = autoaugment.magnitude_table(31, (28, 28))
+  counts = np.bincount(draws.op_ids.ravel(), minlength=len(image_ops.OP_NAMES))
+  assert counts[image_ops.OP_INDEX["Invert"]] == 0
+  for op in autoaugment.RANDAUGMENT_OPS:
+    _within_binomial(counts[image_ops.OP_INDEX[op]], n * num_ops, 1 / 14, op)
+    chosen = draws.op_ids == image_ops.OP_INDEX[op]
+    magnitudes, signed = table[op]
+    expected = 0.0 if magnitudes is None else magnitudes[magnitude]
+    np.testing.assert_array_equal(np.abs(draws.magnitudes[chosen]), np.float32(expected), err_msg=op)
+    if signed:
+      _within_binomial((draws.magnitudes[chosen] < 0).sum(), chosen.sum(), 0.5, f"negated {op}")
+    else:
+      assert (draws.magnitudes[chosen] >= 0).all(), op
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Images against torchvision, replayed on the drawn choices
+
+
+@pytest.fixture(scope="module")
+def datasets():
+  """Example index -> image: random RGB 32x32 (CIFAR's shape) and mnist5k digits 28x28x1."""
+  random_rgb = np.random.default_rng(0).integers(0, 256, (4 * BATCH, 32, 32, 3), dtype=np.uint8)
+  return {"random_rgb": random_rgb, "digits": data.load("mnist5k").x_train[:DIGITS_BATCH]}
+
+
+def _torchvision_replay(images, draws):
+  """torchvision's own operations on each example's drawn stages (uint8 NHWC in and out), one call per stage and
+  (operation, magnitude) on the examples that drew it."""
+  out = images.copy()
+  for stage in range(draws.op_ids.shape[1]):
+    choices = np.stack([draws.op_ids[:, stage], draws.magnitudes[:, stage].view(np.int32)], -1)
+    for op, magnitude_bits in np.unique(choices[draws.applied[:, stage]], axis=0):
+      chosen = draws.applied[:, stage] & (choices == (op, magnitude_bits)).all(-1)
+      magnitude = np.int32(magnitude_bits).view(np.float32)
+      out[chosen] = tv.policy_op(image_ops.OP_NAMES[op], out[chosen], magnitude)
+  return out
+
+
+def _cutout_replay(images, centers, size):
+  """DeVries & Taylor's mask at the drawn centres, clipped at the border."""
+  out = images.copy()
+  height, width = images.shape[1:3]
+  for image, (y, x) in zip(out, centers):
+    image[max(y - size // 2, 0) : min(y + size // 2, height), max(x - size // 2, 0) : min(x + size // 2, width)] = 0
+  return out
+
+
+AUTOAUGMENT_CUTOUT = {"policy": "autoaugment_cifar10", "cutout": 16}
+_AUGMENT = []
+
+
+def _autoaugment_cutout():
+  """jit(make_strong_augment(AutoAugment CIFAR-10 + Cutout(16))), compiled once per module run and batch shape."""
+  if not _AUGMENT:
+    _AUGMENT.append(jax.jit(autoaugment.make_strong_augment(AUTOAUGMENT_CUTOUT)))
+  return _AUGMENT[0]
+
+
+def test_autoaugment_and_cutout_equal_torchvision_replayed(datasets):
+  """make_strong_augment's strong view (jitted, uint8 32x32x3) against torchvision's operations on its draws from
+  fold_in(key, 1), then the original Cutout at its centres from fold_in(key, 2)."""
+  indices = np.arange(BATCH) * 3 + 1
+  images = datasets["random_rgb"][indices]
+  ours = np.asarray(_autoaugment_cutout()(KEY, images, indices))
+  assert ours.dtype == np.uint8 and ours.shape == images.shape
+  draw = jax.jit(lambda key, indices: autoaugment.autoaugment_draws(key, indices, image_size=(32, 32)))
+  draws = jax.tree.map(np.asarray, draw(jax.random.fold_in(KEY, 1), indices))
+  centers = jax.jit(lambda key, indices: autoaugment.cutout_centers(key, indices, image_size=(32, 32)))
+  centers = np.asarray(centers(jax.random.fold_in(KEY, 2), indices))
+  theirs = _cutout_replay(_torchvision_replay(images, draws), centers, 16)
+  ops = sorted({image_ops.OP_NAMES[k] for k in draws.op_ids[draws.applied]})
+  print(tv.assert_matches(f"{AUTOAUGMENT_CUTOUT} on random RGB {images.shape}, ops {ops}", ours, theirs, exact=False))
+  assert len(ops) >= 10, ops  # the batch exercises most operations
+
+
+def test_randaugment_on_digits_equals_torchvision_replayed(datasets):
+  """RandAugment(2, 9) on grey digits: its draws, applied stage by stage as `apply_draws` does (image_ops.apply_op,
+  jitted on the batch shape of tests/test_image_ops.py, so the suite's compilation cache shares the program), against
+  torchvision's operations on the same draws."""
+  images, indices = datasets["digits"], np.arange(DIGITS_BATCH)
+  draw = lambda key, indices: autoaugment.randaugment_draws(key, indices, image_size=(28, 28), num_ops=2, magnitude=9)
+  draws = jax.tree.map(np.asarray, jax.jit(draw)(KEY, indices))
+  apply_op = jax.jit(image_ops.apply_op)
+  ours = images
+  for stage in range(2):
+    ours = apply_op(ours, draws.op_ids[:, stage].astype(np.int32), draws.magnitudes[:, stage].astype(np.float32))
+  ours = np.asarray(ours)
+  assert ours.dtype == np.uint8 and ours.shape == images.shape
+  theirs = _torchvision_replay(images, draws)
+  ops = sorted({image_ops.OP_NAMES[k] for k in draws.op_ids.ravel()})
+  print(tv.assert_matches(f"RandAugment(2, 9) on digits {images.shape}, ops {ops}", ours, theirs, exact=False))
+  assert len(ops) == 14, ops
+
+
+def test_an_image_depends_on_key_and_index_only(datasets):
+  augment = _autoaugment_cutout()
+  first = np.arange(BATCH)
+  second = np.concatenate([first[BATCH // 2 :][::-1], np.arange(2 * BATCH, 2 * BATCH + BATCH // 2)])  # reordered, mixed
+  dataset = datasets["random_rgb"]
+  out_first = np.asarray(augment(KEY, dataset[first], first))
+  out_second = np.asarray(augment(KEY, dataset[second], second))
+  by_index = dict(zip(first, out_first))
+  for index, image in zip(second[: BATCH // 2], out_second[: BATCH // 2]):
+    np.testing.assert_array_equal(image, by_index[index], err_msg=f"example {index}")
+  other_key = np.asarray(augment(jax.random.key(1), dataset[first], first))
+  changed = np.mean([not np.array_equal(a, b) for a, b in zip(out_first, other_key)])
+  assert changed > 0.5, f"only {changed:.0%} of the images change with the key"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The config
+
+
+def test_cutout_only_config(datasets):
+  augment = autoaugment.make_strong_augment({"policy": "none", "cutout": 16})
+  assert augment.config == {"policy": "none", "cutout": 16}
+  indices = np.arange(BATCH)
+  images = datasets["random_rgb"][indices]
+  ours = np.asarray(jax.jit(augment)(KEY, images, indices))
+  centers = jax.jit(lambda key, indices: autoaugment.cutout_centers(key, indices, image_size=(32, 32)))
+  centers = np.asarray(centers(jax.random.fold_in(KEY, 2), indices))
+  print(tv.assert_matches("Cutout(16) on random_rgb", ours, _cutout_replay(images, centers, 16), exact=True))
+
+
+def test_nothing_asked_gives_none():
+  assert autoaugment.make_strong_augment(None) is None
+  assert autoaugment.make_strong_augment({}) is None
+  assert autoaugment.make_strong_augment({"policy": "none", "cutout": 0, "num_ops": 2}) is None
+
+
+@pytest.mark.parametrize(
+  "config, message",
+  [
+    ({"policy": "autoaugment"}, r"policy='autoaugment'; allowed: 'autoaugment_cifar10', 'randaugment', 'none'"),
+    ({"polcy": "randaugment"}, r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"),
+    ({"policy": "randaugment", "magnitude": 31}, r"magnitude=31 must be an int bin in \[0, 30\]"),
+    ({"policy": "randaugment", "num_ops": -1}, r"num_ops=-1 must be an int >= 0"),
+    ({"policy": "randaugment", "num_ops": 2.0}, r"num_ops=2.0 must be an int"),
+    ({"policy": "randaugment", "num_magnitude_bins": 1}, r"num_magnitude_bins=1 must be an int >= 2"),
+    ({"policy": "none", "cutout": -16}, r"cutout=-16 must be an int >= 0"),
+    ({"policy": "none", "cutout": True}, r"cutout=True must be an int >= 0"),
+  ],
+)
+def test_config_errors_name_the_value_and_the_allowed_ones(config, message):
+  with pytest.raises(ValueError, match=message):
+    autoaugment.make_strong_augment(config)
