@@ -1,0 +1,248 @@
+r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/label_issues.csv, no network trained.
+
+  python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT
+  python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=knn --k=10
+
+--features: an .npy array X [N, D] (one embedding per example, finite real numbers), e.g. the penultimate layer of a
+  pretrained network or of another run's exported network. --labels: an .npy array y [N] of integer class ids.
+--method: 'probe', a --num_folds-fold out-of-sample linear probe (standardised features, multinomial logistic
+  regression with L2 strength 1 / --inverse_regularization), or 'knn', a vote of each example's --k nearest
+  neighbours by cosine similarity, itself excluded (SimiFeat's vote): noisy_jax.experiment.feature_issues has the
+  formulas and references. Then the label quality (--score), suggested label and flag rule (--rule) of
+  noisy_jax.core.label_issues, as after a training run.
+--sources: a text file with one line per example (its file path or record id) for the CSV's source column; default
+  the example's index. --class_names: the C class names, comma-separated or a text file with one per line; the CSV
+  then writes labels as names (default: class ids, C = the largest label + 1).
+Output: WORKDIR/label_issues.csv with the columns of a training run's (label_issues.CSV_COLUMNS), most suspect first,
+the detector named in method_evidence ('linear probe, 5-fold out of sample' / 'kNN vote, k=10'); written atomically
+(a temporary file renamed at the end), and only after every input has been checked: a bad input stops with an error
+that names the flag, the file and the value, and writes nothing. Prints N, C, the number flagged and the wall time
+(reading the inputs, the detector and writing the CSV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from noisy_jax.core import _checks
+from noisy_jax.core import label_issues
+from noisy_jax.experiment import feature_issues
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+  """What a call of `run` did: the CSV written, N, C, D, the detector, how many examples it flagged, wall seconds."""
+
+  csv_path: str
+  num_examples: int
+  num_classes: int
+  num_features: int
+  evidence: str
+  num_flagged: int
+  seconds: float
+
+
+def load_array(path: str, flag: str) -> np.ndarray:
+  """The array of the .npy file at `path`; FileNotFoundError or ValueError naming `--flag=path` when it is missing or
+  holds anything else (an .npz archive, pickled objects, text)."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"--{flag}={path!r}: no such file (an .npy array is expected).")
+  try:
+    loaded = np.load(path, allow_pickle=False)
+  except (ValueError, OSError) as error:
+    raise ValueError(f"--{flag}={path!r} is not a NumPy .npy array of numbers ({error}).") from error
+  if not isinstance(loaded, np.ndarray):
+    loaded.close()
+    raise ValueError(f"--{flag}={path!r} is an .npz archive; give one array saved with np.save (.npy).")
+  return loaded
+
+
+def read_lines(path: str, flag: str) -> list[str]:
+  """The lines of a UTF-8 text file (line ends removed); FileNotFoundError naming `--flag=path`."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"--{flag}={path!r}: no such file (a text file with one entry per line is expected).")
+  with open(path, encoding="utf-8") as f:
+    return f.read().splitlines()
+
+
+def parse_class_names(value: str | None) -> list[str] | None:
+  """--class_names: None when empty; the lines of the file it names; else its comma-separated names."""
+  if not value:
+    return None
+  names = read_lines(value, "class_names") if os.path.isfile(value) else [name.strip() for name in value.split(",")]
+  if not names or any(not name for name in names):
+    raise ValueError(f"--class_names={value!r} holds an empty name; every class needs one.")
+  repeated = sorted({name for name in names if names.count(name) > 1})
+  if repeated:
+    raise ValueError(f"--class_names={value!r} names {repeated} more than once; every class needs its own name.")
+  return names
+
+
+def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k: int, class_names=None) -> None:
+  """ValueError naming the flag unless the method can run on these labels: the probe needs 2 <= --num_folds <= the
+  examples of the smallest class (so that every training fold holds every class), the kNN vote 1 <= --k <= N - 1."""
+  n = len(labels)
+  if method == "knn":
+    if not 1 <= k <= n - 1:
+      raise ValueError(f"--k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (N = {n} examples; none is its own neighbour).")
+    return
+  counts = np.bincount(labels)
+  present = np.flatnonzero(counts)
+  smallest = int(present[np.argmin(counts[present])])
+  fewest = int(counts[smallest])
+  name = f"class {smallest}" + (f" ({class_names[smallest]!r})" if class_names is not None else "")
+  if not 2 <= num_folds <= fewest:
+    allowed = (
+      f"allowed: 2 <= num_folds <= {fewest}, or --method=knn"
+      if fewest >= 2
+      else "no number of folds can both hold it out and train on it; use --method=knn"
+    )
+    raise ValueError(
+      f"--num_folds={num_folds}, with {fewest} example(s) of {name}, the smallest class: each fold must hold "
+      f"examples out and keep some of every class to train on (a training fold without a class scores its examples "
+      f"0); {allowed}."
+    )
+
+
+def run(
+  features_path: str,
+  labels_path: str,
+  workdir: str,
+  *,
+  method: str = "probe",
+  num_folds: int = feature_issues.DEFAULT_NUM_FOLDS,
+  k: int = feature_issues.DEFAULT_K,
+  seed: int = 0,
+  inverse_regularization: float = feature_issues.DEFAULT_INVERSE_REGULARIZATION,
+  score: str = "self_confidence",
+  rule: str = "argmax",
+  sources_path: str | None = None,
+  class_names: str | None = None,
+) -> Summary:
+  """Checks every input, computes P and the label issues (feature_issues.find) and writes
+  WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string). Raises
+  FileNotFoundError or ValueError naming the flag and value before anything is written."""
+  start = time.perf_counter()
+  _checks.check_choice("--method", method, feature_issues.METHODS)
+  _checks.check_choice("--score", score, label_issues.SCORES)
+  _checks.check_choice("--rule", rule, label_issues.FLAG_RULES)
+  if not inverse_regularization > 0:
+    raise ValueError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
+  names = parse_class_names(class_names)
+  features, labels, num_classes = feature_issues.check_inputs(
+    load_array(features_path, "features"),
+    load_array(labels_path, "labels"),
+    None if names is None else len(names),
+    features_name=f"--features={features_path!r}",
+    labels_name=f"--labels={labels_path!r}",
+    num_classes_name="num_classes" if names is None else f"--class_names ({len(names)} names)",
+  )
+  sources = None
+  if sources_path:
+    sources = read_lines(sources_path, "sources")
+    if len(sources) != len(labels):
+      raise ValueError(
+        f"--sources={sources_path!r} has {len(sources)} lines for {len(labels)} examples; one line per example."
+      )
+  check_method_settings(method, labels, num_folds=num_folds, k=k, class_names=names)
+  _, issues = feature_issues.find(
+    features,
+    labels,
+    method=method,
+    num_classes=num_classes,
+    num_folds=num_folds,
+    k=k,
+    seed=seed,
+    inverse_regularization=inverse_regularization,
+    score=score,
+    rule=rule,
+  )
+  csv_path = label_issues.write_csv(
+    os.path.join(workdir, label_issues.CSV_FILE), issues, sources=sources, class_names=names
+  )
+  return Summary(
+    csv_path=csv_path,
+    num_examples=len(labels),
+    num_classes=num_classes,
+    num_features=features.shape[1],
+    evidence=feature_issues.method_evidence(method, num_folds=num_folds, k=k),
+    num_flagged=int(issues.records["is_issue"].sum()),
+    seconds=time.perf_counter() - start,
+  )
+
+
+def format_summary(summary: Summary, *, score: str, rule: str) -> str:
+  share = summary.num_flagged / summary.num_examples
+  return "\n".join(
+    [
+      f"N = {summary.num_examples} examples, C = {summary.num_classes} classes, D = {summary.num_features} features",
+      f"detector: {summary.evidence} (score {score}, rule {rule})",
+      f"flagged: {summary.num_flagged} ({100 * share:.1f}%)",
+      f"wall time: {summary.seconds:.2f} s (reading the inputs, the detector, writing the CSV)",
+      f"wrote {summary.csv_path}",
+    ]
+  )
+
+
+def define_flags() -> None:
+  """Defines the command's flags. Called when run as a command only: importing this module defines none, so it can
+  share a process with another command that has a --workdir."""
+  flags.DEFINE_string("features", None, "An .npy array [N, D]: one embedding per example.")
+  flags.DEFINE_string("labels", None, "An .npy array [N] of integer class ids, the labels as given.")
+  flags.DEFINE_string("workdir", None, f"Folder of the output, WORKDIR/{label_issues.CSV_FILE} (created if needed).")
+  flags.DEFINE_enum(
+    "method",
+    "probe",
+    list(feature_issues.METHODS),
+    "probe: out-of-sample K-fold linear probe; knn: vote of the k nearest neighbours (cosine), itself excluded.",
+  )
+  flags.DEFINE_integer("num_folds", feature_issues.DEFAULT_NUM_FOLDS, "The probe's folds K (2 <= K <= smallest class).")
+  flags.DEFINE_integer("k", feature_issues.DEFAULT_K, "The kNN vote's neighbours (1 <= k <= N - 1).")
+  flags.DEFINE_integer("seed", 0, "Shuffle of the probe's stratified folds.")
+  flags.DEFINE_float(
+    "inverse_regularization",
+    feature_issues.DEFAULT_INVERSE_REGULARIZATION,
+    "The probe's C: inverse L2 strength of the logistic regression (scikit-learn's LogisticRegression(C=...)).",
+  )
+  flags.DEFINE_enum(
+    "score", "self_confidence", list(label_issues.SCORES), "Label quality (noisy_jax.core.label_issues)."
+  )
+  flags.DEFINE_enum("rule", "argmax", list(label_issues.FLAG_RULES), "Flag rule (noisy_jax.core.label_issues).")
+  flags.DEFINE_string("sources", None, "A text file, one line per example (file path or record id); default index.")
+  flags.DEFINE_string("class_names", None, "Class names, comma-separated or a text file with one per line.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  values = flags.FLAGS
+  try:
+    summary = run(
+      values.features,
+      values.labels,
+      values.workdir,
+      method=values.method,
+      num_folds=values.num_folds,
+      k=values.k,
+      seed=values.seed,
+      inverse_regularization=values.inverse_regularization,
+      score=values.score,
+      rule=values.rule,
+      sources_path=values.sources,
+      class_names=values.class_names,
+    )
+  except (FileNotFoundError, ValueError) as error:
+    raise SystemExit(f"label_issues_from_features: {error}") from error
+  print(format_summary(summary, score=values.score, rule=values.rule))
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flags_as_required(["features", "labels", "workdir"])
+  app.run(main)
