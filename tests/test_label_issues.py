@@ -133,6 +133,37 @@ def test_write_csv_with_names_and_sources(tmp_path):
   )  # nothing recorded
 
 
+@pytest.mark.parametrize("score, rule", [("self_confidence", "argmax"), ("normalized_margin", "confident")])
+def test_held_out_rows_follow_the_training_rows(score, rule, tmp_path):
+  """held_out against a NumPy recomputation (quality, suggestion, flag per row; index N_train + j; most suspect
+  first among themselves), after the training rows in the CSV, each with its source."""
+  rng = np.random.default_rng(2)
+  probs = rng.dirichlet(np.ones(3), size=30)
+  given = rng.integers(0, 3, 30)
+  carved = label_issues.held_out(probs, given, first_index=4, what="out of sample", score=score, rule=rule)
+  rows = carved.records["index"] - 4
+  assert sorted(rows) == list(range(30))
+  if score == "self_confidence":
+    quality = probs[np.arange(30), given]
+  else:
+    others = np.array([max(p for k, p in enumerate(probs[i]) if k != given[i]) for i in range(30)])
+    quality = (1 + probs[np.arange(30), given] - others) / 2
+  np.testing.assert_allclose(carved.records["label_quality"], quality[rows], rtol=1e-6)
+  assert np.all(np.diff(carved.records["label_quality"]) >= 0)
+  np.testing.assert_array_equal(carved.records["suggested_label"], probs[rows].argmax(axis=1))  # no ties
+  np.testing.assert_array_equal(carved.records["given_label"], given[rows])
+  np.testing.assert_array_equal(carved.records["is_issue"], label_issues.flag(probs, given, rule=rule)[rows])
+  j, s = rows[0], probs[rows[0]].argmax()
+  assert carved.evidence[0] == f"out of sample: p(given) {probs[j, given[j]]:.3f}, p(suggested) {probs[j, s]:.3f}"
+
+  trained = label_issues.find(PROBS, GIVEN)
+  both = label_issues.concatenate(label_issues.RunIssues(trained, ["trained"] * 4), carved)
+  sources = [f"t{i}" for i in range(4)] + [f"v{j}" for j in range(30)]
+  csv_rows = list(csv.DictReader(open(label_issues.write_csv(str(tmp_path / "i.csv"), both, sources=sources))))
+  assert [r["source"] for r in csv_rows] == [f"t{i}" for i in trained["index"]] + [f"v{j}" for j in rows]
+  assert [int(r["index"]) for r in csv_rows[4:]] == list(carved.records["index"])
+
+
 def _digits(name: str):
   if name == "cross_entropy":
     config = ce.get_config()

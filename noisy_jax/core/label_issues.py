@@ -33,6 +33,12 @@ labels, so a memorised wrong label looks right; the earlier epochs of the histor
     (DivideMix keeps no class probabilities per example).
   any other method: the recorded history (by default every epoch that fits, `history_length`), with the flag
     rule of the config.
+Rows held out of training (a validation split carved from the training files: `held_out`): P = the delivered
+network's softmax, out of sample (the network never trained on them), scored and flagged by the config's score and
+rule like any probabilities, with per-class thresholds of the 'confident' rule taken over these rows only. They follow
+the training rows (`concatenate`), most suspect first among themselves: their quality comes from other evidence than
+the training rows', so the two are not ranked against each other. Their index continues the training rows': the
+held-out row j has index N_train + j.
 Output: `find` returns a NumPy structured array (`RECORD_DTYPE`), one row per example, most suspect first;
 `write_csv` writes it with class names and sources (file paths) where the dataset has them.
 """
@@ -254,12 +260,44 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
   return RunIssues(records(given, suggested, quality, is_issue), [evidence[i] for i in order])
 
 
+def held_out(
+  probs, given, *, first_index: int, what: str, score: str = "self_confidence", rule: str = "argmax"
+) -> RunIssues:
+  """Label issues of examples the network never trained on, from its predicted probabilities: the records of
+  `find(probs, given, score, rule)` (most suspect first) with index first_index + j for row j, and, row for row, the
+  evidence 'WHAT: p(given) a, p(suggested) b'.
+
+  Args:
+    probs: [M, C] the network's softmax of the held-out rows.
+    given: [M] their labels as given, ints in [0, C).
+    first_index: the index of row 0: the number of training rows, so that the indices follow theirs.
+    what: names the network and says that its prediction is out of sample, for the evidence column.
+    score: label quality, one of SCORES.
+    rule: flag rule, one of FLAG_RULES.
+  """
+  found = find(probs, given, score=score, rule=rule)
+  probs, given = _check(probs, given)
+  rows = found["index"]
+  evidence = [
+    f"{what}: p(given) {probs[i, given[i]]:.3f}, p(suggested) {probs[i, s]:.3f}"
+    for i, s in zip(rows, found["suggested_label"])
+  ]
+  found["index"] += first_index
+  return RunIssues(found, evidence)
+
+
+def concatenate(*parts: RunIssues) -> RunIssues:
+  """The rows of `parts` one after the other (each keeps its own order and indices)."""
+  return RunIssues(np.concatenate([p.records for p in parts]), [e for p in parts for e in p.evidence])
+
+
 def write_csv(
   path: str, issues: RunIssues, *, sources: Sequence[str] | None = None, class_names: Sequence[str] | None = None
 ) -> str:
-  """Writes `issues` to `path` (CSV_COLUMNS; labels as class names when given, else ids; source = the example's
-  file path or record id, else its index), atomically: a temporary file in the same folder renamed at the end.
-  Returns the path."""
+  """Writes `issues` to `path` (CSV_COLUMNS; labels as class names when given, else ids; source = sources[index],
+  the example's file path or record id, else its index), atomically: a temporary file in the same folder renamed at
+  the end. Returns the path. With `held_out` rows after the training rows, `sources` is the training rows' followed
+  by the held-out rows'."""
   n = len(issues.records)
   if sources is not None and len(sources) != n:
     raise ValueError(f"{len(sources)} sources for {n} examples.")

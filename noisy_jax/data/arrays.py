@@ -67,6 +67,9 @@ class Dataset:
     train_sources, val_sources, test_sources: None, or str [N_split]: where row i of the split came from, e.g.
       'train/cat/001.png' (a path relative to the image folder or CSV manifest) or 'npz:x_train[17]' (a record id),
       so per-example results can be traced back to files.
+    val_carved_from_train: True when the validation rows are training rows held out (`from_arrays`'
+      validation_size): examples given with the training data, labels as given, never trained on; val_sources then
+      names their training files. False for a validation split given as such (ROOT/val, x_val, a dataset's own).
     pixel_max: the code of full intensity: the inputs in [0, 1] are x / pixel_max (255 for uint8 images, 16 for
       scikit-learn's digits, 1 for float inputs). The trainer normalises on the device
       (noisy_jax.data.normalization), so images stay uint8 in host and device memory.
@@ -89,6 +92,7 @@ class Dataset:
   train_sources: np.ndarray | None = None
   val_sources: np.ndarray | None = None
   test_sources: np.ndarray | None = None
+  val_carved_from_train: bool = False
   pixel_max: float = 1.0
   normalized: str | None = None
 
@@ -305,7 +309,8 @@ def from_arrays(
     num_classes: C; inferred as (largest label over all splits) + 1 when None.
     validation_size: without x_val, carve a stratified validation split from the training data: an int is a
       number of examples, a float in (0, 1) a fraction of the training split (see `stratified_split`). 0 (the
-      default) gives an empty validation split. The remaining training rows keep their order.
+      default) gives an empty validation split. The remaining training rows keep their order; a non-empty carved
+      split sets Dataset.val_carved_from_train.
     seed: seed of the validation carving.
     name: the Dataset's name.
     class_names, train_sources, val_sources, test_sources: optional, see `Dataset` (one string per row of the
@@ -382,6 +387,7 @@ def from_arrays(
     train_sources=train_sources,
     val_sources=val_sources,
     test_sources=test_sources,
+    val_carved_from_train=x_val is None and len(ys["val"]) > 0,
     pixel_max=pixel_max,
   )
 

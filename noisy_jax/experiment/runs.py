@@ -30,6 +30,7 @@ from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
 from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import distributed
+from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.data.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
@@ -44,6 +45,8 @@ from noisy_jax.train import state as state_lib
 # The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
 # a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
 METHOD_ROWS_STREAM = 0x726F7773
+# method_evidence of the label_issues.csv rows of a validation split carved from the training files.
+CARVED_VALIDATION_EVIDENCE = "final network, out of sample (validation row, not trained on)"
 
 
 def summary_of(history: list[dict]) -> dict:
@@ -90,6 +93,10 @@ def run_single(
   every epoch once.
   The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
   `workdir/model/final` and `workdir/model/best_val` (noisy_jax.experiment.export; read back with export.load_model).
+  `workdir/label_issues.csv` (noisy_jax.core.label_issues.from_run) holds one row per training example; when the
+  validation split was carved from the training files of a run with labels as given (`carved_validation_scored`),
+  its rows follow, scored from the final delivered network's softmax (out of sample: `carved_validation_probs`),
+  with index N_train + j for validation row j and method_evidence CARVED_VALIDATION_EVIDENCE.
 
   log_fn: called with each epoch's record as it is trained. resume_fn: called with the records of the epochs a
   resumed stage restored from its checkpoint (they do not reach log_fn), e.g. reporting.Progress.restored.
@@ -261,6 +268,16 @@ def run_single(
         num_networks=1 if method.stage2 else method.num_networks,
       )
   # --- end of model export -------------------------------------------------------------------------------------
+  carved_probs = None
+  if workdir and carved_validation_scored(config, dataset):  # on every process: the prediction is a global program
+    carved_probs = carved_validation_probs(
+      stage2_config if method.stage2 else config,
+      dataset,
+      model,
+      arrays["stage2" if method.stage2 else "stage1"],
+      num_networks=1 if method.stage2 else method.num_networks,
+      mesh=mesh,
+    )
   summary.update(summary_of(final_history))
   if transition_summary is not None:
     summary["transition"] = transition_summary
@@ -279,13 +296,28 @@ def run_single(
   if writes:
     issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
     if issues is not None:
+      sources = getattr(dataset, "train_sources", None)
+      if carved_probs is not None:  # the held-out training files after the trained-on ones: index N_train + j
+        carved = label_issues.held_out(
+          carved_probs,
+          np.asarray(dataset.y_val),
+          first_index=len(noisy),
+          what=CARVED_VALIDATION_EVIDENCE,
+          score=issue_score,
+          rule=issue_rule,
+        )
+        issues = label_issues.concatenate(issues, carved)
+        if sources is not None:
+          sources = np.concatenate([sources, dataset.val_sources])
       label_issues.write_csv(
         os.path.join(workdir, label_issues.CSV_FILE),
         issues,
-        sources=getattr(dataset, "train_sources", None),
+        sources=sources,
         class_names=getattr(dataset, "class_names", None),
       )
       summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
+      if carved_probs is not None:
+        summary["label_issues"]["carved_validation_rows"] = len(carved_probs)
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
     if config.get("plots", False):
@@ -295,6 +327,31 @@ def run_single(
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
+
+
+def carved_validation_scored(config, dataset) -> bool:
+  """Whether WORKDIR/label_issues.csv also scores the validation rows: they were carved from the training files
+  (Dataset.val_carved_from_train) and the run takes its labels as given (noise type 'none'), so their labels are
+  given as the training rows' are and every training file gets a row."""
+  return bool(getattr(dataset, "val_carved_from_train", False)) and not clean_labels_known(config)
+
+
+def carved_validation_probs(config, dataset, model, variables, *, num_networks: int, mesh: Mesh) -> np.ndarray:
+  """The delivered network's eval-mode softmax [N_val, C] of the validation split, float64: predict.make_predict_fn
+  as the trainer evaluates (the normalisation and XLA options of `config`, the stage that trained `variables`; a
+  pair of networks (num_networks 2) averages its logits), streamed in order when the split is on disk."""
+  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
+  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
+  predict = predict_lib.make_evaluate(
+    predict_lib.make_predict_fn(
+      model,
+      normalize=inputs_lib.normalizer(config, dataset),
+      compiler_options=options,
+      num_networks=num_networks,
+    ),
+    workers=streaming.default_workers() if workers < 0 else workers,
+  )
+  return np.asarray(predict(variables, dataset.x_val), np.float64)
 
 
 def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) -> tuple[np.ndarray, dict]:
