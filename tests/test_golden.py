@@ -19,8 +19,9 @@ from noisy_jax.core import losses
 from noisy_jax.experiment import environment
 
 STORED = golden.load()
-# The selection-based runs: a rounding difference flips a float32 small-loss sort, pruning threshold or GMM split.
-SELECTION_RUNS = ("coteaching", "coteaching_plus", "truncated_lq", "dividemix")
+# The selection-based runs: a rounding difference flips a float32 small-loss sort or pruning threshold. DivideMix
+# (its GMM split) is left to the golden check on the machine's own ISA: its run was a third of this test's time.
+SELECTION_RUNS = ("coteaching", "coteaching_plus", "truncated_lq")
 
 
 @pytest.fixture(scope="module")
