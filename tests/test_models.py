@@ -271,6 +271,8 @@ def test_registry_errors():
     "apl_cnn",
     "apl_cnn_mnist",
     "resnet50",
+    "imagenet_resnet18",
+    "imagenet_resnet34",
     "coteaching_cnn",
   }
   assert isinstance(models.get("mlp", num_classes=3), models.MLP)

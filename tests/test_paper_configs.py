@@ -298,7 +298,7 @@ def test_peers_paper_apl_values(name):
     want = 0.01 * (1 + np.cos(np.pi * epoch / 120)) / 2
     assert float(schedule(epoch * 391 + 390)) == pytest.approx(want, rel=1e-5, abs=1e-12)
   # models.py ToyModel(type='CIFAR10'); dataset.py: crop 4 + flip, per-channel normalisation, all 50k (no split).
-  assert config.model.to_dict() == {"name": "apl_cnn", "kwargs": {}}
+  assert config.model.to_dict() == {"name": "apl_cnn", "kwargs": {}, "pretrained": "none"}
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True}
   assert config.normalization == "per_channel"
   assert config.dataset == "cifar10" and config.dataset_kwargs.validation_size == 0
@@ -538,7 +538,7 @@ def test_real_noise_paper_values(name, method):
   config = module.get_config(method)
   assert config.dataset == dataset and config.dataset_kwargs.to_dict() == REAL_NOISE_KWARGS[name]
   assert config.noise.type == "none"  # the labels as given: real noise, nothing injected
-  assert config.model.to_dict() == {"name": "resnet50", "kwargs": {}}
+  assert config.model.to_dict() == {"name": "resnet50", "kwargs": {}, "pretrained": "none"}
   assert config.normalization == "per_channel" and config.augment.to_dict() == {"crop_padding": 0, "flip": True}
   assert config.batch_size == batch and config.num_epochs == epochs
   # The recipe: SGD momentum 0.9 (ELR+ config_clothing1m.json, DivideMix Train_*.py), lr, weight decay, x0.1 steps.

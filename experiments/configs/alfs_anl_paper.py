@@ -113,7 +113,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = base.get_shared()
   config.seeds = SEEDS
   base.paper_data(config, dataset, noise_type="symmetric", rate=NOISE_RATE, noise_dataset=dataset)
-  config.model = ml_collections.ConfigDict({"name": MODELS[dataset], "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": MODELS[dataset], "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.num_epochs = EPOCHS[dataset]
   config.optimizer = base.optimizer(LEARNING_RATES[dataset], weight_decay=weight_decay, momentum=MOMENTUM)

@@ -27,7 +27,9 @@ def get_shared() -> ml_collections.ConfigDict:
       "dataset": "",  # for 'asymmetric': 'cifar10', 'cifar100' or 'mnist'
     }
   )
-  config.model = ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}})
+  # model.pretrained: 'none' (random init), a torchvision / timm ResNet state_dict (.pth, .safetensors) for
+  # imagenet_resnet18 / imagenet_resnet34 / resnet50, or a noisy_jax run's workdir (noisy_jax.experiment.pretrained).
+  config.model = ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}, "pretrained": "none"})
   config.batch_size = 128
   config.num_devices = 0  # 0: every local device
   # Score the whole training split every epoch (train accuracy on clean labels, fraction of noisy labels

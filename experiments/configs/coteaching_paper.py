@@ -112,7 +112,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   plus = method == "coteaching_plus"
   config = base.get_shared()
   base.paper_data(config, dataset, noise_type=noise_type, rate=rate, normalization="none", crop_padding=0, flip=False)
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {"dropout_rate": DROPOUT_RATE}})
+  config.model = ml_collections.ConfigDict(
+    {"name": MODEL, "kwargs": {"dropout_rate": DROPOUT_RATE}, "pretrained": "none"}
+  )
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict(
     {

@@ -164,7 +164,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   asymmetric = noise == "asymmetric"
   config = base.get_shared()
   base.paper_data(config, dataset, noise_type=noise, rate=rate, noise_dataset=dataset if asymmetric else "")
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
+  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS), "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict(
     {

@@ -68,7 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, method = parse(arg)
   config = base.get_shared()
   base.paper_data(config, dataset, noise_type="none", rate=0.0)
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   if method == "el":
     config.method = {"name": "encouraging", "log_end": LOG_END, "label_smoothing": 0.0}

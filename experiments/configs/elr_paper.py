@@ -130,7 +130,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     noise_dataset=dataset if noise == "asymmetric" else "",
     validation_size=VALIDATION_SIZE,
   )
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "elr", "lam": lam, "beta": beta})
   config.num_epochs = num_epochs

@@ -134,7 +134,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.normalization = "per_channel"
   is_cifar = dataset != "fashion_mnist"
   config.augment = ml_collections.ConfigDict({"crop_padding": 4 if is_cifar else 0, "flip": is_cifar})
-  config.model = ml_collections.ConfigDict({"name": MODELS[dataset], "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": MODELS[dataset], "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.method = method_config(method, prune_start)
   config.num_epochs = num_epochs

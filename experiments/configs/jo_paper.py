@@ -94,7 +94,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
   config.normalization = "mean_image"
   config.augment = ml_collections.ConfigDict({"crop_padding": 4, "flip": True})
-  config.model = ml_collections.ConfigDict({"name": "preact_resnet_jo", "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": "preact_resnet_jo", "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.method = {
     "name": "joint_optimization",

@@ -183,7 +183,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     normalization="mean_image",
     crop_padding=CROP_PADDING,
   )
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS[dataset])})
+  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS[dataset]), "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   percentile = PERCENTILE[dataset]
   config.method = ml_collections.ConfigDict(

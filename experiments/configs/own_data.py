@@ -115,7 +115,7 @@ def dataset_kwargs() -> ml_collections.ConfigDict:
 def _data_settings(config: ml_collections.ConfigDict) -> None:
   """The data, labels-as-given and model settings shared by both variants (set on a run's or `shared` config)."""
   config.noise = ml_collections.ConfigDict({"type": "none", "rate": 0.0, "exact": True, "dataset": ""})
-  config.model = ml_collections.ConfigDict({"name": "auto", "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": "auto", "kwargs": {}, "pretrained": "none"})
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -126,7 +126,7 @@ def get_apl_single(name: str) -> ml_collections.ConfigDict:
   config = base.get_shared()
   config.seeds = APL_SEEDS
   base.paper_data(config, "cifar10", noise_type="symmetric", rate=NOISE_RATE)
-  config.model = ml_collections.ConfigDict({"name": APL_MODEL, "kwargs": {}})
+  config.model = ml_collections.ConfigDict({"name": APL_MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = APL_BATCH_SIZE
   config.num_epochs = APL_EPOCHS
   config.optimizer = base.optimizer(APL_LEARNING_RATE, weight_decay=APL_WEIGHT_DECAY, momentum=APL_MOMENTUM)

@@ -68,7 +68,7 @@ def get_config(
   config.noise = ConfigDict({"type": "none", "rate": 0.0, "exact": True, "dataset": ""})
   config.normalization = "per_channel"
   config.augment = ConfigDict({"crop_padding": 0, "flip": True})
-  config.model = ConfigDict({"name": model, "kwargs": {}})
+  config.model = ConfigDict({"name": model, "kwargs": {}, "pretrained": "none"})
   config.batch_size = batch_size
   config.method = method_config(method, jo_begin=jo_begin)
   config.num_epochs = num_epochs

@@ -109,7 +109,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   base.paper_data(
     config, DATASET, noise_type=noise, rate=NOISE_RATES[noise], noise_dataset=DATASET if noise == "asymmetric" else ""
   )
-  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS)})
+  config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS), "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.method = ml_collections.ConfigDict({"name": "sop", "lr_u": lr_u, "lr_v": lr_v, "init_std": INIT_STD})
   config.num_epochs = NUM_EPOCHS

@@ -25,6 +25,7 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.data import inputs as inputs_lib
 from noisy_jax.experiment import export as export_lib
+from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
@@ -112,10 +113,11 @@ def run_single(
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  init_variables = pretrained.initializer(config)
   transition, transition_summary = None, None
   if registry.get(config.method.name).needs_transition:
     transition, transition_summary = correction_transition(
-      config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key
+      config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key, init_variables=init_variables
     )
   method = registry.make(
     config.method, num_classes=dataset.num_classes, transition=transition, num_epochs=int(config.num_epochs)
@@ -202,6 +204,7 @@ def run_single(
       log_fn=log,
       checkpoint_dir=checkpoint_dirs["stage1"],
       on_resume=on_resume,
+      init_variables=init_variables,
     )
     summary = {
       "method": method.name,
@@ -235,6 +238,7 @@ def run_single(
         log_fn=log,
         checkpoint_dir=checkpoint_dirs["stage2"],
         on_resume=on_resume,
+        init_variables=init_variables,
       )
       arrays["stage2"] = state_lib.variables_of(stage2_state)
       summary["stage2"] = summary_of(final_history)
@@ -354,14 +358,17 @@ def carved_validation_probs(config, dataset, model, variables, *, num_networks: 
   return np.asarray(predict(variables, dataset.x_val), np.float64)
 
 
-def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) -> tuple[np.ndarray, dict]:
+def correction_transition(
+  config, dataset, noisy, clean, *, model, mesh, key, init_variables: Callable | None = None
+) -> tuple[np.ndarray, dict]:
   """The transition matrix T [C, C] of a 'loss_correction' run and what to record of it.
 
   config.method.transition: 'known': the run's synthetic noise model (noise.make_transition of config.noise);
   'estimated': a network trained with cross entropy on the same noisy labels, config and epochs (key `key`; not
   checkpointed: a resumed run trains it again, the same way), then the anchor-point estimate
   (loss_correction.estimate_transition, `percentile`, `shared_filter`) from its eval-mode softmax of the training
-  split, as the paper's code does; or an explicit [C, C] matrix.
+  split, as the paper's code does; or an explicit [C, C] matrix. `init_variables`: that network's starting weights
+  as the run's (pretrained.initializer), or None.
   """
   source = config.method.get("transition", "known")
   num_classes = dataset.num_classes
@@ -388,6 +395,7 @@ def correction_transition(config, dataset, noisy, clean, *, model, mesh, key) ->
       key=key,
       mesh=mesh,
       stage="estimate",
+      init_variables=init_variables,
     )
     options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
     predict = predict_lib.make_evaluate(

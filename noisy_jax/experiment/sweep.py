@@ -69,6 +69,7 @@ from noisy_jax.core import metrics as metrics_lib
 from noisy_jax.data import inputs
 from noisy_jax.data import normalization
 from noisy_jax.experiment import comparison
+from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
 from noisy_jax.experiment import sweep_grid
@@ -182,7 +183,10 @@ class Programs:
     # state_lib.create_train_state of every init key [M] in one compiled call (same values as one by one, where each
     # call compiles anew: ~2-4 s per member on a 2-core CPU).
     tx = optim.make_optimizer(config.optimizer, num_steps, int(config.num_epochs))
-    self.init = jax.jit(jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx)))
+    init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
+    self.init = jax.jit(
+      jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx, init_variables=init_variables))
+    )
     self.best = jax.jit(
       lambda best, current, improved: jax.tree.map(
         lambda b, c: jnp.where(improved.reshape((-1,) + (1,) * (c.ndim - 1)), c, b), best, current

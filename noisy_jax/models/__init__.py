@@ -19,7 +19,7 @@ from noisy_jax.core import precision
 from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
-from noisy_jax.models.imagenet_resnet import ImageNetResNet, ResNet50
+from noisy_jax.models.imagenet_resnet import ImageNetResNet, ImageNetResNet18, ImageNetResNet34, ResNet50
 from noisy_jax.models.mlp import MLP
 from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
 from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
@@ -35,6 +35,8 @@ MODELS: dict[str, type[nn.Module]] = {
   "apl_cnn": APLCNN,
   "apl_cnn_mnist": APLCNNMnist,
   "resnet50": ResNet50,  # ImageNet style (torchvision's resnet50); resnet18 / resnet34 are CIFAR style
+  "imagenet_resnet18": ImageNetResNet18,  # torchvision's resnet18
+  "imagenet_resnet34": ImageNetResNet34,  # torchvision's resnet34
   "coteaching_cnn": CoteachingCNN,
 }
 
@@ -95,6 +97,8 @@ __all__ = [
   "APLCNNMnist",
   "CoteachingCNN",
   "ImageNetResNet",
+  "ImageNetResNet18",
+  "ImageNetResNet34",
   "MLP",
   "MODELS",
   "PreActResNet",

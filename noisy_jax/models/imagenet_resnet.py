@@ -1,6 +1,8 @@
-"""ResNet-50 for ImageNet-sized images (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016, arXiv
-1512.03385), laid out as torchvision's `resnet50`: the network of the Clothing1M recipes (shared/REFERENCE.md §6, §8;
-ELR+ and DivideMix fine-tune torchvision's ImageNet-pretrained copy) and of the Encouraging loss paper (§3).
+"""ImageNet-style ResNets laid out as torchvision's `resnet18`, `resnet34` and `resnet50` (He et al., "Deep Residual
+Learning for Image Recognition", CVPR 2016, arXiv 1512.03385): ResNet-50 is the network of the Clothing1M recipes
+(shared/REFERENCE.md §6, §8; ELR+ and DivideMix fine-tune torchvision's ImageNet-pretrained copy) and of the
+Encouraging loss paper (§3). The same variable names for every depth let noisy_jax.models.pretrained load
+torchvision's and timm's weights into them.
 
 Layout (torchvision's "v1.5": the stride of a down-sampling block sits on its 3x3 convolution, not on the first 1x1
 as in the paper's original Caffe model):
@@ -27,7 +29,12 @@ block included (torchvision's default zero_init_residual=False; starting that BN
 is not offered); the dense layer keeps PyTorch's nn.Linear default, weight and bias U(+-1 / sqrt(2048)).
 Differences from torchvision, by choice or by framework: BN running variance is updated with the biased batch
 variance (PyTorch: unbiased; `models.resnet.batch_norm`); parameters are float32 and `dtype` is the compute dtype.
-No pretrained weights are shipped or downloaded: this module builds a randomly initialised network.
+No pretrained weights are shipped or downloaded: this module builds a randomly initialised network
+(`config.model.pretrained` loads a file into it: noisy_jax.experiment.pretrained).
+
+ResNet-18 / ResNet-34 (`ImageNetResNet18`, `ImageNetResNet34`): the same stem and head, stages of torchvision's
+BasicBlock (two 3x3 convolutions, expansion 1, `models.resnet.BasicBlock` with the fan-out init above), blocks
+[2, 2, 2, 2] / [3, 4, 6, 3]; 11,689,512 / 21,797,672 parameters at 1,000 classes, torchvision's counts.
 
 Input [B, H, W, C], output float32 logits [B, num_classes]. BatchNorm: momentum 0.9 (PyTorch 0.1), epsilon 1e-5,
 batch statistics averaged over `bn_axis_name` when set. Submodules: 'stem_conv', 'stem_bn', 'stage{s}_block{b}'
@@ -43,7 +50,7 @@ import jax.numpy as jnp
 
 from noisy_jax.core import precision
 from noisy_jax.models.apl_cnn import torch_default_bias_init
-from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
+from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, BasicBlock, batch_norm, check_stages, conv
 
 # torchvision's ResNet conv init: kaiming_normal_(mode='fan_out', nonlinearity='relu') = N(0, 2 / (k * k * C_out)).
 HE_NORMAL_FAN_OUT = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
@@ -81,12 +88,17 @@ class Bottleneck(nn.Module):
     return nn.relu(h + x)
 
 
-class ImageNetResNet(nn.Module):
-  """ImageNet-style ResNet of Bottleneck blocks (torchvision layout; see the module docstring for the formula).
+BLOCKS = ("bottleneck", "basic")
 
-  stem: 7x7/2 conv to widths[0] channels, BN, ReLU, 3x3/2 max-pool; stage s: blocks_per_stage[s-1] Bottlenecks of
+
+class ImageNetResNet(nn.Module):
+  """ImageNet-style ResNet (torchvision layout; see the module docstring for the formula).
+
+  stem: 7x7/2 conv to widths[0] channels, BN, ReLU, 3x3/2 max-pool; stage s: blocks_per_stage[s-1] blocks of
   width widths[s-1] (output expansion * widths[s-1]), the first with stride 1 in stage 1 and 2 later; head: global
-  average pool -> Dense(num_classes). The defaults are ResNet-50; smaller widths / blocks serve tests and smoke runs.
+  average pool -> Dense(num_classes). `block`: 'bottleneck' (ResNet-50 and deeper, expansion 4) or 'basic' (two 3x3
+  convolutions, torchvision's BasicBlock of ResNet-18/34: `models.resnet.BasicBlock` with expansion 1, which must
+  then be 1). The defaults are ResNet-50; smaller widths / blocks serve tests and smoke runs.
   """
 
   # The XLA:CPU setting of the CIFAR ResNets (models.resnet); measured there, not on this network.
@@ -99,11 +111,17 @@ class ImageNetResNet(nn.Module):
   bn_axis_name: str | None = None
   dtype: Any = jnp.float32
   batch_norm: str = "fused"
+  block: str = "bottleneck"
 
   @nn.compact
   def __call__(self, x, *, train: bool):
     wide = precision.at_least(self.dtype)  # parameters and logits: float32 (float64 for a float64 dtype)
     check_stages(type(self).__name__, x, self.widths, self.blocks_per_stage)
+    if self.block not in BLOCKS or (self.block == "basic" and self.expansion != 1):
+      raise ValueError(
+        f"{type(self).__name__}: block={self.block!r} with expansion={self.expansion}; allowed: 'bottleneck' (any "
+        "expansion) or 'basic' (expansion 1)."
+      )
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 7, strides=2, dtype=self.dtype, kernel_init=HE_NORMAL_FAN_OUT, name="stem_conv")(x)
     x = nn.relu(
@@ -112,15 +130,17 @@ class ImageNetResNet(nn.Module):
     x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     for stage, (width, blocks) in enumerate(zip(self.widths, self.blocks_per_stage)):
       for block in range(blocks):
-        x = Bottleneck(
-          width,
+        common = dict(
           strides=2 if stage > 0 and block == 0 else 1,
-          expansion=self.expansion,
           bn_axis_name=self.bn_axis_name,
           dtype=self.dtype,
           batch_norm=self.batch_norm,
           name=f"stage{stage + 1}_block{block + 1}",
-        )(x, train=train)
+        )
+        if self.block == "basic":
+          x = BasicBlock(width, kernel_init=HE_NORMAL_FAN_OUT, **common)(x, train=train)
+        else:
+          x = Bottleneck(width, expansion=self.expansion, **common)(x, train=train)
     x = jnp.mean(x, axis=(1, 2))
     fan_in = x.shape[-1]
     x = nn.Dense(
@@ -141,3 +161,21 @@ class ResNet50(ImageNetResNet):
   widths: Sequence[int] = (64, 128, 256, 512)
   blocks_per_stage: Sequence[int] = (3, 4, 6, 3)
   expansion: int = 4
+
+
+class ImageNetResNet18(ImageNetResNet):
+  """ResNet-18, ImageNet style (torchvision `resnet18`): BasicBlocks [2, 2, 2, 2], widths 64/128/256/512;
+  11,689,512 parameters at 1,000 classes. (`resnet18` in the registry is the CIFAR-style network.)"""
+
+  blocks_per_stage: Sequence[int] = (2, 2, 2, 2)
+  expansion: int = 1
+  block: str = "basic"
+
+
+class ImageNetResNet34(ImageNetResNet):
+  """ResNet-34, ImageNet style (torchvision `resnet34`): BasicBlocks [3, 4, 6, 3], widths 64/128/256/512;
+  21,797,672 parameters at 1,000 classes."""
+
+  blocks_per_stage: Sequence[int] = (3, 4, 6, 3)
+  expansion: int = 1
+  block: str = "basic"

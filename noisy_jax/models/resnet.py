@@ -102,6 +102,8 @@ class BasicBlock(nn.Module):
 
   The first 3x3 convolution has stride `strides`. The shortcut is the identity, or BN(conv1x1_s(x)) (projection,
   "option B") when the stride is not 1 or the channel count changes. [B, H, W, C_in] -> [B, H/s, W/s, features].
+  Every convolution is initialised with `kernel_init` (default He-normal fan-in; the ImageNet ResNets pass
+  torchvision's fan-out variant).
   """
 
   features: int
@@ -109,16 +111,18 @@ class BasicBlock(nn.Module):
   bn_axis_name: str | None = None
   dtype: Any = jnp.float32
   batch_norm: str = "fused"
+  kernel_init: Any = HE_NORMAL
 
   @nn.compact
   def __call__(self, x, *, train: bool):
     bn = dict(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm)
-    h = conv(self.features, 3, strides=self.strides, dtype=self.dtype, name="conv1")(x)
+    cv = dict(dtype=self.dtype, kernel_init=self.kernel_init)
+    h = conv(self.features, 3, strides=self.strides, **cv, name="conv1")(x)
     h = nn.relu(batch_norm(**bn, name="bn1")(h))
-    h = conv(self.features, 3, dtype=self.dtype, name="conv2")(h)
+    h = conv(self.features, 3, **cv, name="conv2")(h)
     h = batch_norm(**bn, name="bn2")(h)
     if self.strides != 1 or x.shape[-1] != self.features:
-      x = conv(self.features, 1, strides=self.strides, dtype=self.dtype, name="shortcut_conv")(x)
+      x = conv(self.features, 1, strides=self.strides, **cv, name="shortcut_conv")(x)
       x = batch_norm(**bn, name="shortcut_bn")(x)
     return nn.relu(h + x)
 

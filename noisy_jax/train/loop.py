@@ -59,6 +59,7 @@ def fit(
   log_fn: Callable | None = None,
   checkpoint_dir: str | None = None,
   on_resume: Callable[[list[dict]], None] | None = None,
+  init_variables: Callable | None = None,
 ):
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
@@ -79,6 +80,8 @@ def fit(
   reduced on the devices, checkpoints hold each device's rows (a run may resume on another table sharding: the
   rows are then read on the host and placed again), and only the returned table is its N real rows on the host.
   `table` is then a host table, or one already split with table_sharding.create (used as it is, and donated).
+  init_variables: None (random initialisation) or a map of each network's fresh variables to its starting ones
+  (pretrained weights; state.create_train_state). A resumed run takes its variables from the checkpoint.
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
@@ -97,7 +100,9 @@ def fit(
     )
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
-  state = state_lib.create_train_state(model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks)
+  state = state_lib.create_train_state(
+    model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
+  )
   if method.init_state is not None:  # the method's own part of the state (ELR+'s weight averages)
     state = method.init_state(state)
   state = replicate(state, mesh)
