@@ -5,7 +5,8 @@ identity, are saved as `.pth` (torch.save) and as `.safetensors` (the safetensor
 noisy_jax's `imagenet_resnet18` / `resnet50`; their eval-mode logits are compared with torchvision's on the same
 images: to 1e-10 of the logits' scale in float64 (the mapping is exact) and to 2e-4 in float32 (summation order in
 50 layers). Then a run fine-tunes from a torchvision ResNet file on mock TFDS CIFAR-10 (its head re-initialised for
-10 classes), and its workdir serves as pretrained weights in turn. The errors name the file and the first parameter that does not fit.
+10 classes), and its workdir serves as pretrained weights in turn. The errors name the file and the first parameter
+that does not fit.
 """
 
 from __future__ import annotations
