@@ -2,6 +2,7 @@ r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/la
 
   python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT
   python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=knn --k=10
+  python -m experiments.label_issues_from_features --images=DIR --model=RUN_WORKDIR --workdir=OUT
 
 --features: an .npy array X [N, D] (one embedding per example, finite real numbers), e.g. the penultimate layer of a
   pretrained network or of another run's exported network. --labels: an .npy array y [N] of integer class ids.
@@ -10,6 +11,11 @@ r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/la
   neighbours by cosine similarity, itself excluded (SimiFeat's vote): noisy_jax.experiment.feature_issues has the
   formulas and references. Then the label quality (--score), suggested label and flag rule (--rule) of
   noisy_jax.core.label_issues, as after a training run.
+--images, --model (instead of --features and --labels): a folder DIR/LABEL/... of image files (every .png / .jpg /
+  .jpeg under each class folder, recursively, hidden names skipped; class ids: the sorted LABEL names, integers as
+  integers) embedded by a noisy_jax run's exported network (--model: the run's workdir or an export directory;
+  export.LoadedModel.embed: the inputs of its classifier head, the images decoded and normalised as that run's
+  loader did). Sources are the paths relative to DIR and class names the LABEL names.
 --sources: a text file with one line per example (its file path or record id) for the CSV's source column; default
   the example's index. --class_names: the C class names, comma-separated or a text file with one per line; the CSV
   then writes labels as names (default: class ids, C = the largest label + 1).
@@ -30,8 +36,11 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from experiments import predict as predict_cli
 from noisy_jax.core import _checks
 from noisy_jax.core import label_issues
+from noisy_jax.data import disk
+from noisy_jax.experiment import export
 from noisy_jax.experiment import feature_issues
 
 
@@ -110,9 +119,33 @@ def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k:
     )
 
 
+def embed_folder(images: str, model: str) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
+  """(embeddings [N, D], class ids [N], paths relative to `images`, class names) of the folder images/LABEL/...,
+  embedded by the exported network at `model` (see the module docstring).
+
+  Raises:
+    FileNotFoundError: naming --images or --model when it does not exist (or holds no exported model).
+    ValueError: an image file outside a class folder, a folder without images, images the network cannot take.
+  """
+  if not os.path.isdir(images):
+    raise FileNotFoundError(f"--images={images!r}: no such folder (a folder DIR/LABEL/... of image files).")
+  loaded = export.load_model(model)
+  paths, files = predict_cli.read_folder(images, loaded)
+  loose = [p for p in paths if os.sep not in p]
+  if loose:
+    raise ValueError(
+      f"--images={images!r}: {os.path.join(images, loose[0])} is not inside a class folder; the layout is "
+      "DIR/LABEL/FILE, the LABEL folder naming the file's given class."
+    )
+  given = [p.split(os.sep, 1)[0] for p in paths]
+  names = disk.class_order(given)
+  ids = {name: i for i, name in enumerate(names)}
+  return loaded.embed(files), np.asarray([ids[g] for g in given], np.int64), paths, names
+
+
 def run(
-  features_path: str,
-  labels_path: str,
+  features_path: str | None,
+  labels_path: str | None,
   workdir: str,
   *,
   method: str = "probe",
@@ -124,26 +157,47 @@ def run(
   rule: str = "argmax",
   sources_path: str | None = None,
   class_names: str | None = None,
+  images: str | None = None,
+  model: str | None = None,
 ) -> Summary:
   """Checks every input, computes P and the label issues (feature_issues.find) and writes
-  WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string). Raises
-  FileNotFoundError or ValueError naming the flag and value before anything is written."""
+  WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string); either
+  features_path and labels_path, or images and model. Raises FileNotFoundError or ValueError naming the flag and
+  value before anything is written."""
   start = time.perf_counter()
   _checks.check_choice("--method", method, feature_issues.METHODS)
   _checks.check_choice("--score", score, label_issues.SCORES)
   _checks.check_choice("--rule", rule, label_issues.FLAG_RULES)
   if not inverse_regularization > 0:
     raise ValueError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
-  names = parse_class_names(class_names)
+  from_folder = bool(images or model)
+  if from_folder == bool(features_path or labels_path) or (from_folder and not (images and model)):
+    raise ValueError(
+      "give either --features and --labels (arrays), or --images and --model (a folder embedded by a run's network); "
+      f"got --features={features_path!r}, --labels={labels_path!r}, --images={images!r}, --model={model!r}."
+    )
+  if from_folder and (class_names or sources_path):
+    raise ValueError("--images takes its class names and sources from the folder: drop --class_names and --sources.")
+  if from_folder:
+    raw_features, raw_labels, folder_sources, names = embed_folder(images, model)
+    where = (f"--images={images!r}", f"--images={images!r}", f"--images={images!r} ({len(names)} class folders)")
+  else:
+    names = parse_class_names(class_names)
+    raw_features, raw_labels = load_array(features_path, "features"), load_array(labels_path, "labels")
+    where = (
+      f"--features={features_path!r}",
+      f"--labels={labels_path!r}",
+      "num_classes" if names is None else f"--class_names ({len(names)} names)",
+    )
   features, labels, num_classes = feature_issues.check_inputs(
-    load_array(features_path, "features"),
-    load_array(labels_path, "labels"),
+    raw_features,
+    raw_labels,
     None if names is None else len(names),
-    features_name=f"--features={features_path!r}",
-    labels_name=f"--labels={labels_path!r}",
-    num_classes_name="num_classes" if names is None else f"--class_names ({len(names)} names)",
+    features_name=where[0],
+    labels_name=where[1],
+    num_classes_name=where[2],
   )
-  sources = None
+  sources = folder_sources if from_folder else None
   if sources_path:
     sources = read_lines(sources_path, "sources")
     if len(sources) != len(labels):
@@ -216,6 +270,8 @@ def define_flags() -> None:
   flags.DEFINE_enum("rule", "argmax", list(label_issues.FLAG_RULES), "Flag rule (noisy_jax.core.label_issues).")
   flags.DEFINE_string("sources", None, "A text file, one line per example (file path or record id); default index.")
   flags.DEFINE_string("class_names", None, "Class names, comma-separated or a text file with one per line.")
+  flags.DEFINE_string("images", None, "Instead of --features/--labels: a folder DIR/LABEL/... of image files.")
+  flags.DEFINE_string("model", None, "With --images: the run (workdir or export directory) whose network embeds them.")
 
 
 def main(argv):
@@ -236,6 +292,8 @@ def main(argv):
       rule=values.rule,
       sources_path=values.sources,
       class_names=values.class_names,
+      images=values.images,
+      model=values.model,
     )
   except (FileNotFoundError, ValueError) as error:
     raise SystemExit(f"label_issues_from_features: {error}") from error
@@ -244,5 +302,5 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flags_as_required(["features", "labels", "workdir"])
+  flags.mark_flags_as_required(["workdir"])
   app.run(main)

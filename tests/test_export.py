@@ -107,6 +107,30 @@ def test_exported_network_predicts_what_the_run_evaluated(digits_run):
   assert float(metrics.accuracy(best, dataset.y_test)) == written["test_accuracy_at_best_val"]
 
 
+def test_embedding_is_what_the_head_maps_to_the_predictions(digits_run, folder_run):
+  """`embed` gives the head's inputs: softmax(embed(x) @ W + b) with the head's W, b is `predict(x)`; for the MLP they
+    are its hidden layer, relu(BN(normalised x @ W1)) with BN's running statistics, recomputed here in NumPy. The same
+  from image files on disk as from the arrays they were loaded into."""
+  config, workdir, _, dataset = digits_run
+  loaded = export.load_model(workdir)
+  features = loaded.embed(dataset.x_test)
+  params = jax.tree.map(np.asarray, loaded.variables["params"])
+  head = params[sorted(params)[-1]]  # the MLP's layers are Dense_0, Dense_1: the last is the head
+  assert features.shape == (len(dataset.x_test), 16) and features.dtype == np.float32
+  x = loaded.normalization.numpy(dataset.x_test).reshape(len(dataset.x_test), -1)
+  stats, bn = loaded.variables["batch_stats"]["BatchNorm_0"], params["BatchNorm_0"]
+  pre = x @ params["Dense_0"]["kernel"]
+  hidden = np.maximum((pre - stats["mean"]) / np.sqrt(stats["var"] + 1e-5) * bn["scale"] + bn["bias"], 0.0)
+  np.testing.assert_allclose(features, hidden, rtol=1e-5, atol=1e-5)
+  logits = features.astype(np.float64) @ head["kernel"] + head["bias"]
+  probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+  np.testing.assert_allclose(probs / probs.sum(axis=1, keepdims=True), loaded.predict(dataset.x_test), atol=1e-5)
+  _, folder_workdir, root, folder_dataset = folder_run
+  on_disk = export.load_model(folder_workdir)
+  _, files = predict_cli.read_folder(os.path.join(root, "test"), on_disk)
+  np.testing.assert_allclose(on_disk.embed(files), on_disk.embed(folder_dataset.x_test), rtol=0, atol=0)
+
+
 def test_stored_normalization_is_fits_bit_for_bit(digits_run):
   _, workdir, _, dataset = digits_run
   for mode in normalization.MODES[:3]:  # none, per_channel, mean_image ([8, 8, 1] statistics)

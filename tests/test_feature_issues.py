@@ -360,3 +360,61 @@ def test_command_exits_with_the_message(tmp_path):
   assert done.returncode != 0
   assert "--k=100; allowed: 1 <= k <= N - 1 = 59" in done.stderr, done.stderr[-3000:]
   assert not (tmp_path / "out").exists()
+
+
+def test_images_embedded_by_an_exported_network(tmp_path):
+  """--images=DIR --model=EXPORT: every file of DIR/LABEL/ gets a row, its class is its folder's, and the CSV is
+  feature_issues.find of the network's embeddings (LoadedModel.embed) of the same images, as arrays. The network is
+  an MLP with random weights on 8x8 images (what is tested is the path from files to rows, not the network)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import export  # pylint: disable=g-import-not-at-top
+
+  digits = datasets.load_digits()
+  codes = (digits.images[:45] * 255 / 16).round().astype(np.uint8)
+  names = ("eight", "five", "one")  # folders: sorted names are the class ids, whatever the digit
+  for i, image in enumerate(codes):
+    os.makedirs(tmp_path / "images" / names[i % 3] / "nested", exist_ok=True)
+    Image.fromarray(image).save(tmp_path / "images" / names[i % 3] / ("nested" if i % 2 else "") / f"{i:02d}.png")
+  model_config = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (12,)}})
+  model = models.build(model_config, 3, (8, 8, 1), bn_axis_name=None)
+  variables = model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 1)), train=False)
+  norm = normalization.Normalization("per_channel", 255.0, np.float32([[[0.3]]]), np.float32([[[0.25]]]))
+  export.save(
+    str(tmp_path / "model"),
+    variables=variables,
+    model_config=model_config,
+    num_classes=3,
+    input_shape=(8, 8, 1),
+    normalization=norm,
+    pixel_max=255.0,
+  )
+  summary = cli.run(
+    None, None, str(tmp_path / "out"), method="knn", k=3, images=str(tmp_path / "images"), model=str(tmp_path / "model")
+  )
+  rows = read_csv(summary.csv_path)
+  paths = sorted(
+    os.path.relpath(os.path.join(r, f), tmp_path / "images") for r, _, fs in os.walk(tmp_path / "images") for f in fs
+  )
+  assert summary.num_examples == 45 and summary.num_features == 12 and len(rows) == 46
+  assert sorted(r[1] for r in rows[1:]) == paths
+  assert all(r[2] == r[1].split(os.sep)[0] for r in rows[1:])  # given label = the class folder's name
+  order = {p: i for i, p in enumerate(paths)}
+  x = np.stack([np.asarray(Image.open(tmp_path / "images" / p))[..., None] for p in paths])
+  features = export.load_model(str(tmp_path / "model")).embed(x)
+  given = np.asarray([names.index(p.split(os.sep)[0]) for p in paths])
+  _, expected = feature_issues.find(features, given, method="knn", k=3)
+  assert [order[r[1]] for r in rows[1:]] == expected.records["index"].tolist()
+  np.testing.assert_allclose([float(r[4]) for r in rows[1:]], expected.records["label_quality"], atol=1e-6)
+  (tmp_path / "images" / "stray.png").write_bytes((tmp_path / "images" / "one" / "02.png").read_bytes())
+  with pytest.raises(ValueError, match=r"stray\.png is not inside a class folder"):
+    cli.run(None, None, str(tmp_path / "out2"), images=str(tmp_path / "images"), model=str(tmp_path / "model"))
+  assert not os.path.exists(tmp_path / "out2")
+  with pytest.raises(ValueError, match="give either --features and --labels"):
+    cli.run("f.npy", None, str(tmp_path / "out3"), images=str(tmp_path / "images"), model=str(tmp_path / "model"))

@@ -365,6 +365,7 @@ class LoadedModel:
   path: str
   _evaluate: Callable = dataclasses.field(repr=False)
   _device_variables: Any = dataclasses.field(repr=False)
+  _embed: Callable | None = dataclasses.field(default=None, repr=False)
 
   def check_inputs(self, x) -> None:
     """Raises ValueError naming both shapes unless x is [N, *input_shape]."""
@@ -387,6 +388,21 @@ class LoadedModel:
     if len(x) == 0:
       return np.zeros((0, self.num_classes), np.float32)
     return np.asarray(self._evaluate(self._device_variables, x), np.float32)
+
+  def embed(self, x) -> np.ndarray:
+    """The network's embeddings float32 [N, D] of `x` (as `predict` takes it): the input of its classifier head
+    (predict_lib.penultimate_features), normalised and in eval mode as `predict`.
+
+    Raises:
+      ValueError: for the export of a pair of networks (a two-network method), whose embeddings are not one.
+    """
+    self.check_inputs(x)
+    if self._embed is None:
+      raise ValueError(f"{self.path} holds a pair of networks (a two-network method): no single embedding.")
+    if not isinstance(x, image_files.ImageFiles):
+      x = np.asarray(x)
+      x = x if x.dtype == np.uint8 else x.astype(np.float32)
+    return np.asarray(self._embed(self._device_variables, x), np.float32)
 
 
 def resolve(path: str, which: str = "final") -> str:
@@ -466,6 +482,12 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
     model, batch_size=batch_size, normalize=norm, compiler_options=options, num_networks=num_networks
   )
   evaluate = predict_lib.make_evaluate(predict, batch_size=batch_size)
+  embed = None
+  if num_networks == 1:
+    embed = predict_lib.make_evaluate(
+      predict_lib.make_embed_fn(model, batch_size=batch_size, normalize=norm, compiler_options=options),
+      batch_size=batch_size,
+    )
   names = info.get("class_names")
   return LoadedModel(
     model=model,
@@ -478,4 +500,5 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
     path=directory,
     _evaluate=evaluate,
     _device_variables=jax.device_put(variables),
+    _embed=embed,
   )

@@ -6,6 +6,7 @@ import functools
 import math
 from typing import Callable
 
+import flax.linen as nn
 import jax
 from jax import lax
 import jax.numpy as jnp
@@ -54,9 +55,51 @@ def make_predict_fn(
   return predict
 
 
+def penultimate_features(model, variables, x):
+  """The input of `model`'s last Dense layer (the classifier head), flattened to [B, D], eval mode: the network's
+  embedding of `x` [B, ...] (the activations the head maps to logits; noisy_jax.models' networks all end in a Dense).
+
+  Raises:
+    ValueError: naming the model when it calls no Dense layer.
+  """
+  seen = []
+
+  def record_dense_inputs(next_fun, args, kwargs, context):
+    if isinstance(context.module, nn.Dense) and context.method_name == "__call__":
+      seen.append(args[0])
+    return next_fun(*args, **kwargs)
+
+  with nn.intercept_methods(record_dense_inputs):
+    model.apply(variables, x, train=False)
+  if not seen:
+    raise ValueError(f"{type(model).__name__} has no Dense layer: its penultimate features are not defined.")
+  return seen[-1].reshape(x.shape[0], -1)
+
+
+def make_embed_fn(
+  model, *, batch_size: int = 500, normalize: Callable | None = None, compiler_options: dict | None = None
+) -> Callable:
+  """`embed(variables, images [N, ...]) -> float32 [N, D]`: `penultimate_features` of the normalised inputs, in
+  fixed-size chunks as `make_predict_fn` (one network's variables)."""
+  normalize = normalize or normalization.identity()
+
+  @functools.partial(jax.jit, compiler_options=compiler_options)
+  def embed(variables, images):
+    n = images.shape[0]
+    chunks = math.ceil(n / batch_size)
+    pad = chunks * batch_size - n
+    padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
+    padded = padded.reshape(chunks, batch_size, *images.shape[1:])
+    features = lax.map(lambda x: penultimate_features(model, variables, normalize(x)), padded)
+    return features.reshape(chunks * batch_size, -1)[:n].astype(jnp.float32)
+
+  return embed
+
+
 def make_evaluate(predict: Callable, *, workers: int = 0, batch_size: int = 500) -> Callable:
   """`evaluate(variables, x) -> probabilities [N, C]`: `predict` of an array split, or of a split on disk
-  (image_files.ImageFiles) streamed in order in chunks of `batch_size` (parallel.streaming.ordered_batches)."""
+  (image_files.ImageFiles) streamed in order in chunks of `batch_size` (parallel.streaming.ordered_batches). Any
+  per-example function of (variables, images) works as `predict` (make_embed_fn's embeddings too)."""
   from noisy_jax.data import image_files  # pylint: disable=g-import-not-at-top
 
   def evaluate(variables, x):
