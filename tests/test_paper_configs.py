@@ -538,7 +538,12 @@ def test_real_noise_paper_values(name, method):
   config = module.get_config(method)
   assert config.dataset == dataset and config.dataset_kwargs.to_dict() == REAL_NOISE_KWARGS[name]
   assert config.noise.type == "none"  # the labels as given: real noise, nothing injected
-  assert config.model.to_dict() == {"name": "resnet50", "kwargs": {}, "pretrained": "none"}
+  # Clothing1M: both codes fine-tune torchvision's ImageNet ResNet-50 (required: runs.check_pretrained_given);
+  # WebVision: both train from scratch. BatchNorm statistics trained in both (model.train() in both codes).
+  pretrained = runs.PRETRAINED_REQUIRED if name == "clothing1m_paper" else "none"
+  kwargs = {"freeze_batch_norm": False}
+  assert config.model.to_dict() == {"name": "resnet50", "kwargs": kwargs, "pretrained": pretrained}
+  # Clothing1M's codes normalise with Clothing1M's own channel statistics: 'per_channel', as for WebVision.
   assert config.normalization == "per_channel" and config.augment.to_dict() == {"crop_padding": 0, "flip": True}
   assert config.batch_size == batch and config.num_epochs == epochs
   # The recipe: SGD momentum 0.9 (ELR+ config_clothing1m.json, DivideMix Train_*.py), lr, weight decay, x0.1 steps.
@@ -549,6 +554,7 @@ def test_real_noise_paper_values(name, method):
     "weight_decay": wd,
     "lr_boundaries": boundaries,
     "lr_decay": 0.1,
+    "backbone_lr_scale": 1.0,  # one parameter group in both codes
   }
   optimizer = config.optimizer.to_dict()
   optimizer["lr_boundaries"] = tuple(optimizer["lr_boundaries"])
@@ -600,6 +606,9 @@ def test_real_noise_paper_locked_overrides_and_default(name):
     f"--config=experiments/configs/{name}.py:gce",
     "--config.dataset_kwargs.root=/data/set",
     "--config.dataset_kwargs.image_size=64",
+    "--config.model.pretrained=/w/resnet50.pth",
+    "--config.model.kwargs.freeze_batch_norm=True",
+    "--config.optimizer.backbone_lr_scale=0.1",
   ]
   flag_values = flags.FlagValues()
   config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
@@ -610,6 +619,11 @@ def test_real_noise_paper_locked_overrides_and_default(name):
     "generalized_cross_entropy",
     "/data/set",
     64,
+  )
+  assert (config.model.pretrained, config.model.kwargs.freeze_batch_norm, config.optimizer.backbone_lr_scale) == (
+    "/w/resnet50.pth",
+    True,
+    0.1,
   )
   with pytest.raises(ValueError, match="METHOD"):
     module.get_config("dividemix")

@@ -104,8 +104,17 @@ def comparison(title: str = "", *, plots: bool = False) -> ml_collections.Config
 
 
 def optimizer(
-  learning_rate: float, *, weight_decay: float = 5e-4, lr_boundaries=(), lr_decay: float = 0.1, momentum: float = 0.9
+  learning_rate: float,
+  *,
+  weight_decay: float = 5e-4,
+  lr_boundaries=(),
+  lr_decay: float = 0.1,
+  momentum: float = 0.9,
+  backbone_lr_scale: float = 1.0,
 ) -> ml_collections.ConfigDict:
+  """SGD's settings (noisy_jax.train.optim.make_optimizer): `learning_rate` x `lr_decay` at each epoch of
+  `lr_boundaries`, `momentum` (not Nesterov), coupled `weight_decay`, and `backbone_lr_scale` times the learning rate
+  for every parameter outside the classifier (1.0: one learning rate for the whole network)."""
   return ml_collections.ConfigDict(
     {
       "learning_rate": learning_rate,
@@ -114,6 +123,7 @@ def optimizer(
       "weight_decay": weight_decay,
       "lr_boundaries": tuple(lr_boundaries),
       "lr_decay": lr_decay,
+      "backbone_lr_scale": backbone_lr_scale,
     }
   )
 

@@ -53,8 +53,12 @@ def get_config(
   momentum: float,
   lr_boundaries,
   jo_begin: int,
+  pretrained: str,
 ):
-  """A run on data with real label noise (noise type 'none': labels as given), per-channel normalisation, flips.
+  """A run on data with real label noise (noise type 'none': labels as given), per-channel normalisation, flips;
+  the network `model` (BatchNorm statistics trained: kwargs freeze_batch_norm False, there to be overridden) starts
+  from `pretrained` (config.model.pretrained: 'none', a path, or noisy_jax.experiment.runs.PRETRAINED_REQUIRED) and
+  trains at one learning rate (optimizer.backbone_lr_scale 1.0).
 
   Joint Optimization trains stage 1 at the recipe's constant learning rate and stage 2 (a fresh network on the
   relabelled targets) with the whole recipe, its lr steps included (REFERENCE §2); other methods take the recipe.
@@ -68,7 +72,7 @@ def get_config(
   config.noise = ConfigDict({"type": "none", "rate": 0.0, "exact": True, "dataset": ""})
   config.normalization = "per_channel"
   config.augment = ConfigDict({"crop_padding": 0, "flip": True})
-  config.model = ConfigDict({"name": model, "kwargs": {}, "pretrained": "none"})
+  config.model = ConfigDict({"name": model, "kwargs": {"freeze_batch_norm": False}, "pretrained": pretrained})
   config.batch_size = batch_size
   config.method = method_config(method, jo_begin=jo_begin)
   config.num_epochs = num_epochs

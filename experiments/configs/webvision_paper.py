@@ -12,9 +12,15 @@ validation images of those classes (dataset 'mini_webvision'). `dataset_kwargs` 
 unset (a placeholder), so --config.dataset_kwargs.root=DIR works on the locked config.
 
 Settings: DivideMix's WebVision recipe (REFERENCE §8; LiJunnan1992/DivideMix@d9d3058 Train_webvision.py and
-dataloader_webvision.py, read), which trains its network from scratch, as this config does (no pretrained weights
-exist in noisy_jax; none can be downloaded here). ELR+'s WebVision recipe (REFERENCE §6: lr 0.02, batch 32, 100
-epochs, x0.1 at 50, wd 5e-4, mixup) is the other one REFERENCE gives; not used.
+dataloader_webvision.py, read). Both papers train their network from scratch on WebVision, and so does this config
+(config.model.pretrained 'none'): DivideMix builds `InceptionResNetV2(num_classes=args.num_class)` and loads no
+weights (Train_webvision.py:204-207; InceptionResNetV2.py has no loader), ELR+ likewise (shengliu66/ELR@934af53
+ELR_plus/config_webvision.json:11-19, arch1 / arch2 InceptionResNetV2; ELR_plus/model/InceptionResNetV2.py loads
+nothing), unlike their Clothing1M recipes (clothing1m_paper.py). --config.model.pretrained=PATH fine-tunes instead
+(e.g. torchvision's ImageNet ResNet-50, with --config.normalization=imagenet, the statistics those weights expect;
+options for it: --config.optimizer.backbone_lr_scale, --config.model.kwargs.freeze_batch_norm). ELR+'s WebVision
+recipe (REFERENCE §6: lr 0.02, batch 32, 100 epochs, x0.1 at 50, wd 5e-4, mixup) is the other one REFERENCE gives;
+not used.
 
 What is NOT reproduced, and why no paper number is quoted here:
   * The network. Both papers train an Inception-ResNet-v2 (REFERENCE §6, §8) on 299 x 299 crops: DivideMix resizes
@@ -33,6 +39,11 @@ What is NOT reproduced, and why no paper number is quoted here:
 Every constant and its source (REFERENCE = shared/REFERENCE.md; "DivideMix" = the files named above, read):
   50 classes (the first 50 of train_filelist_google.txt)             DivideMix (num_class 50, target < num_class);
                                                                       REFERENCE §6 "WebVision-50"
+  from scratch (pretrained 'none'), BatchNorm statistics trained (freeze_batch_norm False), one lr for every
+  parameter (backbone_lr_scale 1.0)                                   DivideMix Train_webvision.py:204-207 (no
+                                                                      weights loaded), :42, :122 net.train(),
+                                                                      :222-223 optim.SGD(net.parameters(), ...);
+                                                                      ELR+ as above
   SGD lr 0.01, weight decay 5e-4, batch 32                            REFERENCE §8
   momentum 0.9                                                        DivideMix optim.SGD(..., momentum=0.9)
   80 epochs, lr x0.1 from epoch 40                                    REFERENCE §8 (code: lr /= 10 if epoch >= 40)
@@ -67,6 +78,7 @@ IMAGE_SIZE = 224  # our choice (ResNet-50's usual input); the papers: 299 (Divid
 METHODS, DEFAULT = real_noise.METHODS, real_noise.DEFAULT
 
 MODEL = "resnet50"  # our choice: the papers' Inception-ResNet-v2 is not in noisy_jax
+PRETRAINED = "none"  # from scratch: DivideMix Train_webvision.py:204-207; ELR+ config_webvision.json:11-19
 LEARNING_RATE = 0.01  # REFERENCE §8
 WEIGHT_DECAY = 5e-4  # REFERENCE §8
 MOMENTUM = 0.9  # DivideMix Train_webvision.py
@@ -98,4 +110,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     momentum=MOMENTUM,
     lr_boundaries=LR_BOUNDARIES,
     jo_begin=JO_BEGIN,
+    pretrained=PRETRAINED,
   )

@@ -182,7 +182,9 @@ class Programs:
       )
     # state_lib.create_train_state of every init key [M] in one compiled call (same values as one by one, where each
     # call compiles anew: ~2-4 s per member on a 2-core CPU).
-    tx = optim.make_optimizer(config.optimizer, num_steps, int(config.num_epochs))
+    tx = optim.make_optimizer(
+      config.optimizer, num_steps, int(config.num_epochs), classifier=models.classifier_name(model)
+    )
     init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
     self.init = jax.jit(
       jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx, init_variables=init_variables))

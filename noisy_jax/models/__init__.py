@@ -109,9 +109,37 @@ __all__ = [
   "ResNet34",
   "ResNet50",
   "SmallCNN",
+  "classifier_name",
   "get",
   "resolve",
 ]
+
+
+def classifier_name(model: nn.Module) -> str | None:
+  """The name of `model`'s classifier, its last Dense layer (a top-level key of its params), or None for a model not
+  listed here:
+
+    ImageNetResNet (resnet50, imagenet_resnet18/34), ResNet, PreActResNet   'head'
+    APLCNN                                                                  'fc2'
+    CoteachingCNN                                                           'fc'
+    SmallCNN                                                                'Dense_1' with a hidden Dense layer
+                                                                            (dense_size > 0), else 'Dense_0'
+    MLP                                                                     'Dense_{len(hidden_sizes)}'
+
+  (SmallCNN's and MLP's layers keep Flax's automatic names, so that their checkpoints stay readable.) What
+  `optimizer.backbone_lr_scale` leaves at the full learning rate (noisy_jax.train.optim).
+  """
+  if isinstance(model, (ImageNetResNet, ResNet, PreActResNet)):
+    return "head"
+  if isinstance(model, APLCNN):
+    return "fc2"
+  if isinstance(model, CoteachingCNN):
+    return "fc"
+  if isinstance(model, SmallCNN):
+    return "Dense_1" if model.dense_size else "Dense_0"
+  if isinstance(model, MLP):
+    return f"Dense_{len(model.hidden_sizes)}"
+  return None
 
 
 def build(model_config, num_classes: int, input_shape=None, *, bn_axis_name: str | None = AXIS) -> nn.Module:

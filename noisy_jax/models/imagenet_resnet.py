@@ -37,8 +37,20 @@ BasicBlock (two 3x3 convolutions, expansion 1, `models.resnet.BasicBlock` with t
 [2, 2, 2, 2] / [3, 4, 6, 3]; 11,689,512 / 21,797,672 parameters at 1,000 classes, torchvision's counts.
 
 Input [B, H, W, C], output float32 logits [B, num_classes]. BatchNorm: momentum 0.9 (PyTorch 0.1), epsilon 1e-5,
-batch statistics averaged over `bn_axis_name` when set. Submodules: 'stem_conv', 'stem_bn', 'stage{s}_block{b}'
-(s, b from 1; inside: conv1 / bn1, conv2 / bn2, conv3 / bn3, shortcut_conv / shortcut_bn), 'head'.
+batch statistics averaged over `bn_axis_name` when set.
+
+Frozen BatchNorm statistics (`freeze_batch_norm=True`, default False): in train mode too, every BatchNorm normalises
+with its running statistics, y = scale (x - running_mean) / sqrt(running_var + epsilon) + bias, as eval mode does,
+and leaves them as they are (the train step returns them unchanged), while scale and bias keep training. A train-mode
+forward pass then computes what eval mode computes. What PyTorch fine-tuning code does by putting every BatchNorm
+module in eval mode inside a model in train mode; torchvision's FrozenBatchNorm2d (its detection backbones) and
+detectron2's also fix scale and bias, which this does not. For pretrained weights (config.model.pretrained) whose
+statistics should survive small or unrepresentative batches. The Clothing1M recipes of DivideMix and ELR+ do not
+freeze them: both train the pretrained ResNet-50 with its BatchNorm in train mode (DivideMix Train_clothing1M.py,
+`net.train()` in warmup and train; ELR+ trainer/trainer.py, `model.train()`).
+
+Submodules: 'stem_conv', 'stem_bn', 'stage{s}_block{b}' (s, b from 1; inside: conv1 / bn1, conv2 / bn2, conv3 / bn3,
+shortcut_conv / shortcut_bn), 'head'.
 """
 
 from __future__ import annotations
@@ -98,7 +110,9 @@ class ImageNetResNet(nn.Module):
   width widths[s-1] (output expansion * widths[s-1]), the first with stride 1 in stage 1 and 2 later; head: global
   average pool -> Dense(num_classes). `block`: 'bottleneck' (ResNet-50 and deeper, expansion 4) or 'basic' (two 3x3
   convolutions, torchvision's BasicBlock of ResNet-18/34: `models.resnet.BasicBlock` with expansion 1, which must
-  then be 1). The defaults are ResNet-50; smaller widths / blocks serve tests and smoke runs.
+  then be 1). The defaults are ResNet-50; smaller widths / blocks serve tests and smoke runs. `freeze_batch_norm`:
+  every BatchNorm normalises with its running statistics and does not update them, in train mode too (module
+  docstring); scale and bias still train.
   """
 
   # The XLA:CPU setting of the CIFAR ResNets (models.resnet); measured there, not on this network.
@@ -112,6 +126,7 @@ class ImageNetResNet(nn.Module):
   dtype: Any = jnp.float32
   batch_norm: str = "fused"
   block: str = "bottleneck"
+  freeze_batch_norm: bool = False
 
   @nn.compact
   def __call__(self, x, *, train: bool):
@@ -122,10 +137,15 @@ class ImageNetResNet(nn.Module):
         f"{type(self).__name__}: block={self.block!r} with expansion={self.expansion}; allowed: 'bottleneck' (any "
         "expansion) or 'basic' (expansion 1)."
       )
+    # BatchNorm's mode: batch statistics (and running averages updated) only in train mode with unfrozen statistics.
+    # The blocks use `train` for nothing else.
+    batch_statistics = train and not self.freeze_batch_norm
     x = x.astype(self.dtype)
     x = conv(self.widths[0], 7, strides=2, dtype=self.dtype, kernel_init=HE_NORMAL_FAN_OUT, name="stem_conv")(x)
     x = nn.relu(
-      batch_norm(train=train, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm, name="stem_bn")(x)
+      batch_norm(
+        train=batch_statistics, axis_name=self.bn_axis_name, dtype=self.dtype, kind=self.batch_norm, name="stem_bn"
+      )(x)
     )
     x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     for stage, (width, blocks) in enumerate(zip(self.widths, self.blocks_per_stage)):
@@ -138,9 +158,9 @@ class ImageNetResNet(nn.Module):
           name=f"stage{stage + 1}_block{block + 1}",
         )
         if self.block == "basic":
-          x = BasicBlock(width, kernel_init=HE_NORMAL_FAN_OUT, **common)(x, train=train)
+          x = BasicBlock(width, kernel_init=HE_NORMAL_FAN_OUT, **common)(x, train=batch_statistics)
         else:
-          x = Bottleneck(width, expansion=self.expansion, **common)(x, train=train)
+          x = Bottleneck(width, expansion=self.expansion, **common)(x, train=batch_statistics)
     x = jnp.mean(x, axis=(1, 2))
     fan_in = x.shape[-1]
     x = nn.Dense(

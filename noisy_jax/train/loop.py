@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 import numpy as np
 
+from noisy_jax import models
 from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
@@ -99,7 +100,8 @@ def fit(
       "one program: use epoch_mode='steps', or checkpoint_every_steps=0."
     )
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
-  tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
+  classifier = models.classifier_name(model)  # what optimizer.backbone_lr_scale leaves at the full lr
+  tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs), classifier=classifier)
   state = state_lib.create_train_state(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )

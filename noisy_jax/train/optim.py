@@ -24,14 +24,21 @@
                     trainer adds delta * sum |p| over model.parameters() to the loss before backward, so the term is
                     clipped with the loss's gradient; sign(0) = 0, as torch's abs). The logged loss leaves it out.
 
+  backbone_lr_scale 1.0 (default: every parameter at the schedule's lr) or s >= 0: the update of every parameter outside
+                    the classifier (the model's last Dense layer, `models.classifier_name`) is multiplied by s, so the
+                    backbone trains at lr * s and the classifier at lr. PyTorch's SGD with two parameter groups,
+                    {backbone: lr * s}, {classifier: lr} (the momentum buffer does not depend on the lr, so scaling the
+                    final update is the same step), a common fine-tuning choice for pretrained weights
+                    (config.model.pretrained). s = 0 trains the classifier alone (the backbone stays where it starts).
+
 The chain is: L1 (if on) -> clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the
-momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0).
+momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0) -> backbone scale (if not 1).
 
 `name` = 'sgd' (default, all of the above) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
 main.py), lr `learning_rate` and beta1 0.9 until epoch `decay_start` (0-based), then lr decayed linearly towards 0 at
 the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional L1 and clipping first
 (noisy_jax.train.coteaching_adam.adam_schedule: what PyTorch's Adam does with its lr and betas set at each epoch's
-start).
+start), and the backbone scale last.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from noisy_jax.train import coteaching_adam
 
 LR_SCHEDULES = ("piecewise", "cosine")
 OPTIMIZERS = ("sgd", "coteaching_adam")
+DEFAULT_BACKBONE_LR_SCALE = 1.0  # experiments/configs/base.py's optimizer() sets the same
 
 
 def _cosine_epochs(config, num_epochs: int | None) -> int:
@@ -94,18 +102,34 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
   return schedule
 
 
-def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) -> optax.GradientTransformation:
+def make_optimizer(
+  config, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
+) -> optax.GradientTransformation:
   """SGD with momentum, coupled (PyTorch-style, before momentum) weight decay on every parameter, the lr schedule of
   `learning_rate_schedule`, and first, when on, the L1 term's gradient (`l1` > 0) and global-norm clipping
-  (`grad_clip_norm` > 0) of the raw gradient.
+  (`grad_clip_norm` > 0) of the raw gradient; last, when `backbone_lr_scale` is not 1, the update of every parameter
+  outside `classifier` multiplied by that scale (module docstring). With the scale at 1 the transformation (and its
+  state, what checkpoints hold) is the one without the field.
+
+  Args:
+    config: the optimizer config (module docstring).
+    steps_per_epoch: optimiser steps per epoch (the schedules change at epoch boundaries).
+    num_epochs: the stage's epochs (the cosine's default period; coteaching_adam's end).
+    classifier: the name of the model's classifier, a top-level key of its params (`models.classifier_name`); needed
+      only when backbone_lr_scale is not 1.
 
   Raises:
-    ValueError: a negative or non-finite grad_clip_norm or l1, and the schedule's errors.
+    ValueError: a negative or non-finite grad_clip_norm, l1 or backbone_lr_scale, a backbone_lr_scale other than 1
+      without `classifier`, and the schedule's errors; when the optimizer is initialised, a `classifier` that is not a
+      top-level key of the params.
   """
   clip = float(config.get("grad_clip_norm", 0.0) or 0.0)
   _checks.check_range("grad_clip_norm", clip, 0.0, np.inf, high_open=True)
   l1 = float(config.get("l1", 0.0) or 0.0)
   _checks.check_range("l1", l1, 0.0, np.inf, high_open=True)
+  backbone_scale = float(config.get("backbone_lr_scale", DEFAULT_BACKBONE_LR_SCALE))
+  _checks.check_range("backbone_lr_scale", backbone_scale, 0.0, np.inf, high_open=True)
+  last = [] if backbone_scale == 1.0 else [scale_backbone(backbone_scale, classifier)]
   steps = [add_l1_gradient(l1)] if l1 > 0 else []
   steps += [optax.clip_by_global_norm(clip)] if clip > 0 else []
   name = config.get("name", "sgd")
@@ -123,6 +147,7 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
         beta1=float(config.get("beta1", coteaching_adam.ORIGINAL_BETA1)),
         beta1_after=float(config.get("beta1_after", coteaching_adam.ORIGINAL_BETA1_AFTER)),
       ),
+      *last,
     )
   steps += [
     optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
@@ -132,7 +157,36 @@ def make_optimizer(config, steps_per_epoch: int, num_epochs: int | None = None) 
       nesterov=bool(config.get("nesterov", False)),
     ),
   ]
-  return optax.chain(*steps)
+  return optax.chain(*steps, *last)
+
+
+def backbone_mask(params, classifier: str):
+  """The tree of `params` with True at every leaf outside the top-level module `classifier`, False inside it.
+
+  Raises:
+    ValueError: naming the top-level modules when `classifier` is not one of them.
+  """
+  if classifier not in params:
+    raise ValueError(
+      f"backbone_lr_scale: the classifier {classifier!r} is not a module of the network (its modules: "
+      f"{', '.join(map(repr, params))})."
+    )
+  return jax.tree_util.tree_map_with_path(lambda path, _: path[0].key != classifier, params)
+
+
+def scale_backbone(scale: float, classifier: str | None) -> optax.GradientTransformation:
+  """u <- scale * u for every parameter outside the top-level module `classifier` (`backbone_mask`), the classifier's
+  updates unchanged: placed after the lr, the backbone trains at lr * scale.
+
+  Raises:
+    ValueError: when `classifier` is None (a model without a known classifier).
+  """
+  if classifier is None:
+    raise ValueError(
+      f"optimizer.backbone_lr_scale={scale} scales the parameters outside the classifier, but this model's classifier "
+      "is not known (noisy_jax.models.classifier_name): leave backbone_lr_scale at 1 for it."
+    )
+  return optax.masked(optax.scale(scale), lambda params: backbone_mask(params, classifier))
 
 
 def add_l1_gradient(strength: float) -> optax.GradientTransformation:
