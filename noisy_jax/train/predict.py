@@ -44,15 +44,21 @@ def make_predict_fn(
 
   @functools.partial(jax.jit, compiler_options=compiler_options)
   def predict(variables, images):
-    n = images.shape[0]
-    chunks = math.ceil(n / batch_size)
-    pad = chunks * batch_size - n
-    padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
-    padded = padded.reshape(chunks, batch_size, *images.shape[1:])
-    logits = lax.map(lambda x: apply(variables, normalize(x), train=False), padded)
-    return jax.nn.softmax(logits.reshape(chunks * batch_size, -1).astype(precision.at_least(logits.dtype)))[:n]
+    logits = map_in_chunks(lambda x: apply(variables, normalize(x), train=False), images, batch_size)
+    return jax.nn.softmax(logits.astype(precision.at_least(logits.dtype)))[: images.shape[0]]
 
   return predict
+
+
+def map_in_chunks(fn: Callable, images, batch_size: int):
+  """fn over `images` [N, ...] in chunks of `batch_size` (lax.map), the last chunk padded with zeros: fn's outputs
+  flattened to [ceil(N / batch_size) * batch_size, -1], padding rows last (callers keep the first N)."""
+  n = images.shape[0]
+  chunks = math.ceil(n / batch_size)
+  pad = chunks * batch_size - n
+  padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
+  out = lax.map(fn, padded.reshape(chunks, batch_size, *images.shape[1:]))
+  return out.reshape(chunks * batch_size, -1)
 
 
 def penultimate_features(model, variables, x):
@@ -85,13 +91,8 @@ def make_embed_fn(
 
   @functools.partial(jax.jit, compiler_options=compiler_options)
   def embed(variables, images):
-    n = images.shape[0]
-    chunks = math.ceil(n / batch_size)
-    pad = chunks * batch_size - n
-    padded = jnp.concatenate([images, jnp.zeros((pad, *images.shape[1:]), images.dtype)]) if pad else images
-    padded = padded.reshape(chunks, batch_size, *images.shape[1:])
-    features = lax.map(lambda x: penultimate_features(model, variables, normalize(x)), padded)
-    return features.reshape(chunks * batch_size, -1)[:n].astype(jnp.float32)
+    features = map_in_chunks(lambda x: penultimate_features(model, variables, normalize(x)), images, batch_size)
+    return features[: images.shape[0]].astype(jnp.float32)
 
   return embed
 
