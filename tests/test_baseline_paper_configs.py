@@ -66,7 +66,7 @@ def test_coteaching_paper_values(arg):
   decay_start, init_epoch = COTEACHING_ROWS[(dataset, method)]
   config = coteaching_paper.get_config(arg)
   # REFERENCE §7: the 9-layer CNN; dropout 0 is what PyTorch 0.3 ran (models/coteaching_cnn.py docstring).
-  assert config.model.to_dict() == {"name": "coteaching_cnn", "kwargs": {"dropout_rate": 0.0}}
+  assert config.model.to_dict() == {"name": "coteaching_cnn", "kwargs": {"dropout_rate": 0.0}, "pretrained": "none"}
   # REFERENCE §7: Adam lr 1e-3, 200 epochs, batch 128, no augmentation, no weight decay (Adam has none here).
   assert config.optimizer.to_dict() == {"name": "coteaching_adam", "learning_rate": 1e-3, "decay_start": decay_start}
   assert config.num_epochs == 200 and runs.total_epochs(config) == 200 and config.batch_size == 128
@@ -144,7 +144,7 @@ def test_elr_paper_values(arg):
   assert config.method.to_dict() == {"name": "elr", "lam": lam, "beta": beta}
   assert config.num_epochs == epochs and runs.total_epochs(config) == epochs
   # REFERENCE §6: ResNet-34, SGD momentum 0.9, weight decay 1e-3, lr 0.02, batch 128, 45k / 5k split.
-  assert config.model.to_dict() == {"name": "resnet34", "kwargs": {}}
+  assert config.model.to_dict() == {"name": "resnet34", "kwargs": {}, "pretrained": "none"}
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 1e-3, False)
   assert config.batch_size == 128

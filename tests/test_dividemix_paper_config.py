@@ -80,6 +80,7 @@ def test_dividemix_paper_values(arg):
   assert config.model.to_dict() == {
     "name": "preact_resnet32",
     "kwargs": {"widths": (64, 128, 256, 512), "blocks_per_stage": (2, 2, 2, 2)},
+    "pretrained": "none",
   }
   # Code dataloader_cifar.py: crop 4 + flip, per-channel normalisation; no validation split.
   assert config.augment.to_dict() == {"crop_padding": 4, "flip": True} and config.normalization == "per_channel"

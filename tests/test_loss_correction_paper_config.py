@@ -64,7 +64,11 @@ def test_loss_correction_paper_values(arg):
     "shared_filter": shared_filter,
   }
   # Code resnet.py cifar10_resnet(n): the registry's pre-activation ResNet with n blocks per stage, widths 16/32/64.
-  assert config.model.to_dict() == {"name": "preact_resnet32", "kwargs": {"blocks_per_stage": (n, n, n)}}
+  assert config.model.to_dict() == {
+    "name": "preact_resnet32",
+    "kwargs": {"blocks_per_stage": (n, n, n)},
+    "pretrained": "none",
+  }
   # Code models.py: SGD(lr=0.1, momentum=0.9), no Nesterov; Keras l2(d) -> coupled weight decay 2 d; experiment.py
   # num_batch 128.
   opt = config.optimizer
