@@ -1,6 +1,6 @@
 """Fine-tuning options: a backbone learning rate apart from the classifier's (`optimizer.backbone_lr_scale`), frozen
 BatchNorm statistics in the ImageNet ResNets (`model.kwargs.freeze_batch_norm`), and clothing1m_paper.py's required
-pretrained weights (`runs.check_pretrained_given`).
+pretrained weights (`noisy_jax.experiment.pretrained.check_given`).
 
 The scaled SGD is checked against two steps written out by hand in float64 (momentum buffer, coupled weight decay,
 the classifier at lr and everything else at lr x scale), on one network and on a stacked pair updated as the
@@ -24,6 +24,7 @@ import test_real_noisy_data  # the miniature Clothing1M release (its _clothing w
 from experiments.configs import clothing1m_paper
 from experiments.configs import webvision_paper
 from noisy_jax import models
+from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
@@ -222,7 +223,7 @@ def test_frozen_batch_norm_trains_scale_and_bias_on_running_statistics():
 
 def test_clothing1m_config_requires_weights_and_says_how_to_go_on():
   config = clothing1m_paper.get_config("ce")
-  assert config.model.pretrained == runs.PRETRAINED_REQUIRED == clothing1m_paper.PRETRAINED
+  assert config.model.pretrained == run_pretrained.REQUIRED == clothing1m_paper.PRETRAINED
   with pytest.raises(ValueError, match="fine-tunes pretrained weights") as error:
     runs.run_single(config)  # stops before the (unset) data folder is read
   message = str(error.value)
@@ -232,7 +233,7 @@ def test_clothing1m_config_requires_weights_and_says_how_to_go_on():
   assert webvision_paper.get_config().model.pretrained == "none"
   for value in ("none", "/w/resnet50.pth"):
     config.model.pretrained = value
-    runs.check_pretrained_given(config)
+    run_pretrained.check_given(config)
 
 
 def test_clothing1m_config_runs_from_scratch_on_purpose(tmp_path):
@@ -250,3 +251,11 @@ def test_clothing1m_config_runs_from_scratch_on_purpose(tmp_path):
   summary = runs.run_single(config)
   assert [r["stage"] for r in summary["history"]] == ["stage1"]
   assert np.isfinite(summary["history"][0]["train_loss"]) and 0.0 <= summary["last_test_accuracy"] <= 1.0
+
+
+def test_a_sweep_of_the_clothing1m_config_stops_with_the_same_message():
+  """The check lives where the field is read (experiment.pretrained.initializer), so every path that starts
+  networks, a sweep's included, stops with the same message rather than a missing file named 'required'."""
+  config = clothing1m_paper.get_config("ce")
+  with pytest.raises(ValueError, match="fine-tunes pretrained weights"):
+    run_pretrained.initializer(config)

@@ -34,6 +34,7 @@ from experiments.configs import webvision_paper
 from noisy_jax.core import losses
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.experiment import comparison
+from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
@@ -538,9 +539,9 @@ def test_real_noise_paper_values(name, method):
   config = module.get_config(method)
   assert config.dataset == dataset and config.dataset_kwargs.to_dict() == REAL_NOISE_KWARGS[name]
   assert config.noise.type == "none"  # the labels as given: real noise, nothing injected
-  # Clothing1M: both codes fine-tune torchvision's ImageNet ResNet-50 (required: runs.check_pretrained_given);
+  # Clothing1M: both codes fine-tune torchvision's ImageNet ResNet-50 (required: run_pretrained.check_given);
   # WebVision: both train from scratch. BatchNorm statistics trained in both (model.train() in both codes).
-  pretrained = runs.PRETRAINED_REQUIRED if name == "clothing1m_paper" else "none"
+  pretrained = run_pretrained.REQUIRED if name == "clothing1m_paper" else "none"
   kwargs = {"freeze_batch_norm": False}
   assert config.model.to_dict() == {"name": "resnet50", "kwargs": kwargs, "pretrained": pretrained}
   # Clothing1M's codes normalise with Clothing1M's own channel statistics: 'per_channel', as for WebVision.

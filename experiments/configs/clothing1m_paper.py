@@ -13,7 +13,7 @@ practice, an accelerator:
 
 Pretrained weights are required: both papers fine-tune torchvision's ImageNet ResNet-50, `resnet50(pretrained=True)`
 with its 1,000-class `fc` replaced by a fresh 14-class one (DivideMix Train_clothing1M.py:211-214, ELR+
-ELR_plus/model/model.py:15-20). config.model.pretrained is noisy_jax.experiment.runs.PRETRAINED_REQUIRED
+ELR_plus/model/model.py:15-20). config.model.pretrained is noisy_jax.experiment.pretrained.REQUIRED
 ('required') until given: a run stops at its start, saying so. Pass torchvision's ResNet50_Weights.IMAGENET1K_V1,
 what `pretrained=True` loads (the file resnet50-0676ba61.pth since torchvision 0.13; the papers' releases served
 resnet50-19c8e357.pth), as .pth or .safetensors (noisy_jax.models.pretrained maps the names; the head is initialised
@@ -102,7 +102,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from experiments.configs import real_noise
-from noisy_jax.experiment import runs
+from noisy_jax.experiment import pretrained
 
 DATASET = "clothing1m"
 NUM_CLASSES = 14  # noisy_jax.data.clothing1m.NUM_CLASSES
@@ -111,8 +111,8 @@ METHODS, DEFAULT = real_noise.METHODS, real_noise.DEFAULT
 
 MODEL = "resnet50"  # ELR+ config_clothing1m.json:8; DivideMix Train_clothing1M.py:212
 # Required: torchvision's ImageNet ResNet-50 (ELR+ model/model.py:17; DivideMix Train_clothing1M.py:212); a run stops
-# until --config.model.pretrained=PATH or =none is given (noisy_jax.experiment.runs.check_pretrained_given).
-PRETRAINED = runs.PRETRAINED_REQUIRED
+# until --config.model.pretrained=PATH or =none is given (noisy_jax.experiment.pretrained.check_given).
+PRETRAINED = pretrained.REQUIRED
 LEARNING_RATE = 0.002  # ELR+ config_clothing1m.json:42; DivideMix Train_clothing1M.py:19
 WEIGHT_DECAY = 1e-3  # ELR+ config_clothing1m.json:44; DivideMix Train_clothing1M.py:227
 MOMENTUM = 0.9  # ELR+ config_clothing1m.json:43; DivideMix Train_clothing1M.py:227

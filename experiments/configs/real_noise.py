@@ -57,7 +57,7 @@ def get_config(
 ):
   """A run on data with real label noise (noise type 'none': labels as given), per-channel normalisation, flips;
   the network `model` (BatchNorm statistics trained: kwargs freeze_batch_norm False, there to be overridden) starts
-  from `pretrained` (config.model.pretrained: 'none', a path, or noisy_jax.experiment.runs.PRETRAINED_REQUIRED) and
+  from `pretrained` (config.model.pretrained: 'none', a path, or noisy_jax.experiment.pretrained.REQUIRED) and
   trains at one learning rate (optimizer.backbone_lr_scale 1.0).
 
   Joint Optimization trains stage 1 at the recipe's constant learning rate and stage 2 (a fresh network on the

@@ -1,6 +1,7 @@
 """`config.model.pretrained`: where a run's networks start.
 
   'none' (every config's default)   the model's own random initialisation
+  'required' (REQUIRED)             a recipe that fine-tunes (clothing1m_paper.py): the run stops, saying how to go on
   FILE.pth / .pt / .bin / .safetensors
                                     a torchvision or timm ResNet-18/34/50 state_dict (noisy_jax.models.pretrained maps
                                     the names onto `imagenet_resnet18`, `imagenet_resnet34`, `resnet50`)
@@ -30,7 +31,29 @@ from noisy_jax.experiment import export as export_lib
 from noisy_jax.models import pretrained as pretrained_lib
 
 NONE = "none"
+# config.model.pretrained of a config whose recipe fine-tunes pretrained weights (clothing1m_paper.py): a run stops
+# (`check_given`) until a path or 'none' replaces it.
+REQUIRED = "required"
 EXPECTED_NORMALIZATION = "imagenet"  # what torchvision's and timm's ImageNet ResNets were trained with
+
+
+def check_given(config) -> None:
+  """Stops a run whose config.model.pretrained is still REQUIRED (a config that fine-tunes, as the recipe
+  it reproduces does), saying why and how to go on. 'none', a path or an absent field pass.
+
+  Raises:
+    ValueError: when config.model.pretrained is REQUIRED.
+  """
+  if config.model.get("pretrained", NONE) != REQUIRED:
+    return
+  raise ValueError(
+    f"config.model.pretrained={REQUIRED!r}: this config fine-tunes pretrained weights, as the recipe it "
+    "reproduces does (clothing1m_paper.py: DivideMix and ELR+ fine-tune torchvision's ImageNet ResNet-50, "
+    "`resnet50(pretrained=True)`, i.e. ResNet50_Weights.IMAGENET1K_V1, the file resnet50-0676ba61.pth), and no "
+    "weights are shipped or downloaded. Pass --config.model.pretrained=PATH (a torchvision or timm .pth / "
+    ".safetensors state_dict, or a noisy_jax run's workdir), or --config.model.pretrained=none to train from random "
+    "initialisation on purpose (its accuracies are then not comparable with the papers')."
+  )
 
 
 def path_of(model_config) -> str | None:
@@ -66,6 +89,7 @@ def initializer(config) -> Callable[[Any], Any] | None:
   Raises:
     FileNotFoundError, ValueError: as `read`; the mismatches of fit_into when the returned function is called.
   """
+  check_given(config)
   path = path_of(config.model)
   if path is None:
     return None

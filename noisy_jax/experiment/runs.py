@@ -48,9 +48,6 @@ from noisy_jax.train import state as state_lib
 METHOD_ROWS_STREAM = 0x726F7773
 # method_evidence of the label_issues.csv rows of a validation split carved from the training files.
 CARVED_VALIDATION_EVIDENCE = "final network, out of sample (validation row, not trained on)"
-# config.model.pretrained of a config whose recipe fine-tunes pretrained weights (clothing1m_paper.py): the run stops
-# (`check_pretrained_given`) until a path or 'none' replaces it.
-PRETRAINED_REQUIRED = "required"
 
 
 def summary_of(history: list[dict]) -> dict:
@@ -75,25 +72,6 @@ def clean_labels_known(config) -> bool:
   as given (a user's own data, Clothing1M, WebVision): metrics that need the truth (label recovery, detection,
   memorisation, the realised noise rate) are then left out, not faked."""
   return config.noise.type != "none"
-
-
-def check_pretrained_given(config) -> None:
-  """Stops a run whose config.model.pretrained is still PRETRAINED_REQUIRED (a config that fine-tunes, as the recipe
-  it reproduces does), saying why and how to go on. 'none', a path or an absent field pass.
-
-  Raises:
-    ValueError: when config.model.pretrained is PRETRAINED_REQUIRED.
-  """
-  if config.model.get("pretrained", pretrained.NONE) != PRETRAINED_REQUIRED:
-    return
-  raise ValueError(
-    f"config.model.pretrained={PRETRAINED_REQUIRED!r}: this config fine-tunes pretrained weights, as the recipe it "
-    "reproduces does (clothing1m_paper.py: DivideMix and ELR+ fine-tune torchvision's ImageNet ResNet-50, "
-    "`resnet50(pretrained=True)`, i.e. ResNet50_Weights.IMAGENET1K_V1, the file resnet50-0676ba61.pth), and no "
-    "weights are shipped or downloaded. Pass --config.model.pretrained=PATH (a torchvision or timm .pth / "
-    ".safetensors state_dict, or a noisy_jax run's workdir), or --config.model.pretrained=none to train from random "
-    "initialisation on purpose (its accuracies are then not comparable with the papers')."
-  )
 
 
 def run_single(
@@ -128,10 +106,10 @@ def run_single(
   for methods with weight averages (ELR+) "stage1_ema_params".
 
   Raises:
-    ValueError: before anything is read, when config.model.pretrained is PRETRAINED_REQUIRED
-      (`check_pretrained_given`).
+    ValueError: before anything is read, when config.model.pretrained is pretrained.REQUIRED
+      (`pretrained.check_given`).
   """
-  check_pretrained_given(config)  # before the data are read: a run that cannot start says so at once
+  pretrained.check_given(config)  # before the data are read: a run that cannot start says so at once
   start = time.perf_counter()
   dataset = load_dataset(config) if dataset is None else dataset
   mesh = mesh_lib.make_mesh(config.get("num_devices") or None) if mesh is None else mesh
