@@ -16,7 +16,8 @@ and one import of JAX for all of them. Each case's output starts with a line `ca
 
 Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
 2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
-the process right after the mid-epoch checkpoint of stage-1 step S (counted over the stage) is on disk.
+the process right after the mid-epoch checkpoint of stage-1 step S (counted over the stage) is on disk;
+--on_bad_file=skip skips the folder's files that do not decode (noisy_jax.data.bad_files).
 """
 
 import argparse
@@ -81,6 +82,7 @@ def main(argv=None):
   parser.add_argument("--stop_stage", default="stage1")
   parser.add_argument("--stop_after_epoch", type=int, default=0, help="0: run to the end")
   parser.add_argument("--image_folder", default="", help="stream this image folder instead of digits")
+  parser.add_argument("--on_bad_file", default="error", help="the image folder's on_bad_file (error or skip)")
   parser.add_argument("--checkpoint_every_steps", type=int, default=0)
   parser.add_argument("--stop_after_step", type=int, default=0, help="0: no kill inside an epoch")
   parser.add_argument("--num_epochs", type=int, default=0, help="0: the case's")
@@ -115,7 +117,8 @@ def _run(args, case: str, workdir: str) -> None:
   if args.stage2_epochs:
     config.stage2.num_epochs = args.stage2_epochs
   if args.image_folder:
-    config.dataset, config.dataset_kwargs = "image_folder", {"root": args.image_folder}
+    config.dataset = "image_folder"
+    config.dataset_kwargs = {"root": args.image_folder, "on_bad_file": args.on_bad_file}
     config.input, config.input_workers = "streaming", 2
   config.checkpoint_every_steps = args.checkpoint_every_steps
   if args.stop_after_step:

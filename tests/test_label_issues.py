@@ -126,8 +126,12 @@ def test_write_csv_with_names_and_sources(tmp_path):
   assert [r["source"] for r in rows] == ["b.png", "c.png", "a.png"]  # p(given): 0.2, 0.7, 0.9
   assert rows[0]["given_label"] == "dog" and rows[0]["suggested_label"] == "cat" and rows[0]["is_issue"] == "True"
   assert [p.name for p in tmp_path.iterdir()] == ["issues.csv"]  # no temporary file left
-  with pytest.raises(ValueError, match="2 sources for 3 examples"):
+  with pytest.raises(ValueError, match="2 sources, but the rows reach index 2"):
     label_issues.write_csv(str(tmp_path / "x.csv"), issues, sources=["a", "b"])
+  fewer = label_issues.without(issues, [2])  # example 2's file was never read: no row, the others as they were
+  path = label_issues.write_csv(str(tmp_path / "fewer.csv"), fewer, sources=["a.png", "b.png", "c.png"])
+  assert [r["source"] for r in csv.DictReader(open(path))] == ["b.png", "a.png"]
+  assert fewer.evidence == [issues.evidence[0], issues.evidence[2]]
   assert (
     label_issues.from_run(plain_loss.method("cross_entropy"), label_table_lib.create(np.array([0, 1]), 2)) is None
   )  # nothing recorded

@@ -526,9 +526,17 @@ REAL_NOISE = {  # config -> (module, dataset, classes, lr, weight decay, batch, 
   "clothing1m_paper": (clothing1m_paper, "clothing1m", 14, 0.002, 1e-3, 64, 15, (7,), 5),  # REF §6 (ELR+)
   "webvision_paper": (webvision_paper, "mini_webvision", 50, 0.01, 5e-4, 32, 80, (40,), 28),  # REF §8 (DivideMix)
 }
-REAL_NOISE_KWARGS = {  # dataset_kwargs as declared: root unset, 224 pixels, mini-WebVision's first 50 classes
-  "clothing1m_paper": {"root": None, "image_size": 224, "max_examples": None},
-  "webvision_paper": {"root": None, "image_size": 224, "num_classes": 50, "validation_size": 0},
+# dataset_kwargs as declared: root and the bad-file options unset, 224 pixels, mini-WebVision's first 50 classes
+UNSET_BAD_FILE_OPTIONS = {"on_bad_file": None, "max_bad_fraction": None}
+REAL_NOISE_KWARGS = {
+  "clothing1m_paper": {"root": None, "image_size": 224, "max_examples": None, **UNSET_BAD_FILE_OPTIONS},
+  "webvision_paper": {
+    "root": None,
+    "image_size": 224,
+    "num_classes": 50,
+    "validation_size": 0,
+    **UNSET_BAD_FILE_OPTIONS,
+  },
 }
 
 

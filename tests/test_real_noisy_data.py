@@ -280,3 +280,26 @@ def test_animal10n_missing_folder_and_undecodable_file(tmp_path):
   os.rename(tmp_path / "testing", tmp_path / "test")
   with pytest.raises(FileNotFoundError, match=r"the folder .*testing' is missing"):
     animal10n.animal10n(str(tmp_path))
+
+
+@pytest.mark.parametrize("reader", ["clothing1m", "mini_webvision", "animal10n"])
+def test_every_reader_passes_on_bad_file_on(tmp_path, reader):
+  """A cut training file: 'error' names it, 'skip' (max_bad_fraction raised: the datasets are tiny) drops its row."""
+  if reader == "clothing1m":
+    bad = _clothing(tmp_path)["noisy_train"][2]
+  elif reader == "mini_webvision":
+    bad = _webvision(tmp_path)[0][1]
+  else:
+    _animal(tmp_path)
+    bad = "training/0_2.png"
+  whole = data.load(reader, root=str(tmp_path), image_size=8, decode=True)
+  (tmp_path / bad).write_bytes((tmp_path / bad).read_bytes()[:20])
+  with pytest.raises(ValueError, match=os.path.basename(bad)):
+    data.load(reader, root=str(tmp_path), image_size=8, decode=True)
+  skipped = data.load(reader, root=str(tmp_path), image_size=8, on_bad_file="skip", max_bad_fraction=0.5).load()
+  (gone,) = skipped.skipped_files
+  assert gone.split == "train" and bad.endswith(gone.file) and gone.error.startswith("cannot decode image file")
+  keep = whole.train_sources != gone.file
+  assert keep.sum() == len(keep) - 1
+  np.testing.assert_array_equal(skipped.train_sources, whole.train_sources[keep])
+  np.testing.assert_array_equal(skipped.x_train, whole.x_train[keep])

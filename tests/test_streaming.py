@@ -169,11 +169,23 @@ def test_an_undecodable_file_met_while_streaming_is_named(digits_folder, tmp_pat
 
 
 def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
-  """JO (3 epochs, then 2 of stage 2) on digits written as PNGs, streamed by 2 Grain workers, a checkpoint every 3
-  steps (10 steps an epoch): killed right after step 16 (epoch 2, step 6), resumed by a new process, the final
-  checkpoints of both stages equal an uninterrupted run's bit for bit, and metrics.jsonl holds every epoch once."""
+  """JO (3 epochs, then 2 of stage 2) on digits written as PNGs, one of them corrupt and skipped
+  (on_bad_file='skip'), streamed by 2 Grain workers, a checkpoint every 3 steps (10 steps an epoch): killed right
+  after step 16 (epoch 2, step 6: after the bad file's batch of epoch 1), resumed by a new process, the final
+  checkpoints of both stages equal an uninterrupted run's bit for bit, metrics.jsonl holds every epoch once, and both
+  runs list the skipped file (met in every epoch, listed once) and give it no row of label_issues.csv."""
+  root = tmp_path / "folder"
+  shutil.copytree(digits_folder, root)  # a copy: the shared folder stays intact
+  bad = sorted(os.listdir(root / "train" / "4"))[5]
+  (root / "train" / "4" / bad).write_bytes(b"\x89PNG\r\n\x1a\n truncated")
   ref, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
-  flags = {"image_folder": digits_folder, "checkpoint_every_steps": 3, "num_epochs": 3, "stage2_epochs": 2}
+  flags = {
+    "image_folder": str(root),
+    "on_bad_file": "skip",
+    "checkpoint_every_steps": 3,
+    "num_epochs": 3,
+    "stage2_epochs": 2,
+  }
   lingering = []
   first = test_checkpoint._run_all(
     [
@@ -194,6 +206,14 @@ def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
   assert test_checkpoint._records(killed) == test_checkpoint._records(ref)
   summary = json.loads(open(os.path.join(killed, "summary.json")).read())
   assert summary["stage1"] == json.loads(open(os.path.join(ref, "summary.json")).read())["stage1"]
+  assert summary["skipped_files"] == {"file": "skipped_files.txt", "count": 1}
+  listed = open(os.path.join(killed, "skipped_files.txt")).read()
+  assert listed == open(os.path.join(ref, "skipped_files.txt")).read()
+  assert listed.splitlines()[1].startswith(f"train\ttrain/4/{bad}\tcannot decode image file "), listed
+  issues = open(os.path.join(killed, "label_issues.csv")).read()
+  assert issues == open(os.path.join(ref, "label_issues.csv")).read()
+  num_train = sum(len(files) for _, _, files in os.walk(root / "train"))
+  assert f"train/4/{bad}" not in issues and len(issues.splitlines()) == 1 + num_train - 1  # header + the read files
 
 
 _PARENT_SCRIPT = """

@@ -16,6 +16,9 @@ its own default applies), so that each one can be given on its own although the 
   --config.dataset_kwargs.seed=1                   seed of that carving (unset: disk.SPLIT_SEED)
   --config.dataset_kwargs.channels=3               read every image as RGB (unset: grayscale when they all are, or,
                                                    for a streamed folder, when the first training image is)
+  --config.dataset_kwargs.on_bad_file=skip         leave out the files that do not decode, listed in
+                                                   WORKDIR/skipped_files.txt (unset: the first one stops the run)
+  --config.dataset_kwargs.max_bad_fraction=0.05    with skip: stop when more of a split's files fail (unset: 0.01)
 
 Size: images stay uint8 in memory and are normalised on the device. A training split of at most
 config.input_budget_mib (2048 MiB: e.g. 700k images of 32x32x3) is decoded once and kept on the devices; a larger one
@@ -108,6 +111,8 @@ def dataset_kwargs() -> ml_collections.ConfigDict:
       "seed": config_dict.placeholder(int),
       "channels": config_dict.placeholder(int),  # 1 or 3 (unset: from the images)
       "decode": config_dict.placeholder(bool),  # unset: the trainer decides (config.input)
+      "on_bad_file": config_dict.placeholder(str),  # 'skip' leaves out files that do not decode (unset: 'error')
+      "max_bad_fraction": config_dict.placeholder(float),  # of a split, with 'skip' (unset: 0.01)
     }
   )
 

@@ -98,6 +98,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     dataset=DATASET,
     dataset_kwargs={
       "root": config_dict.placeholder(str),
+      "on_bad_file": config_dict.placeholder(str),  # 'skip': web-crawled files that do not decode (bad_files)
+      "max_bad_fraction": config_dict.placeholder(float),
       "image_size": IMAGE_SIZE,
       "num_classes": NUM_CLASSES,
       "validation_size": VALIDATION_SIZE,

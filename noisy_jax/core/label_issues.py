@@ -286,6 +286,12 @@ def held_out(
   return RunIssues(found, evidence)
 
 
+def without(issues: RunIssues, indices) -> RunIssues:
+  """`issues` without the rows of the examples `indices` (the others keep their order and indices)."""
+  keep = ~np.isin(issues.records["index"], np.asarray(indices, np.int64))
+  return RunIssues(issues.records[keep], [e for e, k in zip(issues.evidence, keep) if k])
+
+
 def concatenate(*parts: RunIssues) -> RunIssues:
   """The rows of `parts` one after the other (each keeps its own order and indices)."""
   return RunIssues(np.concatenate([p.records for p in parts]), [e for p in parts for e in p.evidence])
@@ -297,10 +303,10 @@ def write_csv(
   """Writes `issues` to `path` (CSV_COLUMNS; labels as class names when given, else ids; source = sources[index],
   the example's file path or record id, else its index), atomically: a temporary file in the same folder renamed at
   the end. Returns the path. With `held_out` rows after the training rows, `sources` is the training rows' followed
-  by the held-out rows'."""
+  by the held-out rows'; rows left out (`without`) keep their sources unused."""
   n = len(issues.records)
-  if sources is not None and len(sources) != n:
-    raise ValueError(f"{len(sources)} sources for {n} examples.")
+  if sources is not None and n and len(sources) <= int(issues.records["index"].max()):
+    raise ValueError(f"{len(sources)} sources, but the rows reach index {int(issues.records['index'].max())}.")
   name = (lambda k: class_names[k]) if class_names is not None else (lambda k: int(k))
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)

@@ -27,6 +27,7 @@ import os
 import re
 
 from noisy_jax.data import arrays
+from noisy_jax.data import bad_files
 from noisy_jax.data import disk
 from noisy_jax.data import images
 
@@ -98,6 +99,8 @@ def animal10n(
   seed: int = disk.SPLIT_SEED,
   channels: int = 3,
   decode: bool = True,
+  on_bad_file: str = "error",
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION,
 ) -> arrays.Dataset:
   """ANIMAL-10N's training and test images with their given labels (layout in the module docstring).
 
@@ -114,6 +117,8 @@ def animal10n(
       keeps the splits on disk (image_files.ImageFiles). The trainer passes decode=False itself unless
       config.input is 'resident', then loads or streams the splits by its memory budget, so the default only
       matters when the loader is called directly.
+    on_bad_file, max_bad_fraction: what a file that cannot be decoded does (disk.image_folder; default
+      'error').
 
   Returns:
     A Dataset: uint8 [N, 64, 64, 3] images (pixel_max 255) or ImageFiles, y_train the given (noisy) labels, the
@@ -122,6 +127,7 @@ def animal10n(
   Raises:
     FileNotFoundError, ValueError: naming the bad file or folder (list_files), or an undecodable image.
   """
+  bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   listing = list_files(root)
   return disk.from_listing(
     "animal10n",
@@ -134,4 +140,6 @@ def animal10n(
     where=f"ANIMAL-10N at {root!r}",
     channels=channels,
     decode=decode,
+    on_bad_file=on_bad_file,
+    max_bad_fraction=max_bad_fraction,
   )

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.data import bad_files
 from noisy_jax.data import image_files
 from noisy_jax.data import normalization as normalization_lib
 
@@ -75,6 +76,8 @@ class Dataset:
       (noisy_jax.data.normalization), so images stay uint8 in host and device memory.
     normalized: None, or the `standardize` mode already applied on the host (the trainer then normalises no
       further).
+    skipped_files: the files left out of the splits because they could not be decoded (bad_files.Skipped, with
+      on_bad_file='skip' of a dataset of files: `load`, `drop_bad_files`); their rows are gone.
   The validation split may have 0 rows. Every array is a read-only NumPy array (C-contiguous), so a Dataset can
   be cached and shared safely. The optional fields default to None, which is what every built-in dataset has.
   """
@@ -95,6 +98,7 @@ class Dataset:
   val_carved_from_train: bool = False
   pixel_max: float = 1.0
   normalized: str | None = None
+  skipped_files: tuple[bad_files.Skipped, ...] = ()
 
   def __post_init__(self):
     if not (isinstance(self.pixel_max, numbers.Real) and self.pixel_max > 0):
@@ -144,10 +148,71 @@ class Dataset:
     return isinstance(self.x_train, image_files.ImageFiles)
 
   def load(self, splits=("train", "val", "test")) -> "Dataset":
-    """This dataset with its `splits` that are on disk decoded into uint8 arrays (itself when none is)."""
-    splits = {f"x_{s}": getattr(self, f"x_{s}") for s in splits}
-    loaded = {k: x.load() for k, x in splits.items() if isinstance(x, image_files.ImageFiles)}
-    return dataclasses.replace(self, **loaded) if loaded else self
+    """This dataset with its `splits` that are on disk decoded into uint8 arrays (itself when none is).
+
+    A split with on_bad_file='skip' loses the rows of its files that cannot be decoded (`without_rows`).
+    """
+    loaded, failed = {}, {}
+    for split in splits:
+      x = getattr(self, f"x_{split}")
+      if not isinstance(x, image_files.ImageFiles):
+        continue
+      if x.skips:
+        loaded[f"x_{split}"], failed[split] = x.load_skipping()
+      else:
+        loaded[f"x_{split}"] = x.load()
+    if not loaded:
+      return self
+    return dataclasses.replace(self, **loaded).without_rows(failed, self.skipped_rows(failed))
+
+  def drop_bad_files(self, splits=("train", "val", "test")) -> "Dataset":
+    """This dataset without the rows of the files that cannot be decoded in its `splits` left on disk with
+    on_bad_file='skip' (each file decoded once, the split stays on disk); itself when there are none."""
+    failed = {}
+    for split in splits:
+      x = getattr(self, f"x_{split}")
+      if isinstance(x, image_files.ImageFiles) and x.skips:
+        failed[split] = x.find_bad()
+    return self.without_rows(failed, self.skipped_rows(failed))
+
+  def skipped_rows(
+    self, failed: dict[str, dict[int, str]], max_bad_fraction: float | None = None
+  ) -> tuple[bad_files.Skipped, ...]:
+    """skipped_files plus the rows of `failed` ({split: {row: error message}}) as bad_files.Skipped (named by the
+    split's sources, else by the file's path), checked by bad_files.check_fraction against `max_bad_fraction`
+    (None: the failed splits' ImageFiles' own) of all the files of the dataset: its rows and those skipped before
+    (ValueError naming the files)."""
+    skipped, fractions = list(self.skipped_files), []
+    for split, rows in failed.items():
+      x, sources = getattr(self, f"x_{split}"), getattr(self, f"{split}_sources")
+      skipped += [
+        bad_files.Skipped(split, str(sources[i]) if sources is not None else x.paths[i], error)
+        for i, error in sorted(rows.items())
+      ]
+      fractions.append(x.max_bad_fraction if max_bad_fraction is None else max_bad_fraction)
+    if fractions:
+      num_files = sum(self.sizes.values()) + len(self.skipped_files)
+      bad_files.check_fraction(skipped, num_files, min(fractions))
+    return tuple(skipped)
+
+  def without_rows(self, failed: dict[str, dict[int, str]], skipped: tuple) -> "Dataset":
+    """This dataset without the rows of `failed` ({split: {row: ...}}: inputs, labels, noisy_y_train, sources),
+    its skipped_files `skipped` (`skipped_rows`); itself when no row fails."""
+    if not any(failed.values()):
+      return self
+    changes = {"skipped_files": skipped}
+    for split, rows in failed.items():
+      if not rows:
+        continue
+      keep = np.setdiff1d(np.arange(len(getattr(self, f"y_{split}"))), np.fromiter(rows, np.int64))
+      changes[f"x_{split}"] = getattr(self, f"x_{split}")[keep]
+      changes[f"y_{split}"] = getattr(self, f"y_{split}")[keep]
+      sources = getattr(self, f"{split}_sources")
+      if sources is not None:
+        changes[f"{split}_sources"] = sources[keep]
+      if split == "train" and self.noisy_y_train is not None:
+        changes["noisy_y_train"] = self.noisy_y_train[keep]
+    return dataclasses.replace(self, **changes)
 
   @property
   def num_train(self) -> int:

@@ -50,6 +50,7 @@ import numpy as np
 
 from noisy_jax.core import _checks
 from noisy_jax.data import arrays
+from noisy_jax.data import bad_files
 from noisy_jax.data import disk
 from noisy_jax.data import file_lists
 
@@ -225,6 +226,8 @@ def load(
   seed: int = disk.SPLIT_SEED,
   channels: int = 3,
   decode: bool = False,
+  on_bad_file: str = "error",
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION,
 ) -> arrays.Dataset:
   """Clothing1M as a Dataset for the trainer (registered as 'clothing1m'; layout in the module docstring).
 
@@ -246,6 +249,8 @@ def load(
     channels: 3 (default: a grayscale file is repeated over RGB) or 1.
     decode: False (default) keeps every split on disk as image_files.ImageFiles (decoded when the trainer reads
       it); True decodes everything now (uint8 [N, S, S, channels]: only sensible with max_examples).
+    on_bad_file, max_bad_fraction: what a file that cannot be decoded does (disk.image_folder; default
+      'error').
 
   Returns:
     A Dataset: x_* uint8 images or ImageFiles (pixel_max 255), y_train the given (noisy) training labels, y_val
@@ -256,6 +261,7 @@ def load(
       key list and row).
     ValueError: a malformed line, a key without a label, or a label outside 0..13 (naming the file and key).
   """
+  bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   splits = {"train": "noisy_train" if noisy_train else "clean_train", "test": "clean_test"}
   if validation_size is None:
     splits["val"] = "clean_val"
@@ -281,6 +287,8 @@ def load(
     where=f"Clothing1M at {root!r}",
     channels=channels,
     decode=decode,
+    on_bad_file=on_bad_file,
+    max_bad_fraction=max_bad_fraction,
   )
 
 

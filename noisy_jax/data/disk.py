@@ -44,7 +44,8 @@ The run writes WORKDIR/classes.json (class names and where the data came from) n
 
 Errors name the file or value: a file pillow cannot decode, a manifest row naming a missing file, a label outside
 the class list, an empty class folder, a missing ROOT/train, images of different sizes without
-image_size. Nothing is skipped silently (hidden files, names starting with '.', are ignored).
+image_size. Nothing is skipped silently (hidden files, names starting with '.', are ignored); with
+on_bad_file='skip' the files that cannot be decoded are left out and listed (noisy_jax.data.bad_files).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ import zipfile
 import numpy as np
 
 from noisy_jax.data import arrays
+from noisy_jax.data import bad_files
 from noisy_jax.data import image_files
 from noisy_jax.data import images
 
@@ -239,6 +241,8 @@ def image_folder(
   seed: int = SPLIT_SEED,
   channels: int | None = None,
   decode: bool = True,
+  on_bad_file: str = "error",
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION,
 ) -> arrays.Dataset:
   """Loads an image folder or a CSV manifest (layouts in the module docstring).
 
@@ -255,6 +259,9 @@ def image_folder(
       (decode=False), else 3.
     decode: True decodes every file now; False keeps each split on disk (image_files.ImageFiles, decoded when
       read: what the trainer streams, `config.input`), reading one file for the example shape.
+    on_bad_file: 'error' (a file that cannot be decoded stops the load, named) or 'skip' (its row is left out, or,
+      on disk, when it is read; noisy_jax.data.bad_files).
+    max_bad_fraction: with 'skip', the largest fraction of a split's files that may be skipped (else ValueError).
 
   Returns:
     A Dataset with uint8 [N, S, S, 1 or 3] images (pixel_max 255) or ImageFiles, int32 labels, class_names and
@@ -263,6 +270,7 @@ def image_folder(
   Raises:
     FileNotFoundError, ValueError: naming the bad file, folder or value (see the module docstring).
   """
+  bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   if (root is None) == (manifest is None):
     raise ValueError(
       f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
@@ -284,6 +292,8 @@ def image_folder(
     channels=channels,
     decode=decode,
     order_by_class=manifest is None,
+    on_bad_file=on_bad_file,
+    max_bad_fraction=max_bad_fraction,
   )
 
 
@@ -300,12 +310,20 @@ def from_listing(
   channels: int | None = None,
   decode: bool = True,
   order_by_class: bool = False,
+  on_bad_file: str = "error",
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION,
 ) -> arrays.Dataset:
   """A Dataset of image files: `listing` {split: [(path relative to `base`, label name)]}, splits train and test
   (val optional). The shared end of image_folder and the readers of published layouts (Clothing1M, WebVision,
   ANIMAL-10N); arguments as image_folder's. order_by_class: rows sorted by (class id, listing order), as a folder
-  is listed; False keeps the listing's order. `where` names the data in error messages."""
+  is listed; False keeps the listing's order. `where` names the data in error messages.
+
+  With on_bad_file='skip' and decode=True, the files that cannot be decoded leave their splits after the
+  validation carving (the rows of the others are those of a folder without them); with decode=False the example
+  shape is read from the first training file that decodes."""
   image_size = images.check_image_size(image_size)
+  on_bad_file, max_bad_fraction = bad_files.check_options(on_bad_file, max_bad_fraction)
+  skip = on_bad_file == "skip"
   if channels is not None and channels not in (1, 3):
     raise ValueError(f"channels={channels!r} must be None (from the images), 1 (grayscale) or 3 (RGB).")
   if not listing.get("train"):
@@ -317,16 +335,31 @@ def from_listing(
       listing[split], y[split] = [listing[split][i] for i in order], y[split][order]
   paths = {split: [os.path.join(base, s) for s, _ in rows] for split, rows in listing.items()}
   sources = {split: [s for s, _ in rows] for split, rows in listing.items()}
+  failed = {}  # decode=True with skip: {split: {row: error}} of the listing
   if decode:
-    pixels = {split: images.decode_files(paths[split], image_size) for split in listing}
-    images.check_same_size(sum(pixels.values(), []), sum(paths.values(), []))  # across splits, naming the files
-    color = any(images.is_color(p) for p in pixels.values()) if channels is None else channels == 3
-    x = {split: images.stack(p, paths[split], color=color) for split, p in pixels.items()}
-    del pixels
+    pixels = {split: _decode_all(paths[split], image_size, skip) for split in listing}
+    failed = {split: {i: p for i, p in enumerate(pixels[split]) if isinstance(p, str)} for split in listing}
+    if sum(map(len, failed.values())) == sum(map(len, pixels.values())):
+      raise ValueError(f"{where}: no image file can be decoded; the first: {next(iter(failed['train'].values()))}")
+    good = [(p, path) for split in listing for p, path in zip(pixels[split], paths[split]) if not isinstance(p, str)]
+    images.check_same_size([p for p, _ in good], [path for _, path in good])  # across splits, naming the files
+    color = images.is_color([p for p, _ in good]) if channels is None else channels == 3
+    blank = np.zeros_like(good[0][0])  # the rows of bad files until they are dropped below
+    x = {
+      split: images.stack([blank if isinstance(q, str) else q for q in p], paths[split], color=color)
+      for split, p in pixels.items()
+    }
+    del pixels, good
   else:
-    probe = image_files.ImageFiles.probe(paths["train"], image_size=image_size, channels=channels)
+    probe = image_files.ImageFiles.probe(
+      paths["train"],
+      image_size=image_size,
+      channels=channels,
+      first=_first_decodable(paths["train"], image_size) if skip else None,
+    )
+    probe = dataclasses.replace(probe, on_bad_file=on_bad_file, max_bad_fraction=max_bad_fraction)
     x = {split: dataclasses.replace(probe, paths=tuple(p)) for split, p in paths.items()}
-  return assemble(
+  dataset = assemble(
     name,
     x,
     y,
@@ -337,6 +370,47 @@ def from_listing(
     seed=seed,
     where=where,
   )
+  if not any(failed.values()):
+    return dataset
+  # The listing's bad rows as rows of the assembled splits: found by their sources (a carved validation split holds
+  # training files).
+  bad = {split: {sources[split][i]: error for i, error in rows.items()} for split, rows in failed.items()}
+  in_split = {"train": bad.get("train", {}), "val": bad.get("val", {}), "test": bad.get("test", {})}
+  if dataset.val_carved_from_train:
+    in_split["val"] = bad.get("train", {})
+  rows = {
+    split: {i: in_split[split][s] for i, s in enumerate(getattr(dataset, f"{split}_sources")) if s in in_split[split]}
+    for split in SPLITS
+    if in_split[split] and getattr(dataset, f"{split}_sources") is not None
+  }
+  return dataset.without_rows(rows, dataset.skipped_rows(rows, max_bad_fraction))
+
+
+def _decode_all(paths: Sequence[str], image_size: int | None, skip: bool) -> list:
+  """images.decode_files of `paths`; with `skip`, the error message (a str) in place of a file that cannot be
+  decoded (images.BadImageFile, or a file gone since the listing)."""
+  if not skip:
+    return images.decode_files(paths, image_size)
+
+  def decode(path):
+    try:
+      return images.decode_file(path, image_size)
+    except (images.BadImageFile, FileNotFoundError) as e:
+      return str(e)
+
+  return images.map_files(decode, paths)
+
+
+def _first_decodable(paths: Sequence[str], image_size: int | None) -> str:
+  """The first of `paths` that decodes (ValueError naming the first error when none does)."""
+  first_error = None
+  for path in paths:
+    try:
+      images.decode_file(path, image_size)
+      return path
+    except (images.BadImageFile, FileNotFoundError) as e:
+      first_error = first_error or e
+  raise ValueError(f"no training file can be decoded; the first: {first_error}")
 
 
 def open_npz(path: str):

@@ -14,7 +14,9 @@ pickles as a list of paths, so worker processes decode).
 Every row decodes through `images.decode_file` (pillow; resize the shorter side to `image_size` and centre-crop;
 grayscale repeated over 3 channels when `channels` = 3), so a loaded split and a streamed one hold the same
 bytes. A file that cannot be decoded, or whose size differs from the split's without `image_size`, or a colour
-file in a 1-channel split, raises ValueError naming the file, when it is decoded.
+file in a 1-channel split, raises ValueError naming the file, when it is decoded. With on_bad_file='skip' a file
+that cannot be decoded is reported instead (`decode_row`, `load_skipping`; noisy_jax.data.bad_files says what the
+trainer then does).
 """
 
 from __future__ import annotations
@@ -24,23 +26,38 @@ from typing import Sequence
 
 import numpy as np
 
+from noisy_jax.data import bad_files
 from noisy_jax.data import images
+
+_BAD = (images.BadImageFile, FileNotFoundError)  # what on_bad_file='skip' skips
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ImageFiles:
-  """Row i is `paths[i]` decoded: uint8 [height, width, channels]."""
+  """Row i is `paths[i]` decoded: uint8 [height, width, channels].
+
+  on_bad_file, max_bad_fraction: what a file that cannot be decoded does ('error' raises, 'skip' reports it) and the
+  fraction of the split that may be skipped (noisy_jax.data.bad_files); row selections keep both.
+  """
 
   paths: tuple[str, ...]
   height: int
   width: int
   channels: int
   image_size: int | None = None
+  on_bad_file: str = "error"
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION
 
   def __post_init__(self):
     object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
     if self.channels not in (1, 3):
       raise ValueError(f"channels={self.channels!r} must be 1 (grayscale) or 3 (RGB).")
+    bad_files.check_options(self.on_bad_file, self.max_bad_fraction)
+
+  @property
+  def skips(self) -> bool:
+    """True when files that cannot be decoded are skipped (on_bad_file='skip')."""
+    return self.on_bad_file == "skip"
 
   @classmethod
   def probe(
@@ -98,6 +115,17 @@ class ImageFiles:
       )
     return pixels
 
+  def decode_row(self, row: int) -> tuple[np.ndarray, str | None]:
+    """(pixels, None) of row `row`; with on_bad_file='skip', (zeros, the error message) for a file that cannot be
+    decoded (with 'error' that file raises)."""
+    path = self.paths[int(row)]
+    if not self.skips:
+      return self.decode(path), None
+    try:
+      return self.decode(path), None
+    except _BAD as e:
+      return np.zeros(self.shape[1:], np.uint8), str(e)
+
   def load(self, *, num_workers: int | None = None) -> np.ndarray:
     """Every row decoded: uint8 [N, height, width, channels] (the first bad file raises, nothing returned)."""
     out = np.empty(self.shape, np.uint8)
@@ -105,6 +133,23 @@ class ImageFiles:
     for i, pixels in enumerate(decoded):
       out[i] = pixels
     return out
+
+  def load_skipping(self, *, num_workers: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
+    """Every row decoded, files that cannot be decoded reported instead of raised: (uint8 [N, height, width,
+    channels] with zeros in their rows, {row: error message}). Any other error still raises."""
+    out = np.empty(self.shape, np.uint8)
+    failed = {}
+    decoded = images.map_files(self.decode_row, range(len(self.paths)), num_workers=num_workers)
+    for i, (pixels, error) in enumerate(decoded):
+      out[i] = pixels
+      if error is not None:
+        failed[i] = error
+    return out, failed
+
+  def find_bad(self, *, num_workers: int | None = None) -> dict[int, str]:
+    """{row: error message} of the files that cannot be decoded (each file decoded once, nothing kept)."""
+    decoded = images.map_files(lambda row: self.decode_row(row)[1], range(len(self.paths)), num_workers=num_workers)
+    return {i: error for i, error in enumerate(decoded) if error is not None}
 
   def __array__(self, dtype=None, copy=None):  # np.asarray(files) loads the split
     del copy

@@ -26,6 +26,11 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")  # what an image folder may hold (c
 _GRAY_MODES = ("1", "L", "LA")
 
 
+class BadImageFile(ValueError):
+  """A file that pillow cannot decode into 8-bit pixels (not an image, truncated, 16-bit or float, ...); the
+  message names the file. What dataset_kwargs on_bad_file='skip' skips (noisy_jax.data.bad_files)."""
+
+
 def resize_and_crop(image, image_size: int):
   """A PIL image resized (bilinear) so that its shorter side is `image_size`, then centre-cropped to a square."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
@@ -44,10 +49,10 @@ def to_pixels(image, image_size: int | None, *, where: str) -> np.ndarray:
   """A decoded PIL image -> uint8 [H, W] (grayscale) or [H, W, 3], resized and cropped when image_size is set.
 
   Raises:
-    ValueError: naming `where` for a 16-bit or float image.
+    BadImageFile: naming `where` for a 16-bit or float image, or one pillow cannot convert.
   """
   if image.mode.startswith("I") or image.mode == "F":
-    raise ValueError(
+    raise BadImageFile(
       f"{where}: pillow mode {image.mode!r} (16-bit or float pixels) is not supported; save the "
       "image as 8-bit grayscale or RGB."
     )
@@ -56,7 +61,7 @@ def to_pixels(image, image_size: int | None, *, where: str) -> np.ndarray:
     try:
       image = image.convert(target)
     except (OSError, ValueError) as e:
-      raise ValueError(f"{where}: cannot convert pillow mode {image.mode!r} to {target}: {e}") from e
+      raise BadImageFile(f"{where}: cannot convert pillow mode {image.mode!r} to {target}: {e}") from e
   if image_size is not None:
     image = resize_and_crop(image, image_size)
   return np.asarray(image, np.uint8)
@@ -79,7 +84,7 @@ def decode_file(path: str, image_size: int | None = None) -> np.ndarray:
 
   Raises:
     FileNotFoundError: naming a missing `path`.
-    ValueError: naming `path` when pillow cannot decode it (not an image, truncated, 16-bit, ...).
+    BadImageFile (a ValueError): naming `path` when pillow cannot decode it (not an image, truncated, 16-bit, ...).
   """
   from PIL import Image  # pylint: disable=g-import-not-at-top
 
@@ -89,12 +94,12 @@ def decode_file(path: str, image_size: int | None = None) -> np.ndarray:
   try:
     image = Image.open(path)
   except undecodable as e:
-    raise ValueError(f"cannot decode image file {path!r}: {e}") from e
+    raise BadImageFile(f"cannot decode image file {path!r}: {e}") from e
   with image:
     try:
       image.load()  # decode now: a truncated file fails here, not later
     except undecodable as e:
-      raise ValueError(f"cannot decode image file {path!r}: {e}") from e
+      raise BadImageFile(f"cannot decode image file {path!r}: {e}") from e
     return to_pixels(image, image_size, where=path)
 
 

@@ -116,7 +116,9 @@ def load_dataset(config):
   A loader of files (data.ON_DISK) reads only the listing unless config.input is 'resident'; the splits are then
   decoded here when `input_mode` says resident, and the training split is left on disk for streaming (the val and
   test splits are decoded when each fits input_budget_mib, else streamed in order at evaluation). A dataset_kwargs
-  `decode` given by the user wins.
+  `decode` given by the user wins. With dataset_kwargs on_bad_file='skip' (noisy_jax.data.bad_files) the files that
+  cannot be decoded leave the splits decoded here and the evaluation splits left on disk; the streamed training
+  split keeps them, masked when they are met.
   """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
 
@@ -126,9 +128,11 @@ def load_dataset(config):
   dataset = data.load(config.dataset, **kwargs)
   if input_mode(config, dataset) == "resident":
     return dataset.load()
-  # Streaming: the evaluation splits are read every epoch; those within the budget are decoded once here.
+  # Streaming: the evaluation splits are read every epoch; those within the budget are decoded once here. Those
+  # left on disk lose their undecodable files here too (on_bad_file='skip': one reading of every file).
   budget = float(config.get("input_budget_mib", DEFAULT_INPUT_BUDGET_MIB)) * 2**20
-  return dataset.load([s for s in ("val", "test") if getattr(dataset, f"x_{s}").nbytes <= budget])
+  resident = [s for s in ("val", "test") if getattr(dataset, f"x_{s}").nbytes <= budget]
+  return dataset.load(resident).drop_bad_files([s for s in ("val", "test") if s not in resident])
 
 
 CLASSES_FILE = "classes.json"

@@ -93,12 +93,21 @@ def _rows(x, num_rows: int) -> np.ndarray:
   return np.sort(np.random.default_rng(STATS_SEED).choice(num_rows, STATS_SAMPLE, replace=False))
 
 
+def _decoded(x) -> np.ndarray:
+  """Rows of an array, or of image_files.ImageFiles decoded: without the files it skips (on_bad_file='skip')."""
+  if not getattr(x, "skips", False):
+    return np.asarray(x)
+  codes, failed = x.load_skipping()
+  return np.delete(codes, sorted(failed), axis=0)
+
+
 def training_statistics(x, pixel_max: float, mode: str) -> tuple[np.ndarray, np.ndarray]:
-  """(mean, std) float64 of the training inputs `x` [N, ...] (array or image_files.ImageFiles) for `mode`."""
+  """(mean, std) float64 of the training inputs `x` [N, ...] (array or image_files.ImageFiles) for `mode`; files
+  that a split on disk skips (noisy_jax.data.bad_files) are not counted, as a loaded split has dropped them."""
   rows = _rows(x, len(x))
   count, total, total_sq = 0, 0.0, 0.0
   for start in range(0, len(rows), _CHUNK):
-    chunk = unit_floats(np.asarray(x[rows[start : start + _CHUNK]]), pixel_max).astype(np.float64)
+    chunk = unit_floats(_decoded(x[rows[start : start + _CHUNK]]), pixel_max).astype(np.float64)
     axes = tuple(range(chunk.ndim - 1)) if mode == "per_channel" else (0,)
     count += int(np.prod([chunk.shape[a] for a in axes]))
     total = total + chunk.sum(axis=axes)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 
 from noisy_jax.data import arrays
+from noisy_jax.data import bad_files
 from noisy_jax.data import disk
 from noisy_jax.data import file_lists
 
@@ -108,6 +109,8 @@ def mini_webvision(
   seed: int = disk.SPLIT_SEED,
   channels: int = 3,
   decode: bool = False,
+  on_bad_file: str = "error",
+  max_bad_fraction: float = bad_files.DEFAULT_MAX_FRACTION,
 ) -> arrays.Dataset:
   """(mini-)WebVision's Google training images and its validation set as the test split (module docstring).
 
@@ -123,6 +126,8 @@ def mini_webvision(
     channels: 3 (default: a grayscale file is repeated over RGB) or 1.
     decode: False (default) keeps the splits on disk (image_files.ImageFiles; the trainer streams them or loads
       them when they fit its memory budget); True decodes every image now (66k x 224 x 224 x 3 is 10 GB).
+    on_bad_file, max_bad_fraction: what a file that cannot be decoded does (disk.image_folder; default
+      'error').
 
   Returns:
     A Dataset: y_train the given (noisy) labels, y_test the hand-checked validation labels, class_names and
@@ -131,6 +136,7 @@ def mini_webvision(
   Raises:
     FileNotFoundError, ValueError: naming the bad file, line or value (read_list, class_names).
   """
+  bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   if isinstance(num_classes, bool) or not isinstance(num_classes, int) or not 1 <= num_classes <= ALL_CLASSES:
     raise ValueError(f"num_classes={num_classes!r} must be an integer in 1..{ALL_CLASSES} (50: mini-WebVision).")
   if not os.path.isdir(root):
@@ -153,4 +159,6 @@ def mini_webvision(
     where=f"mini-WebVision at {root!r}",
     channels=channels,
     decode=decode,
+    on_bad_file=on_bad_file,
+    max_bad_fraction=max_bad_fraction,
   )

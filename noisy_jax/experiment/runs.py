@@ -23,6 +23,7 @@ import numpy as np
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import noise as noise_lib
+from noisy_jax.data import bad_files
 from noisy_jax.data import inputs as inputs_lib
 from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import pretrained
@@ -171,6 +172,7 @@ def run_single(
       inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
     if int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0:
       checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
+  skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dirs["stage1"])
 
   def write_jsonl(record):
     nonlocal jsonl
@@ -210,6 +212,7 @@ def run_single(
       checkpoint_dir=checkpoint_dirs["stage1"],
       on_resume=on_resume,
       init_variables=init_variables,
+      skipped_files=skipped_files,
     )
     summary = {
       "method": method.name,
@@ -244,6 +247,7 @@ def run_single(
         checkpoint_dir=checkpoint_dirs["stage2"],
         on_resume=on_resume,
         init_variables=init_variables,
+        skipped_files=skipped_files,
       )
       arrays["stage2"] = state_lib.variables_of(stage2_state)
       summary["stage2"] = summary_of(final_history)
@@ -304,6 +308,9 @@ def run_single(
   summary["history"] = history
   if writes:
     issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
+    unread = streamed_skipped_rows(dataset, skipped_files)
+    if issues is not None and len(unread):  # files never read: no verdict (listed in skipped_files.txt)
+      issues = label_issues.without(issues, unread)
     if issues is not None:
       sources = getattr(dataset, "train_sources", None)
       if carved_probs is not None:  # the held-out training files after the trained-on ones: index N_train + j
@@ -327,6 +334,8 @@ def run_single(
       summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
       if carved_probs is not None:
         summary["label_issues"]["carved_validation_rows"] = len(carved_probs)
+    if skipped_files is not None:
+      summary["skipped_files"] = {"file": bad_files.FILE_NAME, "count": len(skipped_files)}
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1)
     if config.get("plots", False):
@@ -336,6 +345,34 @@ def run_single(
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
+
+
+def streamed_skipped_rows(dataset, skipped_files: bad_files.Log | None) -> np.ndarray:
+  """The training rows of `skipped_files` that are still rows of `dataset` (its training split streamed from disk,
+  where a skipped file keeps its row): int64 [k], sorted."""
+  if skipped_files is None or not dataset.on_disk:
+    return np.zeros(0, np.int64)
+  names = dataset.train_sources if dataset.train_sources is not None else dataset.x_train.paths
+  skipped = {s.file for s in skipped_files.skipped if s.split == "train"}
+  return np.array([i for i, name in enumerate(names) if str(name) in skipped], np.int64)
+
+
+def skipped_files_log(config, dataset, workdir: str | None, checkpoint_dir: str | None) -> bad_files.Log | None:
+  """The run's list of the files it skipped (dataset_kwargs on_bad_file='skip', noisy_jax.data.bad_files), None
+  otherwise: those the dataset left out at load, with those a resumed run had met while streaming (read back from
+  WORKDIR/skipped_files.txt when `checkpoint_dir` holds a checkpoint); written there now and as it grows when
+  `workdir` is given."""
+  if inputs_lib.dataset_kwargs(config).get("on_bad_file", "error") != "skip":
+    return None
+  path = os.path.join(workdir, bad_files.FILE_NAME) if workdir else None
+  resuming = (
+    path is not None and checkpoint_dir is not None and os.path.isdir(checkpoint_dir) and os.listdir(checkpoint_dir)
+  )
+  earlier = bad_files.read(path) if resuming else []
+  fraction = inputs_lib.dataset_kwargs(config).get("max_bad_fraction", bad_files.DEFAULT_MAX_FRACTION)
+  return bad_files.Log(
+    [*dataset.skipped_files, *earlier], num_files=bad_files.num_files(dataset), max_bad_fraction=fraction, path=path
+  )
 
 
 def carved_validation_scored(config, dataset) -> bool:

@@ -8,7 +8,7 @@ Streaming feeds the same step with the same batches, read from a random-access s
     [p B/P, (p+1) B/P)), flattened in step order, from step `start` on (a resumed run skips what it has trained)
   grain.MapDataset over those rows -> source[row] in worker processes (decode + resize: image_files.ImageFiles,
     or rows of an in-memory array) -> batches of B/P
-  -> {"images": uint8 [B/P, H, W, C], "indices": int32 [B/P], "valid": bool [B/P]}
+  -> {"images": uint8 [B/P, H, W, C], "indices": int32 [B/P], "valid": bool [B/P], "skipped": bool [B/P]}
   -> jax.make_array_from_process_local_data: global [B, ...] arrays sharded over the mesh axis `batch`.
 
 So device d of the mesh holds the same rows as in the resident path (its contiguous B/D slice of the global batch),
@@ -17,8 +17,10 @@ normalises them with the same noisy_jax.data.normalization and augments them wit
 tests/test_streaming.py). The input position of a run is (epoch, step): the order is a function of the epoch key,
 so resuming at step s rebuilds the epoch's loader from s.
 
-Padding: the last batch is filled with the first rows of the permutation, marked invalid (as resident). Evaluation
-splits on disk are read in order, in chunks (`ordered_batches`).
+Padding: the last batch is filled with the first rows of the permutation, marked invalid (as resident). A file that
+cannot be decoded, from a source that skips such files (noisy_jax.data.bad_files), is masked in the same way: zeros,
+invalid, and `skipped` True, so that the trainer can list it. Evaluation splits on disk are read in order, in chunks
+(`ordered_batches`).
 
 Grain details (0.2.x): its worker processes read absl flags, so outside `app.run` (tests, notebooks) the flags are
 marked parsed first (`_flags_ready`); iterators are closed explicitly (`Loader.close`, or the `with` block), or
@@ -90,7 +92,9 @@ def local_rows(indices: np.ndarray, valid: np.ndarray, shard_index: int, shard_c
 
 @dataclasses.dataclass(frozen=True)
 class _Rows:
-  """Grain record source: position j -> {"images": source[rows[j]], "indices": rows[j], "valid": valid[j]}."""
+  """Grain record source: position j -> {"images": source[rows[j]], "indices": rows[j], "valid": valid[j],
+  "skipped": False}; a file the source skips (image_files.ImageFiles.decode_row with on_bad_file='skip') gives
+  zeros, valid False and skipped True."""
 
   source: object  # len() and [int] -> uint8 example: image_files.ImageFiles or a NumPy array
   rows: np.ndarray
@@ -101,7 +105,15 @@ class _Rows:
 
   def __getitem__(self, j):
     row = int(self.rows[j])
-    return {"images": np.asarray(self.source[row]), "indices": np.int32(row), "valid": bool(self.valid[j])}
+    decode_row = getattr(self.source, "decode_row", None)  # ImageFiles: (pixels, error or None)
+    pixels, error = decode_row(row) if decode_row is not None else (self.source[row], None)
+    skipped = error is not None
+    return {
+      "images": np.asarray(pixels),
+      "indices": np.int32(row),
+      "valid": bool(self.valid[j]) and not skipped,
+      "skipped": skipped,
+    }
 
 
 class Loader:

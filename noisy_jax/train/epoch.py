@@ -106,7 +106,8 @@ def make_epoch_fn(
 
   In mode 'steps' epoch_fn also takes `start` (the first step: resume inside an epoch), `totals` (the metric sums
   of the steps before it) and `after_step(steps_done, state, table, totals)` (called after every step: mid-epoch
-  checkpoints); the epoch's metrics cover all its steps.
+  checkpoints); the epoch's metrics cover all its steps. Streaming, it also takes `on_skipped(rows)`: called with
+  the rows (int32 [k]) of a batch's files that the source skipped (masked as padding; noisy_jax.data.bad_files).
 
   shard_table: the table is row-sharded over the mesh axis (table_sharding.shard; rows padded to a multiple of the
   device count): the program's in/out specs take table_sharding.specs (rows on `batch`) instead of P(), and the
@@ -206,7 +207,7 @@ def make_epoch_fn(
   replicated = jax.sharding.NamedSharding(mesh, P())
   split = jax.sharding.NamedSharding(mesh, P(AXIS))
 
-  def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None):
+  def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None, on_skipped=None):
     indices, valid = batches_fn(key)
     if totals is None:
       totals = zero_totals()
@@ -219,6 +220,8 @@ def make_epoch_fn(
       return state, table, finish_fn(totals)
     with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start, workers=workers) as loader:
       for step, batch in zip(range(start, num_steps), loader):
+        if on_skipped is not None and batch["skipped"].any():
+          on_skipped(batch["indices"][batch["skipped"]])
         codes, rows, ok = (
           jax.make_array_from_process_local_data(split, batch[k]) for k in ("images", "indices", "valid")
         )

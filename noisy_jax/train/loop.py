@@ -17,6 +17,7 @@ from noisy_jax import models
 from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
+from noisy_jax.data import bad_files
 from noisy_jax.data import inputs as inputs_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import streaming
@@ -61,6 +62,7 @@ def fit(
   checkpoint_dir: str | None = None,
   on_resume: Callable[[list[dict]], None] | None = None,
   init_variables: Callable | None = None,
+  skipped_files: bad_files.Log | None = None,
 ):
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
@@ -83,6 +85,9 @@ def fit(
   `table` is then a host table, or one already split with table_sharding.create (used as it is, and donated).
   init_variables: None (random initialisation) or a map of each network's fresh variables to its starting ones
   (pretrained weights; state.create_train_state). A resumed run takes its variables from the checkpoint.
+  skipped_files: where the training files that streaming skips are recorded (a streamed x_train with
+  on_bad_file='skip', noisy_jax.data.bad_files: each epoch meets them again, the log lists them once and raises
+  once more than max_bad_fraction of the dataset's files are skipped); None: a log in memory, for that check only.
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
@@ -203,11 +208,23 @@ def fit(
       first_epoch = history[-1]["epoch"] + 1 if history else 1
       if on_resume is not None:
         on_resume(list(history))
+  on_skipped = None
+  if streamed and getattr(dataset.x_train, "skips", False):
+    if skipped_files is None:
+      skipped_files = bad_files.Log(
+        dataset.skipped_files,
+        num_files=bad_files.num_files(dataset),
+        max_bad_fraction=dataset.x_train.max_bad_fraction,
+      )
+
+    def on_skipped(rows):
+      skipped_files.add(bad_files.met_while_streaming(dataset, rows))
+
   for epoch in range(first_epoch, config.num_epochs + 1):
     start = time.perf_counter()
-    inside_epoch = {}
+    inside_epoch = {} if on_skipped is None else {"on_skipped": on_skipped}
     if position is not None:  # resumed inside this epoch: its first steps are trained
-      inside_epoch = {"start": int(position["step"]), "totals": position["totals"]}
+      inside_epoch.update(start=int(position["step"]), totals=position["totals"])
       position = None
     if step_manager is not None:
 
