@@ -225,7 +225,7 @@ def test_nothing_asked_gives_none():
 @pytest.mark.parametrize(
   "config, message",
   [
-    ({"policy": "autoaugment"}, r"policy='autoaugment'; allowed: 'autoaugment_cifar10', 'randaugment', 'none'"),
+    ({"policy": "autoaugment"}, r"policy='autoaugment'; allowed: 'autoaugment_cifar10', 'autoaugment_cifar10_tf', 'randaugment', 'none'"),
     ({"polcy": "randaugment"}, r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"),
     ({"policy": "randaugment", "magnitude": 31}, r"magnitude=31 must be an int bin in \[0, 30\]"),
     ({"policy": "randaugment", "num_ops": -1}, r"num_ops=-1 must be an int >= 0"),
@@ -238,3 +238,90 @@ def test_nothing_asked_gives_none():
 def test_config_errors_name_the_value_and_the_allowed_ones(config, message):
   with pytest.raises(ValueError, match=message):
     autoaugment.make_strong_augment(config)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The TF reference magnitudes (policy 'autoaugment_cifar10_tf'), as SOP+'s code applies them with PIL
+
+
+def _sop_value(op: str, level: int):
+  """The value SOP's augmentations.py passes to its PIL operation at a policy level: augmentation_archive.py's
+  autoaug2arsaug mapper (float_parameter(L, m) = L m / 10, int_parameter = int of it), undone by apply_augment."""
+  if op in ("ShearX", "ShearY"):
+    return level * 0.3 / 10
+  if op == "Rotate":
+    return int(level * 30 / 10)
+  if op in ("TranslateX", "TranslateY"):  # its TranslateXAbs / TranslateYAbs: no mapper entry, L pixels
+    return level
+  if op in ("Brightness", "Color", "Contrast", "Sharpness"):
+    return level * 1.8 / 10 + 0.1
+  if op == "Posterize":  # its Posterize2
+    return 4 - int(level * 4 / 10)
+  if op == "Solarize":
+    return 256 - int(level * 256 / 10)
+  return None
+
+
+def _sop_pil(image, op: str, value):
+  """augmentations.py's PIL operation `op` with `value`, the sign that matches apply_op's positive magnitude."""
+  from PIL import Image, ImageEnhance, ImageOps  # pylint: disable=g-import-not-at-top
+
+  affine = {
+    "ShearX": (1, value, 0, 0, 1, 0),
+    "ShearY": (1, 0, 0, value, 1, 0),
+    "TranslateX": (1, 0, -value if value is not None else 0, 0, 1, 0),
+    "TranslateY": (1, 0, 0, 0, 1, -value if value is not None else 0),
+  }
+  if op in affine:
+    return image.transform(image.size, Image.AFFINE, affine[op])
+  if op == "Rotate":
+    return image.rotate(value)
+  if op in ("Brightness", "Color", "Contrast", "Sharpness"):
+    return getattr(ImageEnhance, op)(image).enhance(value)
+  return {
+    "Posterize": lambda: ImageOps.posterize(image, value),
+    "Solarize": lambda: ImageOps.solarize(image, value),
+    "AutoContrast": lambda: ImageOps.autocontrast(image),
+    "Equalize": lambda: ImageOps.equalize(image),
+    "Invert": lambda: ImageOps.invert(image),
+  }[op]()
+
+
+def test_tf_policy_and_magnitudes_are_sops():
+  """The TF table differs from torchvision's in sub-policy 14's Color level only; each operation at every level the
+  policy uses, with tf_magnitude's value, equals SOP's PIL call on 8 random RGB images and 8 mnist5k digits (as RGB):
+  the geometric ones, Posterize, Solarize, Equalize and Invert exactly, the enhancements and AutoContrast within one
+  level on every pixel (PIL rounds, torchvision's uint8 arithmetic truncates)."""
+  tf, tv_policy = autoaugment.AUTOAUGMENT_CIFAR10_TF, autoaugment.AUTOAUGMENT_CIFAR10
+  differ = [(i, s) for i in range(25) for s in range(2) if tf[i][s] != (*tv_policy[i][s][:2], tv_policy[i][s][2] or 0)]
+  assert differ == [(13, 1)] and tf[13][1] == ("Color", 0.2, 6)
+  used = sorted({(op, level) for stages in tf for op, _, level in stages})
+  rng = np.random.default_rng(7)
+  digits = np.rint(data.load("mnist5k").x_train[:8, 2:30, 2:30, 0] * 255).astype(np.uint8)
+  for images in (rng.integers(0, 256, (8, 28, 28, 3), dtype=np.uint8), np.repeat(digits[..., None], 3, axis=-1)):
+    cases = [(op, level, image) for op, level in used for image in images]
+    magnitudes = [autoaugment.tf_magnitude(op, level)[0] for op, level, _ in cases]
+    ours = np.asarray(
+      image_ops.apply_op(
+        jnp.asarray(np.stack([image for _, _, image in cases])),
+        jnp.asarray([image_ops.OP_INDEX[op] for op, _, _ in cases]),
+        jnp.asarray(magnitudes, jnp.float32),
+      )
+    )
+    from PIL import Image  # pylint: disable=g-import-not-at-top
+
+    for (op, level, image), got in zip(cases, ours):
+      want = np.asarray(_sop_pil(Image.fromarray(image), op, _sop_value(op, level)))
+      difference = np.abs(want.astype(int) - got.astype(int))
+      if op in ("Brightness", "Color", "Contrast", "Sharpness", "AutoContrast"):
+        assert difference.max() <= 1, (op, level)
+      else:
+        assert difference.max() == 0, (op, level, int((difference > 0).sum()))
+  # Draws: each stage's magnitude is tf_magnitude of its level, negated (on a draw of 1/2) for geometric ones only.
+  draws = autoaugment.autoaugment_draws(KEY, jnp.arange(4000), image_size=(32, 32), policy=tf, mapping="tf")
+  sub_policy, negated = np.asarray(draws.sub_policy), np.asarray(draws.negated)
+  value = np.array([[autoaugment.tf_magnitude(op, level) for op, _, level in stages] for stages in tf])
+  expected = value[sub_policy, :, 0].astype(np.float32)
+  signed = value[sub_policy, :, 1].astype(bool)
+  np.testing.assert_array_equal(np.asarray(draws.magnitudes), np.where(signed & negated, -expected, expected))
+  _within_binomial(int((signed & negated).sum()), int(signed.sum()), 0.5, "geometric signs")

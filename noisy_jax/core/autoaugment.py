@@ -25,8 +25,13 @@ what was drawn can be inspected and replayed.
 
 Differences from torchvision, knowingly: the random numbers (JAX's threefry per example, not torch's global
 generator; the same distributions; a sign is drawn for every stage, used by the signed operations only); as there,
-u <= p lets a stage of probability 0 run once in 2^24. Cutout here acts on uint8 images before normalisation, so its
-hole is black (0); the original applies it after `Normalize`, where 0 is the mean colour. Otherwise none intended.
+u <= p lets a stage of probability 0 run once in 2^24. Cutout on uint8 images (`make_strong_augment`) leaves a black
+hole (0); the trainer's strong view (noisy_jax.train.views) applies it after normalisation, as the originals do after
+`Normalize`, where 0 is the mean colour. Otherwise none intended.
+
+`autoaugment_cifar10_tf` reads the same sub-policies (AUTOAUGMENT_CIFAR10_TF: one level differs) with the TF
+reference code's level -> magnitude mapping (`tf_magnitude`), the AutoAugment that SOP's code applies through PIL; the
+operations are the same image_ops ones, with those magnitudes.
 
 Implementation: the stages run in a `lax.scan` of `image_ops.apply_op`, which computes every operation on the whole
 batch and keeps, for each example, the one it drew (no Python loop over examples; its cost is that of all the
@@ -45,7 +50,7 @@ import jax.numpy as jnp
 from noisy_jax.core import image_ops
 
 STRONG_AUGMENT_FIELDS = ("policy", "num_ops", "magnitude", "num_magnitude_bins", "cutout")
-POLICIES = ("autoaugment_cifar10", "randaugment", "none")
+POLICIES = ("autoaugment_cifar10", "autoaugment_cifar10_tf", "randaugment", "none")
 
 AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, images [B,H,W,C], indices [B]) -> images
 
@@ -78,6 +83,14 @@ AUTOAUGMENT_CIFAR10 = (
   (("TranslateY", 0.7, 9), ("AutoContrast", 0.9, None)),
 )
 AUTOAUGMENT_NUM_BINS = 10
+# The same 25 sub-policies as SOP's code gives them (shengliu66/SOP data_loader/augmentation_archive.py,
+# autoaug_paper_cifar10): (operation, probability, level 0..9), read with the TF reference mapping (`tf_magnitude`).
+# It differs from torchvision's table in one level only: sub-policy 14's Color is level 6 there, bin 8 here. Its
+# TranslateXAbs / TranslateYAbs / Posterize2 are TranslateX / TranslateY / Posterize with the mapping's values.
+AUTOAUGMENT_CIFAR10_TF = tuple(
+  tuple((op, p, 0 if b is None else (6 if (i, op) == (13, "Color") else b)) for op, p, b in stages)
+  for i, stages in enumerate(AUTOAUGMENT_CIFAR10)
+)
 RANDAUGMENT_OPS = image_ops.OP_NAMES[:14]  # torchvision's RandAugment: all but Invert, in its order
 
 
@@ -141,6 +154,36 @@ def magnitude_table(num_bins: int, image_size: tuple[int, int]) -> dict[str, tup
   }
 
 
+def tf_magnitude(op: str, level: int) -> tuple[float, bool]:
+  """(the magnitude image_ops.apply_op takes, signed) of `op` at AutoAugment level 0..9 under the TF reference
+  mapping, as SOP's code applies it (augmentation_archive.autoaug2arsaug, then augmentations.py's PIL operations):
+
+    ShearX/Y 0.3 L / 10 and Rotate int(30 L / 10) degrees, both with a random sign;
+    TranslateX/Y L pixels (its ...Abs operations: 0..10 pixels, not a fraction of the side), random sign;
+    Brightness / Color / Contrast / Sharpness: the factor 0.1 + 1.8 L / 10, never negated (apply_op's magnitude is
+      factor - 1); so levels below 5 weaken the image and Color at level 0 almost greys it;
+    Posterize: 4 - int(4 L / 10) bits (Posterize2); Solarize: threshold 256 - int(256 L / 10);
+    AutoContrast, Equalize, Invert: no magnitude.
+  torchvision rescaled every one of these (`magnitude_table`): e.g. Posterize at level 7 keeps 2 bits here, 5 there.
+  """
+  float_parameter = level * 1.0 / 10  # the TF code's float_parameter(level, 1) and int_parameter(level, maxval)
+  if op in ("ShearX", "ShearY"):
+    return 0.3 * float_parameter, True
+  if op == "Rotate":
+    return float(int(level * 30 / 10)), True
+  if op in ("TranslateX", "TranslateY"):
+    return float(int(level * 10 / 10)), True
+  if op in ("Brightness", "Color", "Contrast", "Sharpness"):
+    return 1.8 * float_parameter + 0.1 - 1.0, False
+  if op == "Posterize":
+    return float(4 - int(level * 4 / 10)), False
+  if op == "Solarize":
+    return float(256 - int(level * 256 / 10)), False
+  if op in ("AutoContrast", "Equalize", "Invert", "Identity"):
+    return 0.0, False
+  raise ValueError(f"tf_magnitude: unknown operation {op!r}; known: {', '.join(image_ops.OP_NAMES)}.")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Draws
 
@@ -163,30 +206,44 @@ def _check_size(image_size) -> tuple[int, int]:
   return int(image_size[0]), int(image_size[1])
 
 
+MAPPINGS = ("torchvision", "tf")
+
+
 def autoaugment_draws(
-  key: jax.Array, indices: jax.Array, *, image_size: tuple[int, int], policy=AUTOAUGMENT_CIFAR10
+  key: jax.Array,
+  indices: jax.Array,
+  *,
+  image_size: tuple[int, int],
+  policy=AUTOAUGMENT_CIFAR10,
+  mapping: str = "torchvision",
 ) -> OpDraws:
   """AutoAugment's choices for the examples `indices` [B] under `key`: sub-policy, stages run, signed magnitudes.
 
   Example b: sub_policy = w0 mod P; stage s runs when (w_{1+s} >> 8) 2^-24 <= p_s (float32 p, as torchvision's
-  `probs[i] <= p`); its magnitude is table[bin_s] (10 bins, `magnitude_table`), negated when the top bit of
-  w_{3+s} is set and the operation is signed (torchvision: when its sign draw is 0; the same probability 1/2).
+  `probs[i] <= p`); its magnitude is table[bin_s] (10 bins, `magnitude_table`; mapping 'tf': `tf_magnitude` of the
+  level), negated when the top bit of w_{3+s} is set and the operation is signed (torchvision: when its sign draw
+  is 0; the same probability 1/2).
 
   Args:
     key: the batch's PRNG key.
     indices: int [B], example indices in the training set.
     image_size: (H, W), for the translation magnitudes (150/331 of the side).
     policy: sub-policies as AUTOAUGMENT_CIFAR10 (default): ((op, probability, bin or None), ...) per sub-policy.
+    mapping: 'torchvision' (bins of `magnitude_table`) or 'tf' (levels read by `tf_magnitude`).
   Returns:
     OpDraws with S = 2 and sub_policy [B].
   """
+  if mapping not in MAPPINGS:
+    raise ValueError(f"mapping={mapping!r} must be one of {', '.join(map(repr, MAPPINGS))}.")
   table = magnitude_table(AUTOAUGMENT_NUM_BINS, _check_size(image_size))
+  if mapping == "tf":
+    value_of = lambda op, level: tf_magnitude(op, level)  # noqa: E731
+  else:
+    value_of = lambda op, b: (0.0 if b is None else table[op][0][b], table[op][1])  # noqa: E731
   op_table = np.array([[image_ops.OP_INDEX[op] for op, _, _ in stages] for stages in policy], np.int32)
   probability_table = np.array([[p for _, p, _ in stages] for stages in policy], np.float32)
-  magnitude_values = np.array(
-    [[0.0 if b is None else table[op][0][b] for op, _, b in stages] for stages in policy], np.float32
-  )
-  signed_table = np.array([[table[op][1] for op, _, _ in stages] for stages in policy], np.bool_)
+  magnitude_values = np.array([[value_of(op, b)[0] for op, _, b in stages] for stages in policy], np.float32)
+  signed_table = np.array([[value_of(op, b)[1] for op, _, b in stages] for stages in policy], np.bool_)
   words = _example_bits(key, indices, 5)
   sub_policy = (words[:, 0] % np.uint32(len(policy))).astype(jnp.int32)
   uniform = (words[:, 1:3] >> 8).astype(jnp.float32) * np.float32(2.0**-24)
@@ -283,17 +340,21 @@ def _check_batch(images, indices) -> None:
     )
 
 
-def autoaugment(key: jax.Array, images: jax.Array, indices: jax.Array, *, policy=AUTOAUGMENT_CIFAR10) -> jax.Array:
+def autoaugment(
+  key: jax.Array, images: jax.Array, indices: jax.Array, *, policy=AUTOAUGMENT_CIFAR10, mapping: str = "torchvision"
+) -> jax.Array:
   """AutoAugment (default: torchvision's CIFAR-10 policy) on uint8 images [B, H, W, C], drawn per example.
 
   Args:
     key: the batch's PRNG key. images: uint8 [B, H, W, C], C = 1 or 3. indices: int [B] example indices.
-    policy: the sub-policies (AUTOAUGMENT_CIFAR10).
+    policy: the sub-policies (AUTOAUGMENT_CIFAR10; AUTOAUGMENT_CIFAR10_TF with mapping 'tf').
+    mapping: how a stage's level becomes its magnitude (`autoaugment_draws`).
   Returns:
     uint8 [B, H, W, C].
   """
   _check_batch(images, indices)
-  return apply_draws(images, autoaugment_draws(key, indices, image_size=images.shape[1:3], policy=policy))
+  draws = autoaugment_draws(key, indices, image_size=images.shape[1:3], policy=policy, mapping=mapping)
+  return apply_draws(images, draws)
 
 
 def randaugment(
@@ -328,12 +389,20 @@ def cutout_centers(key: jax.Array, indices: jax.Array, *, image_size: tuple[int,
 
 
 def random_cutout(key: jax.Array, images: jax.Array, indices: jax.Array, *, size: int) -> jax.Array:
-  """Cutout(size) (DeVries & Taylor 2017): one square hole of side `size`, uniform centre, clipped, filled with 0."""
+  """Cutout(size) (DeVries & Taylor 2017): one square hole of side `size`, uniform centre, clipped, filled with 0.
+
+  On uint8 images the hole is black; on normalised float images (how the originals apply it, after Normalize) 0 is
+  the normalisation mean.
+  """
   _check_batch(images, indices)
   size = _check_cutout(size)
   if size == 0:
     return images
-  return image_ops.cutout(images, cutout_centers(key, indices, image_size=images.shape[1:3]), size)
+  centers = cutout_centers(key, indices, image_size=images.shape[1:3])
+  if images.dtype == jnp.uint8:
+    return image_ops.cutout(images, centers, size)
+  hole = image_ops.cutout_hole(images.shape[1], images.shape[2], centers, size)
+  return jnp.where(hole, jnp.zeros((), images.dtype), images)
 
 
 def _check_cutout(size) -> int:
@@ -346,17 +415,18 @@ def _check_cutout(size) -> int:
 # The strong view from a config
 
 
-def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
-  """The strong view `augment(key, images uint8 [B,H,W,C], indices [B]) -> uint8 images` from a config, or None.
+class StrongParts(NamedTuple):
+  """A strong-view config read: `policy(key, uint8 images, indices) -> uint8 images` (None: no policy) and the
+  Cutout side (0: none); `config` is what was read, with defaults filled in."""
 
-  config: None or a mapping (dict, ml_collections.ConfigDict) with fields
-    policy: "autoaugment_cifar10" (torchvision's AutoAugment CIFAR-10 policy, as SOP+ and ProMix use it),
-      "randaugment" or "none" (default "none");
-    num_ops, magnitude, num_magnitude_bins: RandAugment's N, M and bins (defaults 2, 9, 31; read by randaugment
-      only);
-    cutout: the side of a Cutout hole applied after the policy (int >= 0, default 0 = none; 16 for CIFAR).
-  The policy draws from fold_in(key, 1) and Cutout from fold_in(key, 2), so a weak view drawn from `key` itself
-  (noisy_jax.core.augment) is independent of the strong one. Returns None when the config asks for nothing.
+  policy: AugmentFn | None
+  cutout: int
+  config: dict
+
+
+def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
+  """The parts of a strong view from a config, checked (fields in `make_strong_augment`); None when it asks for
+  nothing.
 
   Raises:
     ValueError: an unknown field or policy (listing the allowed ones), a value of the wrong type or range.
@@ -379,18 +449,51 @@ def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
   size = _check_cutout(fields.get("cutout", 0))
   if policy == "none" and size == 0:
     return None
+  read = {"policy": policy, "cutout": size}
+  policy_fn = None
+  if policy == "autoaugment_cifar10":
+    policy_fn = autoaugment
+  elif policy == "autoaugment_cifar10_tf":
+
+    def policy_fn(key, images, indices):
+      return autoaugment(key, images, indices, policy=AUTOAUGMENT_CIFAR10_TF, mapping="tf")
+
+  elif policy == "randaugment":
+    read.update(num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins)
+
+    def policy_fn(key, images, indices):
+      return randaugment(
+        key, images, indices, num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins
+      )
+
+  return StrongParts(policy_fn, size, read)
+
+
+def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
+  """The strong view `augment(key, images uint8 [B,H,W,C], indices [B]) -> uint8 images` from a config, or None.
+
+  config: None or a mapping (dict, ml_collections.ConfigDict) with fields
+    policy: "autoaugment_cifar10" (torchvision's AutoAugment CIFAR-10 policy), "autoaugment_cifar10_tf" (the
+      same sub-policies with the TF reference code's magnitudes, as SOP+'s code applies them: `tf_magnitude`),
+      "randaugment" or "none" (default "none");
+    num_ops, magnitude, num_magnitude_bins: RandAugment's N, M and bins (defaults 2, 9, 31; read by randaugment
+      only);
+    cutout: the side of a Cutout hole applied after the policy (int >= 0, default 0 = none; 16 for CIFAR).
+  The policy draws from fold_in(key, 1) and Cutout from fold_in(key, 2), so a weak view drawn from `key` itself
+  (noisy_jax.core.augment) is independent of the strong one. Returns None when the config asks for nothing. (The
+  trainer composes the same parts with normalisation and the weak crop and flip: noisy_jax.train.views.)
+
+  Raises:
+    ValueError: an unknown field or policy (listing the allowed ones), a value of the wrong type or range.
+  """
+  parts = strong_parts(config)
+  if parts is None:
+    return None
 
   def augment(key: jax.Array, images: jax.Array, indices: jax.Array) -> jax.Array:
-    policy_key, cutout_key = jax.random.fold_in(key, 1), jax.random.fold_in(key, 2)
-    if policy == "autoaugment_cifar10":
-      images = autoaugment(policy_key, images, indices)
-    elif policy == "randaugment":
-      images = randaugment(
-        policy_key, images, indices, num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins
-      )
-    return random_cutout(cutout_key, images, indices, size=size)
+    if parts.policy is not None:
+      images = parts.policy(jax.random.fold_in(key, 1), images, indices)
+    return random_cutout(jax.random.fold_in(key, 2), images, indices, size=parts.cutout)
 
-  augment.config = {"policy": policy, "cutout": size}
-  if policy == "randaugment":
-    augment.config.update(num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins)
+  augment.config = parts.config
   return augment

@@ -506,11 +506,22 @@ def sharpness(images: jax.Array, magnitude: jax.Array) -> jax.Array:
 # Cutout
 
 
-def cutout(images: jax.Array, centers: jax.Array, size: int) -> jax.Array:
-  """Zeroes a square of side `size` centred on each example's centre, clipped at the border (DeVries & Taylor).
+def cutout_hole(height: int, width: int, centers: jax.Array, size: int) -> jax.Array:
+  """bool [B, H, W, 1]: each example's Cutout square of side `size` centred on centers[b] = (row, column), clipped
+  at the border: rows max(cy - size // 2, 0) .. min(cy + size // 2, H) - 1 and the same columns, as the original
+  Cutout's mask (so an odd size gives a hole of side size - 1, as there)."""
+  centers = jnp.asarray(centers, jnp.int32)
+  half = size // 2
+  rows = jnp.arange(height)[None, :]
+  columns = jnp.arange(width)[None, :]
+  in_rows = (rows >= centers[:, :1] - half) & (rows < centers[:, :1] + half)  # [B, H]
+  in_columns = (columns >= centers[:, 1:] - half) & (columns < centers[:, 1:] + half)  # [B, W]
+  return in_rows[:, :, None, None] & in_columns[:, None, :, None]
 
-  Rows max(cy - size // 2, 0) .. min(cy + size // 2, H) - 1 and the same columns are set to 0, as the original
-  Cutout's mask (so an odd size gives a hole of side size - 1, as there).
+
+def cutout(images: jax.Array, centers: jax.Array, size: int) -> jax.Array:
+  """Zeroes a square of side `size` centred on each example's centre, clipped at the border (DeVries & Taylor;
+  the square is `cutout_hole`'s).
 
   Args:
     images: uint8 [B, H, W, C].
@@ -518,13 +529,7 @@ def cutout(images: jax.Array, centers: jax.Array, size: int) -> jax.Array:
     size: the side of the hole, an int >= 0 (0 = unchanged).
   """
   _check_images(images)
-  centers = jnp.asarray(centers, jnp.int32)
-  half = size // 2
-  rows = jnp.arange(images.shape[1])[None, :]
-  columns = jnp.arange(images.shape[2])[None, :]
-  in_rows = (rows >= centers[:, :1] - half) & (rows < centers[:, :1] + half)  # [B, H]
-  in_columns = (columns >= centers[:, 1:] - half) & (columns < centers[:, 1:] + half)  # [B, W]
-  hole = in_rows[:, :, None, None] & in_columns[:, None, :, None]
+  hole = cutout_hole(images.shape[1], images.shape[2], centers, size)
   return jnp.where(hole, jnp.uint8(0), images)
 
 
