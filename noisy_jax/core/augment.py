@@ -41,7 +41,7 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
-AUGMENT_FIELDS = ("crop_padding", "flip")
+AUGMENT_FIELDS = ("crop_padding", "flip", "strong")  # strong: a second view's block (noisy_jax.train.views)
 
 AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, images [B,H,W,C], indices [B]) -> images
 
@@ -204,7 +204,8 @@ def make_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
 
   config: None or a mapping (dict, ml_collections.ConfigDict) with fields
     crop_padding: int >= 0 (default 0: no crop); 4 is torchvision RandomCrop(32, padding=4) / JO's 40 -> 32;
-    flip: bool (default False): random horizontal flip with probability 1/2.
+    flip: bool (default False): random horizontal flip with probability 1/2;
+    strong: not read here: the strong view of methods that train on two (noisy_jax.train.views).
   Returns None when the config asks for nothing (None, empty, or padding 0 without flip): training is then
   exactly the unaugmented program.
 

@@ -90,8 +90,12 @@ def make_epoch_fn(
   source=None,
   workers: int = 0,
   member_map: str = "loop",
+  strong_view: Callable | None = None,
 ) -> Callable:
   """Builds `epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` over `mesh`.
+
+  strong_view: None, or `view(key, codes, rows) -> x` (noisy_jax.train.views.make_strong_view) for a method with
+  `strong_view`: each step gives train_step the batch's strong view too, drawn with the step's augmentation key.
 
   member_map: 'vmap' or 'loop', how a two-network method's step maps its forward pass over the pair (train_step).
 
@@ -139,8 +143,10 @@ def make_epoch_fn(
   def step_on(state, table, codes, rows, ok, epoch, key, step):
     """One train step on this device's batch: inputs as stored [b, ...], their rows [b] and valid flags [b]."""
     x = normalize(codes)
+    augment_key = augmentation_key(key, step)
     if augment is not None:
-      x = augment(augmentation_key(key, step), x, rows)
+      x = augment(augment_key, x, rows)
+    strong = None if strong_view is None else strong_view(augment_key, codes, rows)
     return step_lib.train_step(
       state,
       table,
@@ -151,6 +157,7 @@ def make_epoch_fn(
       epoch=epoch,
       table_axis=AXIS if shard_table else None,
       member_map=member_map,
+      strong_images=strong,
     )
 
   def local_step(state, table, images, indices, valid, epoch, key, step):

@@ -32,6 +32,7 @@ from noisy_jax.parallel.mesh import AXIS, replicate  # pylint: disable=g-importi
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import state as state_lib
 from noisy_jax.train import table_metrics as table_metrics_lib
+from noisy_jax.train import views as views_lib
 
 
 def _member_map(config, mesh: Mesh, input_shape) -> str:
@@ -41,6 +42,24 @@ def _member_map(config, mesh: Mesh, input_shape) -> str:
   return members_lib.resolve_member_map(
     config.get("member_map", "auto"), mesh.devices.flat[0].platform, models.resolve(config.model.name, input_shape)
   )
+
+
+def _strong_view(config, method, *, normalize, weak):
+  """The strong view of a method that trains on two (`Method.strong_view`), from config.augment.strong
+  (noisy_jax.train.views); None for the others. ValueError when the config and the method disagree."""
+  strong = views_lib.make_strong_view(views_lib.strong_config(config.get("augment")), normalize=normalize, weak=weak)
+  if method.strong_view and strong is None:
+    raise ValueError(
+      f"method {method.name!r} trains on a weak and a strong view of each example, but config.augment.strong asks "
+      "for none: set it, e.g. --config.augment.strong=\"{'policy': 'autoaugment_cifar10', 'cutout': 16}\" (SOP+'s)."
+    )
+  if strong is not None and not method.strong_view:
+    raise ValueError(
+      f"config.augment.strong={strong.config!r} is set, but method {method.name!r} trains on one view of each "
+      "example and would ignore it: remove it (or choose a method that uses it, e.g. SOP+: sop with "
+      "ratio_consistency > 0)."
+    )
+  return strong
 
 
 def _to_python(tree):
@@ -128,19 +147,22 @@ def fit(
     table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
   options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
+  augment = augment_lib.make_augment(config.get("augment"))
+  strong_view = _strong_view(config, method, normalize=normalize, weak=augment)
   epoch_fn = epoch_lib.make_epoch_fn(
     method,
     mesh,
     batch_size=config.batch_size,
     num_examples=num_examples,
     mode=epoch_mode,
-    augment=augment_lib.make_augment(config.get("augment")),
+    augment=augment,
     compiler_options=options,
     shard_table=shard_table,
     normalize=normalize,
     source=dataset.x_train if streamed else None,
     workers=workers,
     member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
+    strong_view=strong_view,
   )
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options, num_networks=method.num_networks),
@@ -157,7 +179,7 @@ def fit(
       epoch_fn,
       batch_size=config.batch_size,
       num_examples=num_examples,
-      augment=augment_lib.make_augment(config.get("augment")),
+      augment=augment,
       compiler_options=options,
       normalize=normalize,
       axis=AXIS,

@@ -70,6 +70,10 @@ class Method:
       averages, `TrainState.ema_params`).
     label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
       for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
+    strong_view: the method trains on two views of each example (SOP+): the step forwards the weak and the strong
+      view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the extended
+      objective the strong view's logits as `strong_logits` (the weak view's are `logits`; the history, the metrics
+      and the table see the weak view only). Needs `extended`.
   """
 
   name: str
@@ -89,6 +93,11 @@ class Method:
   epoch_factory: Callable | None = None
   init_state: Callable | None = None
   label_evidence: Callable | None = None
+  strong_view: bool = False
+
+  def __post_init__(self):
+    if self.strong_view and not self.extended:
+      raise ValueError(f"method {self.name!r}: strong_view needs an extended objective (it takes strong_logits).")
 
   @property
   def relabels_from_history(self) -> bool:

@@ -27,6 +27,7 @@ def train_step(
   axis_name: str | None = AXIS,
   table_axis: str | None = None,
   member_map: str = "loop",
+  strong_images: jax.Array | None = None,
 ):
   """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
 
@@ -42,6 +43,8 @@ def train_step(
       writes then go through label_table.sharded_targets / sharded_record / sharded_*_rows.
     member_map: how a two-network method maps its forward pass over the pair ('vmap' or 'loop',
     noisy_jax.train.members).
+    strong_images: None, or [b, ...] the strong view of the same examples (a method with `strong_view`): forwarded
+      with `images` as one batch [2b, ...], as SOP+'s original does (BatchNorm statistics over both views).
 
   A method's per-example state (table.method_rows: ELR's targets, SOP's u and v) is read for the batch, given to the
   extended objective (differentiated with the parameters when `rows_trainable`), updated by `method.row_update` and
@@ -54,10 +57,16 @@ def train_step(
     soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
     rows = label_table_lib.sharded_read_rows(table, indices, axis_name=table_axis)
   pair = method.num_networks > 1
+  if method.strong_view != (strong_images is not None):
+    raise ValueError(
+      f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
+      "config.augment.strong gives it (noisy_jax.train.views)."
+    )
+  inputs = images if strong_images is None else jnp.concatenate([images, strong_images.astype(images.dtype)])
 
   def forward(params, batch_stats):
     logits, updates = state.apply_fn(
-      {"params": params, "batch_stats": batch_stats}, images, train=True, mutable=["batch_stats"]
+      {"params": params, "batch_stats": batch_stats}, inputs, train=True, mutable=["batch_stats"]
     )
     return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
@@ -66,8 +75,11 @@ def train_step(
 
   def loss_fn(params, rows):
     logits, batch_stats = forward(params, state.batch_stats)
+    views = {}
+    if strong_images is not None:  # [..., 2b, C]: the weak view's rows, then the strong view's
+      logits, views["strong_logits"] = jnp.split(logits, 2, axis=-2)
     if method.extended:
-      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch)
+      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch, **views)
     else:
       loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
     return loss, (logits, batch_stats, rows_out)

@@ -1,0 +1,68 @@
+"""The strong view of a training batch, for methods that train on two views of each example (SOP+).
+
+  strong = make_strong_view(config.augment.strong, normalize=normalize, weak=augment)
+  x_strong = strong(key, codes, rows)          # float [b, H, W, C], the step's key and the batch's rows
+
+A method asks for it with `Method.strong_view`; the trainer then gives its objective the logits of both views
+(noisy_jax.train.step). Example i's strong view, from the step's augmentation key k:
+
+  codes_i --policy(fold_in(k, 1))--> uint8 --normalize--> --weak(fold_in(k, 3))--> --Cutout(fold_in(k, 2))--> x_i
+
+the order of SOP's transform_train_aug (policy on the image, RandomCrop(32, 4), RandomHorizontalFlip, ToTensor,
+Normalize, CutoutDefault(16); shengliu66/SOP data_loader/data_loaders.py): the crop and flip are the run's
+`config.augment` ones (noisy_jax.core.augment) drawn from their own key, and Cutout acts on the normalised image, so
+its hole is the normalisation mean, as there. The policies and Cutout are noisy_jax.core.autoaugment's, drawn per
+example from (key, row): a view does not depend on the batch's split over devices. The weak view stays what it is
+without a strong one (`augment(k, normalize(codes), rows)`).
+
+config.augment.strong (noisy_jax.core.autoaugment.STRONG_AUGMENT_FIELDS): policy 'autoaugment_cifar10' |
+'randaugment' | 'none', num_ops, magnitude, num_magnitude_bins, cutout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import jax
+
+from noisy_jax.core import autoaugment
+
+StrongViewFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, uint8 codes [b,...], rows [b]) -> x
+
+
+def make_strong_view(
+  config: Mapping[str, Any] | None, *, normalize: Callable[[jax.Array], jax.Array], weak: Callable | None
+) -> StrongViewFn | None:
+  """The strong view `view(key, codes uint8 [b, H, W, C], rows [b]) -> float [b, H, W, C]` (module docstring), or
+  None when `config` asks for nothing.
+
+  Args:
+    config: config.augment.strong (autoaugment.strong_parts' fields), or None.
+    normalize: codes -> float images, the run's on-device normalisation.
+    weak: the run's weak augmentation `(key, x, rows) -> x` (crop and flip; noisy_jax.core.augment.make_augment),
+      or None.
+
+  Raises:
+    ValueError: from autoaugment.strong_parts, naming a bad field or value.
+  """
+  parts = autoaugment.strong_parts(config)
+  if parts is None:
+    return None
+
+  def view(key: jax.Array, codes: jax.Array, rows: jax.Array) -> jax.Array:
+    if parts.policy is not None:
+      codes = parts.policy(jax.random.fold_in(key, 1), codes, rows)
+    x = normalize(codes)
+    if weak is not None:
+      x = weak(jax.random.fold_in(key, 3), x, rows)
+    return autoaugment.random_cutout(jax.random.fold_in(key, 2), x, rows, size=parts.cutout)
+
+  view.config = parts.config
+  return view
+
+
+def strong_config(augment_config) -> Any:
+  """config.augment.strong of a config's augment block (None when the block or the field is absent)."""
+  if augment_config is None:
+    return None
+  return augment_config.get("strong") if hasattr(augment_config, "get") else None
