@@ -193,6 +193,8 @@ SOP_VARIANTS = {
   "symmetric_include_true": (1.0, 10.0, 0.5),
   "asymmetric": (0.1, 100.0, 0.4),
   "asymmetric,paper_lr_u": (1.0, 100.0, 0.4),
+  "symmetric,plus": (1.0, 10.0, 0.5),
+  "asymmetric,paper_lr_u,plus": (1.0, 100.0, 0.4),
 }
 
 
@@ -201,8 +203,10 @@ def test_sop_paper_values(arg):
   lr_u, lr_v, rate = SOP_VARIANTS[arg]
   noise = arg.split(",")[0]
   config = sop_paper.get_config(arg)
-  # REFERENCE §9: init std 1e-8.
-  assert config.method.to_dict() == {"name": "sop", "lr_u": lr_u, "lr_v": lr_v, "init_std": 1e-8}
+  # REFERENCE §9: init std 1e-8; SOP+ (config_cifar100.json): ratio_consistency 0.9, ratio_balance 0.1.
+  plus = arg.endswith(",plus")
+  ratios = {"ratio_consistency": 0.9, "ratio_balance": 0.1} if plus else {}
+  assert config.method.to_dict() == {"name": "sop", "lr_u": lr_u, "lr_v": lr_v, "init_std": 1e-8, **ratios}
   # REFERENCE §9: CIFAR-100, SGD 0.02 / momentum 0.9 / weight decay 1e-3, batch 128, 300 epochs,
   # CosineAnnealingLR(300, 2e-4) stepped per epoch.
   assert config.dataset == "cifar100" and config.batch_size == 128
@@ -214,8 +218,11 @@ def test_sop_paper_values(arg):
   np.testing.assert_allclose(
     _lr_per_epoch(opt, 300), 2e-4 + (0.02 - 2e-4) * (1 + np.cos(np.pi * e / 300)) / 2, rtol=1e-5
   )
-  # SOP data_loaders.py / config: crop 4 + flip, per channel, "validation_split": 0.
-  assert config.augment.to_dict() == {"crop_padding": 4, "flip": True} and config.normalization == "per_channel"
+  # SOP data_loaders.py / config: crop 4 + flip, per channel, "validation_split": 0; SOP+'s second view:
+  # "data_augmentation": autoaug_cifar10 (TF magnitudes), cutout 16.
+  strong = {"strong": {"policy": "autoaugment_cifar10_tf", "cutout": 16}} if plus else {}
+  assert config.augment.to_dict() == {"crop_padding": 4, "flip": True, **strong}
+  assert config.normalization == "per_channel"
   assert config.dataset_kwargs.validation_size == 0
   assert config.noise.to_dict() == {
     "type": noise,
@@ -223,7 +230,7 @@ def test_sop_paper_values(arg):
     "exact": True,
     "dataset": "cifar100" if noise == "asymmetric" else "",
   }
-  registry.make(config.method, num_classes=100)
+  assert registry.make(config.method, num_classes=100).strong_view == plus
 
 
 def preact_resnet18_parameters(num_classes):
@@ -267,10 +274,11 @@ BAD = [
   (elr_paper, "cifar10,symmetric,cosine", r"'cosine'.*allowed: paper_schedule"),
   (elr_paper, "cifar100,symmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
   (elr_paper, "cifar10,asymmetric,paper_schedule", r"paper_schedule.*cifar10 with NOISE symmetric"),
-  (sop_paper, "symmetric,asymmetric,paper_lr_u", r"NOISE\[,paper_lr_u\]"),
+  (sop_paper, "symmetric,plus,plus", r"NOISE\[,paper_lr_u\]\[,plus\]"),
   (sop_paper, "pairflip", r"'pairflip'.*symmetric, symmetric_include_true, asymmetric"),
-  (sop_paper, "asymmetric,lr_u", r"'lr_u'.*allowed: paper_lr_u"),
+  (sop_paper, "asymmetric,lr_u", r"'lr_u'.*allowed: paper_lr_u, plus"),
   (sop_paper, "symmetric,paper_lr_u", r"paper_lr_u.*asymmetric only"),
+  (sop_paper, "symmetric,asymmetric", r"'asymmetric'.*allowed: paper_lr_u, plus"),
 ]
 
 
@@ -362,8 +370,9 @@ def test_smoke_elr_cosine(mock_tfds):
 
 
 def test_smoke_sop_asymmetric(mock_tfds):
-  """The pre-activation ResNet with one block per stage, u / v rows, CIFAR-100 superclass noise, no validation."""
-  config = _tiny(sop_paper.get_config("asymmetric"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
+  """SOP+ with the pre-activation ResNet of one block per stage, u / v rows, the strong view (TF AutoAugment +
+  Cutout), CIFAR-100 superclass noise, no validation."""
+  config = _tiny(sop_paper.get_config("asymmetric,plus"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
   summary = runs.run_single(config)
   _check(summary, "sop")
   assert "val_accuracy" not in summary["history"][0]

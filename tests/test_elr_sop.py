@@ -490,3 +490,33 @@ def test_validation():
     sop.sop_loss(LOGITS, ONE_HOT, V_ROWS, V_ROWS)
   with pytest.raises(ValueError, match="lr_v"):
     sop.sgd_update(U_ROWS, V_ROWS, (U_ROWS, V_ROWS), 1.0, -1.0)
+
+
+def test_sop_plus_objective_is_the_originals_loss_and_padding_counts_nothing():
+  """SOP+ (ratio_balance 0.1, ratio_consistency 0.9): the method's objective on the weak logits and the strong
+  view's is the original's loss (overparametrization_loss.forward on the concatenated outputs); two padding rows
+  with other values leave it unchanged."""
+  plus = sop.method(ratio_balance=0.1, ratio_consistency=0.9)
+  assert plus.strong_view and not sop.method(ratio_balance=0.1).strong_view
+  rows = {"sop_u": U_ROWS, "sop_v": V_ROWS}
+  loss, _ = plus.objective(
+    LOGITS, ONE_HOT, np.ones(B), np.ones(B, bool), None, rows=rows, epoch=1, strong_logits=LOGITS2
+  )
+  want = np_sop_parts(LOGITS, ONE_HOT, U_ROWS, V_ROWS, LOGITS2)
+  total = want["ce"] + want["mse"] + 0.1 * want["balance"] + 0.9 * want["consistency"]
+  np.testing.assert_allclose(float(loss), total, rtol=1e-5)
+
+  def pad(a):
+    return np.concatenate([a, np.full_like(a[:2], 3)])
+
+  padded, _ = plus.objective(
+    pad(LOGITS),
+    pad(ONE_HOT),
+    np.ones(B + 2),
+    np.arange(B + 2) < B,
+    None,
+    rows={k: pad(v) for k, v in rows.items()},
+    epoch=1,
+    strong_logits=pad(LOGITS2),
+  )
+  np.testing.assert_allclose(float(padded), float(loss), rtol=1e-6)

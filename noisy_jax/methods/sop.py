@@ -252,6 +252,7 @@ def method(
   init_std: float = INIT_STD,
   ratio_balance: float = 0.0,
   balance_detach_v: bool = True,
+  ratio_consistency: float = 0.0,
 ) -> method_lib.Method:
   """SOP as a method: the batch mean of ce_i + mse_i (`sop_loss`) with u_i, v_i read for the batch from the table's
   method rows, differentiated with the network, and stepped by their own SGD, u <- u - lr_u g_u, v <- v - lr_v g_v
@@ -260,20 +261,31 @@ def method(
 
   ratio_balance > 0 adds SOP+'s class-balance term, ratio_balance * (-sum_c (1/C) log clamp(mean_i p~_ic, 1e-4, 1))
   over the global batch (`balance_loss`; SOP+ on CIFAR-100: 0.1), with the original's sg(V) inside p~ by default
-  (`balance_detach_v=False` lets it reach v: the original's issue #5). SOP+'s other part, the consistency with a
-  strongly augmented second view (AutoAugment + Cutout), is not offered: noisy_jax has no such augmentation."""
+  (`balance_detach_v=False` lets it reach v: the original's issue #5).
+
+  ratio_consistency > 0 adds SOP+'s other part, ratio_consistency * mean_i KL(sg(p_i) || p2_i) over the valid rows of
+  the global batch (`consistency_loss`; SOP+: 0.9), p2 the softmax of a strongly augmented view of the same examples:
+  the method then has `strong_view`, the trainer forwards [weak; strong] as one batch, as the original does, and the
+  run needs config.augment.strong (AutoAugment's CIFAR-10 policy + Cutout 16 for SOP+; noisy_jax.train.views). The
+  CE, MSE and balance terms stay on the weak view's logits, as there."""
   _checks.check_range("lr_u", lr_u, 0.0, np.inf)
   _checks.check_range("ratio_balance", ratio_balance, 0.0, np.inf)
+  _checks.check_range("ratio_consistency", ratio_consistency, 0.0, np.inf)
   _checks.check_range("lr_v", lr_v, 0.0, np.inf)
   _checks.check_range("init_std", init_std, 0.0, np.inf)
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, strong_logits=None):
     del epoch
     ce, mse = sop_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"])
     loss = method_lib.weighted_batch_mean(ce + mse, weights, valid, axis_name)
     if ratio_balance:
       loss = loss + ratio_balance * balance_loss(
         logits, soft_labels, rows["sop_u"], rows["sop_v"], detach_v=balance_detach_v, where=valid, axis_name=axis_name
+      )
+    if ratio_consistency:
+      consistency = consistency_loss(logits, strong_logits)
+      loss = loss + ratio_consistency * method_lib.weighted_batch_mean(
+        consistency, jnp.ones_like(consistency), valid, axis_name
       )
     return loss, rows
 
@@ -287,16 +299,45 @@ def method(
     return {"sop_u": u, "sop_v": v}
 
   return method_lib.Method(
-    name="sop", objective=objective, extended=True, init_rows=init_rows, row_update=row_update, rows_trainable=True
+    name="sop",
+    objective=objective,
+    extended=True,
+    init_rows=init_rows,
+    row_update=row_update,
+    rows_trainable=True,
+    strong_view=ratio_consistency > 0,
   )
 
 
 SPEC = spec_lib.MethodSpec(
   name="sop",
-  fields=("lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v"),
+  fields=("lr_u", "lr_v", "init_std", "ratio_balance", "balance_detach_v", "ratio_consistency"),
   build=lambda method_config, context: method(
-    **spec_lib.given(method_config, lr_u=float, lr_v=float, init_std=float, ratio_balance=float, balance_detach_v=bool)
+    **spec_lib.given(
+      method_config,
+      lr_u=float,
+      lr_v=float,
+      init_std=float,
+      ratio_balance=float,
+      balance_detach_v=bool,
+      ratio_consistency=float,
+    )
   ),
-  # init std 0.1: rows that move within 3 epochs
-  tiny={"sop": {"method": {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}}},
+  # init std 0.1: rows that move within 3 epochs. sop_plus: SOP+'s two terms with a strong view of Cutout only (the
+  # two-view step, key and rows of every test that loops over the cases; the policies' own tests are in
+  # tests/test_autoaugment.py and cost a compilation of every operation).
+  tiny={
+    "sop": {"method": {"name": "sop", "lr_u": 1.0, "lr_v": 10.0, "init_std": 0.1}},
+    "sop_plus": {
+      "method": {
+        "name": "sop",
+        "lr_u": 1.0,
+        "lr_v": 10.0,
+        "init_std": 0.1,
+        "ratio_balance": 0.1,
+        "ratio_consistency": 0.9,
+      },
+      "augment": {"crop_padding": 0, "flip": False, "strong": {"policy": "none", "cutout": 4}},
+    },
+  },
 )
