@@ -38,6 +38,7 @@ run label_table_overhead label_table_overhead_small_cnn
 run label_table_overhead label_table_overhead_preact_resnet32 --model preact_resnet32 --repeats 5 --steps 3
 run two_networks two_networks
 run two_network_epochs two_network_epochs
+run strong_augment strong_augment
 run compile_and_memory compile_and_memory
 run streaming streaming  # writes workdirs/benchmarks/png50k once (50,000 PNGs), then reuses it
 uptime >&2

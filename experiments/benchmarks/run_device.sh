@@ -120,6 +120,7 @@ run epoch epoch_steps 150 --method jo --workers 0,2 --jax-mode steps "${gpu[@]}"
 run train_step train_step_b512 120 --channels-last "${gpu[@]}" --batch-size 512 --repeats 10 --warmup 3
 run label_table_overhead label_table_overhead_small_cnn 60 --repeats 10 --warmup 3
 run label_table_overhead label_table_overhead_preact_resnet32 90 --model preact_resnet32 --repeats 10 --warmup 3
+run strong_augment strong_augment 60 --repeats 20 --warmup 3  # the strong views on the GPU
 run compile_and_memory compile_and_memory 150 --repeats 1  # its PyTorch worker runs on the CPU (no --torch-device)
 
 nvidia-smi --query-gpu=name,memory.used,temperature.gpu,clocks.sm,power.draw --format=csv >> "$outdir/env.txt" 2>&1
