@@ -83,6 +83,7 @@ TINY = (
   "--config.stage2.num_epochs=1",
   "--config.batch_size=32",
   "--config.checkpoint_every=0",
+  "--config.model.name=mlp",  # the smallest network: what is tested is the data path
 )
 
 

@@ -15,7 +15,7 @@ import simulated_devices
 
 NUM_DEVICES = 4
 TOLERANCE = 1e-6
-RUN_TOLERANCE = 1e-8  # whole runs: 3 epochs with evaluation, in float64 (multidevice_worker._run_on_both)
+RUN_TOLERANCE = 1e-8  # whole runs: 2 epochs with evaluation, in float64 (multidevice_worker._run_on_both)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_input_and_table_paths_one_device_equals_four_devices(multidevice_result
 
 @pytest.mark.parametrize("case", multidevice_worker.REGISTERED)
 def test_every_method_one_device_equals_four_devices(multidevice_result, case):
-  """Each registered method's tiny run, trained whole (3 epochs, evaluation and table policy included) on 1 and on
+  """Each registered method's tiny run, trained whole (2 epochs, evaluation and table policy included) on 1 and on
   4 devices: batch means, selections (Co-teaching's small-loss sets, DivideMix's MixMatch permutation and GMM) and
   per-example state are over the global batch, so the runs (float64) agree to float rounding."""
   diffs = multidevice_result[case]
