@@ -15,7 +15,6 @@ import shutil
 import sys
 
 import numpy as np
-from PIL import Image
 import pytest
 
 from noisy_jax import data
@@ -33,11 +32,6 @@ WORDS = test_own_data.WORDS
 BAD = "train/three/bad.jpg"  # the corrupt file, relative to the folder
 
 
-def _jpeg(path, pixels):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  Image.fromarray(pixels).save(path, quality=95)
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
   """(root with BAD corrupt, root with BAD a valid image): 12 train and 3 test JPEG digits per class + BAD."""
@@ -45,8 +39,9 @@ def folder(tmp_path_factory):
   good = tmp_path_factory.mktemp("good")
   for split, x, y, per_class in (("train", mnist.x_train, mnist.y_train, 12), ("test", mnist.x_test, mnist.y_test, 3)):
     for row in np.concatenate([np.flatnonzero(y == c)[:per_class] for c in range(10)]):
-      _jpeg(str(good / split / WORDS[y[row]] / f"{row:04d}.jpg"), np.rint(x[row, ..., 0] * 255).astype(np.uint8))
-  _jpeg(str(good / BAD), np.rint(mnist.x_train[-1, ..., 0] * 255).astype(np.uint8))
+      pixels = np.rint(x[row, ..., 0] * 255).astype(np.uint8)
+      test_own_data._write(good, split, WORDS[y[row]], f"{row:04d}.jpg", pixels)  # pylint: disable=protected-access
+  test_own_data._write(good, *BAD.split("/"), np.rint(mnist.x_train[-1, ..., 0] * 255).astype(np.uint8))  # pylint: disable=protected-access
   bad = tmp_path_factory.mktemp("bad") / "folder"
   shutil.copytree(good, bad)
   (bad / BAD).write_bytes((good / BAD).read_bytes()[:300])

@@ -57,7 +57,9 @@ def check_options(on_bad_file: str, max_bad_fraction) -> tuple[str, float]:
     or not isinstance(max_bad_fraction, numbers.Real)
     or not 0.0 <= float(max_bad_fraction) <= 1.0
   ):
-    raise ValueError(f"max_bad_fraction={max_bad_fraction!r} must be a number in [0, 1] (0.01: 1% of a split).")
+    raise ValueError(
+      f"max_bad_fraction={max_bad_fraction!r} must be a number in [0, 1] (0.01: 1% of the dataset's files)."
+    )
   return on_bad_file, float(max_bad_fraction)
 
 
