@@ -201,6 +201,10 @@ def test_max_pool_2x2_matches_flax_max_pool():
   for side in (7, 8):
     x = _images(2, (side, side + 1, 3), seed=side)
     np.testing.assert_array_equal(small_cnn.max_pool_2x2(x), nn.max_pool(x, (2, 2), strides=(2, 2)))
+    # and the gradient of XLA's windowed max (select-and-scatter) on tie-free inputs: one window element each
+    cotangent = _images(2, (side // 2, (side + 1) // 2, 3), seed=side + 10)
+    grad = lambda pool: jax.jit(jax.grad(lambda x: jnp.sum(pool(x) * cotangent)))(x)
+    np.testing.assert_array_equal(grad(small_cnn.max_pool_2x2), grad(lambda x: nn.max_pool(x, (2, 2), strides=(2, 2))))
 
 
 def test_mlp_dropout_only_in_train_mode():
