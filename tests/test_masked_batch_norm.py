@@ -17,7 +17,7 @@ MASK = np.array([1, 0, 1, 1, 0, 0, 1, 1], bool)  # 5 of 8 rows
 def _model_and_inputs(name, batch_norm):
   kwargs = {"hidden_sizes": (16,)} if name == "mlp" else {}
   model = models.get(name, num_classes=4, batch_norm=batch_norm, **kwargs)
-  shape = (8, 28, 28, 1) if name == "small_cnn" else (8, 8, 8, 3)
+  shape = (8, 12, 12, 1) if name == "small_cnn" else (8, 8, 8, 3)
   x = jax.random.normal(jax.random.PRNGKey(0), shape) * 2.0 + 0.5
   variables = model.init(jax.random.PRNGKey(1), x, train=False)
   return model, variables, x
@@ -42,9 +42,7 @@ def _loss_and_stats(model, variables, x, mask=None):
   return jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(variables["params"])
 
 
-@pytest.mark.parametrize(
-  "name,batch_norm", [("mlp", "fused"), ("small_cnn", "fused"), ("small_cnn", "flax"), ("preact_resnet32", "fused")]
-)
+@pytest.mark.parametrize("name,batch_norm", [("mlp", "fused"), ("small_cnn", "fused"), ("small_cnn", "flax")])
 def test_masked_statistics_equal_the_subset_forwarded_alone(name, batch_norm):
   model, variables, x = _model_and_inputs(name, batch_norm)
   (loss, stats), grads = _loss_and_stats(model, variables, x, jnp.asarray(MASK))

@@ -322,7 +322,7 @@ def test_fused_batch_norm_gives_the_same_training_step(name):
       )
       return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), upd
 
-    (value, upd), grads = jax.value_and_grad(loss, has_aux=True)(variables["params"])
+    (value, upd), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(variables["params"])
     outs.append((value, upd, grads))
   for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
