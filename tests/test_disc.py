@@ -141,3 +141,58 @@ def test_gce_clamp_passes_no_gradient_below_1e_7():
     disc.gce(logits, jnp.array([0, 0]), q=0.0)
   with pytest.raises(ValueError, match="momentum"):
     disc.divide(*_inputs(), momentum=1.5)
+
+
+def test_subset_permutation_permutes_the_masked_rows_uniformly():
+  mask = jnp.array([0, 1, 0, 1, 1, 0], bool)
+  partners = jax.jit(jax.vmap(lambda k: disc.subset_permutation(k, mask)))(jax.random.split(jax.random.PRNGKey(0), 600))
+  partners = np.asarray(partners)
+  np.testing.assert_array_equal(partners[:, [0, 2, 5]], np.tile([0, 2, 5], (600, 1)))  # the others stay
+  counts = {}
+  for row in partners:
+    assert sorted(row[[1, 3, 4]]) == [1, 3, 4]  # a permutation of the masked rows
+    counts[tuple(row[[1, 3, 4]])] = counts.get(tuple(row[[1, 3, 4]]), 0) + 1
+  assert len(counts) == 6 and all(60 < n < 140 for n in counts.values()), counts  # 100 each: binomial sd 9.1
+
+
+def np_mixup(x, labels, lam, index, num_classes):
+  """losses/loss_mixup.py Mixup.forward on the subset x[flags] with a given lam and randperm `index`, in NumPy."""
+  y = np.eye(num_classes)[labels]
+  return lam * x + (1 - lam) * x[index], lam * y + (1 - lam) * y[index]
+
+
+def test_mixup_subset_and_loss_equal_the_originals_mixup_on_the_purified_rows():
+  x = RNG.normal(size=(B, 3, 3, 2)).astype(np.float32)
+  labels = RNG.integers(0, C, B)
+  mask = np.zeros(B, bool)
+  mask[[0, 3, 4, 8, 11]] = True
+  key = jax.random.PRNGKey(7)
+  mixed, targets, lam = jax.jit(lambda k: disc.mixup_subset(k, x, labels, mask, num_classes=C, alpha=5.0))(key)
+  subset = np.flatnonzero(mask)
+  partner = np.asarray(disc.subset_permutation(jax.random.split(key)[1], mask))
+  index = np.searchsorted(subset, partner[subset])  # the original's randperm over the subset
+  want_x, want_y = np_mixup(x[mask].astype(np.float64), labels[mask], float(lam), index, C)
+  np.testing.assert_allclose(np.asarray(mixed)[mask], want_x, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(targets)[mask], want_y, rtol=1e-6, atol=1e-7)
+  np.testing.assert_array_equal(np.asarray(mixed)[~mask], x[~mask])  # the other rows as they were
+  assert 0.5 <= float(lam) <= 1.0 and sorted(index) == list(range(5)) and list(index) != list(range(5))
+
+  logits = RNG.normal(size=(B, C)) * 2
+  z = logits - logits.max(axis=1, keepdims=True)
+  log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+  want = -np.mean(np.sum(log_p[mask] * want_y, axis=1))
+  got = disc.mixup_loss(jnp.asarray(logits, jnp.float32), targets, mask)
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  assert float(disc.mixup_loss(jnp.asarray(logits, jnp.float32), targets, np.zeros(B, bool))) == 0.0
+
+
+def test_mixup_lambda_is_the_larger_side_of_a_beta_draw():
+  lams = np.asarray(
+    jax.jit(jax.vmap(lambda k: disc.mixup_lambda(k, 5.0)))(jax.random.split(jax.random.PRNGKey(1), 4000))
+  )
+  draws = np.random.default_rng(0).beta(5.0, 5.0, 400_000)
+  assert lams.min() >= 0.5 and lams.max() <= 1.0
+  assert abs(lams.mean() - np.maximum(draws, 1 - draws).mean()) < 0.008  # standard error ~0.0012
+  assert float(disc.mixup_lambda(jax.random.PRNGKey(0), 0.0)) == 1.0
+  with pytest.raises(ValueError, match="alpha"):
+    disc.mixup_lambda(jax.random.PRNGKey(0), -1.0)

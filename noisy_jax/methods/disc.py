@@ -14,6 +14,12 @@ epoch (`divide`), with y_i the given label:
     purified label elsewhere (unused: outside M)
   then c_w,i <- m c_w,i + (1 - m) max_c p_w,i and c_s,i likewise (the division reads the thresholds before this)
 
+The original's mixup (losses/loss_mixup.py, Mixup.forward with alpha 5 on CIFAR) runs on the purified rows of each
+batch, once per view, as a forward pass of its own (`mixup_subset`, `mixup_loss`; the forward's BatchNorm statistics
+over those rows: noisy_jax.models.masked_batch_norm): lam ~ Beta(alpha, alpha), lam <- max(lam, 1 - lam), a uniform
+random permutation pi of the k rows, x~_j = lam x_j + (1 - lam) x_pi(j), y~_j = lam e_yj + (1 - lam) e_y_pi(j) with
+the purified labels, and the loss -mean_j sum_c y~_jc log softmax(f(x~_j))_c, added to the step's loss unweighted.
+
 (sigma 0.5 and m 0.99 by default, 0.95 for asymmetric noise and for CIFAR at 60% / 80%; the original sets them per
 dataset in DISC.__init__). After the warm-up (epoch >= start_epoch; before it every row gets CE on both views,
 `warmup_loss`), the step's supervised loss on a batch of B rows (`supervised_loss`) is
@@ -34,6 +40,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax.core import _checks
 from noisy_jax.core import loss_parts
@@ -178,3 +185,60 @@ def supervised_loss(
   gce_w, hard_count = _subset_mean(gce(w_logits, labels, q=q), hard, axis_name)
   gce_s, _ = _subset_mean(gce(s_logits, labels, q=q), hard, axis_name)
   return lamd_ce * (clean_count / batch) * (ce_w + ce_s) + lamd_h * (hard_count / batch) * (gce_w + gce_s)
+
+
+def subset_permutation(key: jax.Array, mask: jax.Array) -> jax.Array:
+  """int32 [B]: pi(i) for the rows in `mask` (bool [B]), a uniformly random permutation of those rows, and i for the
+  others. As the original's `torch.randperm(k)` on `x[mask]`: the k rows in index order m_0 < ... < m_(k-1), a
+  uniform permutation sigma of 0..k-1, pi(m_j) = m_sigma(j)."""
+  mask = jnp.asarray(mask, bool)
+  size = mask.shape[0]
+  positions = jnp.arange(size)
+  subset = jnp.argsort(~mask, stable=True)  # the masked rows in index order first, then the others
+  count = jnp.sum(mask)
+  sigma = jnp.argsort(jnp.where(positions < count, jax.random.uniform(key, (size,)), 2.0 + positions))
+  return jnp.zeros((size,), jnp.int32).at[subset].set(jnp.where(positions < count, subset[sigma], subset))
+
+
+def mixup_lambda(key: jax.Array, alpha: float) -> jax.Array:
+  """max(lam, 1 - lam) with lam ~ Beta(alpha, alpha); 1 for alpha = 0 (Mixup.forward)."""
+  _checks.check_range("alpha", alpha, 0.0, np.inf)
+  if alpha == 0:
+    return jnp.ones((), jnp.float32)
+  lam = jax.random.beta(key, alpha, alpha)
+  return jnp.maximum(lam, 1.0 - lam)
+
+
+def mixup_subset(key: jax.Array, x, labels, mask, *, num_classes: int, alpha: float):
+  """The original's Mixup.forward on the rows in `mask` (module docstring), shapes kept.
+
+  Args:
+    key: this mixup's key (lam and the permutation from its two halves).
+    x: [B, ...] the batch's inputs (one view, normalised).
+    labels: int [B] the purified labels.
+    mask: bool [B] the batch's purified rows (valid ones).
+    num_classes: C.
+    alpha: Beta's parameter (5 in the original's CIFAR configs).
+
+  Returns:
+    (mixed x [B, ...], mixed targets [B, C], lam): rows outside the mask keep their input and one-hot label, and
+    must be masked out of the loss and the BatchNorm statistics by the caller.
+  """
+  key_lam, key_perm = jax.random.split(key)
+  lam = mixup_lambda(key_lam, alpha)
+  partner = subset_permutation(key_perm, mask)
+  targets = jax.nn.one_hot(jnp.asarray(labels, jnp.int32), num_classes, dtype=jnp.asarray(x).dtype)
+  mask = jnp.asarray(mask, bool)
+
+  def mix(a):
+    rows = mask.reshape((-1,) + (1,) * (a.ndim - 1))
+    return jnp.where(rows, lam * a + (1.0 - lam) * a[partner], a).astype(a.dtype)
+
+  return mix(jnp.asarray(x)), mix(targets), lam
+
+
+def mixup_loss(logits, targets, mask, axis_name=None) -> jax.Array:
+  """-mean over the masked rows of the global batch of sum_c targets_c log softmax(logits)_c; 0 with no row."""
+  per_example = -jnp.sum(targets * jax.nn.log_softmax(jnp.asarray(logits), axis=-1), axis=-1)
+  mean, _ = _subset_mean(per_example, jnp.asarray(mask, bool), axis_name)
+  return mean
