@@ -40,7 +40,9 @@ class Table:
   name: the marker's NAME; readme: path from the repository root; command: as written in the README;
   render: workdir -> Markdown table; run: the workdir name under the regeneration root (tables made by one
   command share it, so the command runs once); output_dir: for a command without --workdir, the output path
-  written in it that the regenerator replaces with its workdir.
+  written in it that the regenerator replaces with its workdir; rows: for a comparison's table (one row per run of
+  its config), () -> ((run name, row label), ...) in the table's order, else None; render_rows: for such a table,
+  (workdir, rows) -> the Markdown table of those rows only (`regenerate_readme --rows` re-measures some rows).
   """
 
   name: str
@@ -49,10 +51,26 @@ class Table:
   render: Callable[[str], str]
   run: str = ""
   output_dir: str | None = None
+  rows: Callable[[], tuple[tuple[str, str], ...]] | None = None
+  render_rows: Callable[[str, tuple[tuple[str, str], ...]], str] | None = None
 
   @property
   def run_name(self) -> str:
     return self.run or self.name
+
+  def rows_of(self, runs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(run, label) of `runs`, in the table's order; ValueError when the table has no rows by run, or naming the
+    runs it does not show and those it does."""
+    if self.rows is None:
+      raise ValueError(f"table {self.name!r} is not a comparison of runs: its rows cannot be re-measured one by one.")
+    shown = self.rows()
+    unknown = [run for run in runs if run not in dict(shown)]
+    if unknown or not runs:
+      raise ValueError(
+        f"table {self.name!r} has no row for run(s) {unknown or list(runs)}; "
+        f"its runs: {', '.join(run for run, _ in shown)}."
+      )
+    return tuple(row for row in shown if row[0] in runs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -574,6 +592,7 @@ BASELINE_RUNS = (
   ("forward_correction", "forward correction (true T)"),
   ("elr", "ELR"),
   ("sop", "SOP"),
+  ("sop_plus", "SOP+ (AutoAugment + Cutout view)"),
   ("coteaching", "Co-teaching (2 networks)"),
   ("coteaching_plus", "Co-teaching+ (2 networks)"),
   ("jocor", "JoCoR (2 networks)"),
@@ -600,18 +619,14 @@ BASELINE_LOSS_RUNS = (
 )
 
 
-def render_baselines(setting: str) -> Callable[[str], str]:
-  """The renderer of the `setting` table: BASELINE_RUNS' rows that the setting's config runs."""
+def baseline_rows(setting: str) -> Callable[[], tuple[tuple[str, str], ...]]:
+  """The rows of the `setting` table: BASELINE_RUNS' rows that the setting's config runs."""
 
-  def render(workdir: str) -> str:
+  def rows() -> tuple[tuple[str, str], ...]:
     runs = baselines.get_config(setting).runs
-    return _render_comparison_rows(workdir, tuple(row for row in BASELINE_RUNS if row[0] in runs), "method")
+    return tuple(row for row in BASELINE_RUNS if row[0] in runs)
 
-  return render
-
-
-def render_baseline_losses(workdir: str) -> str:
-  return _render_comparison_rows(workdir, BASELINE_LOSS_RUNS, "loss")
+  return rows
 
 
 def _render_comparison_rows(workdir: str, rows_of: tuple, first_column: str) -> str:
@@ -628,10 +643,23 @@ def _render_comparison_rows(workdir: str, rows_of: tuple, first_column: str) -> 
   return markdown([first_column, "best test", "last test", "test at best val", "wall s"], rows)
 
 
-def _baselines_command(setting: str) -> str:
-  return (
+def _baselines_table(setting: str, rows: Callable[[], tuple[tuple[str, str], ...]], first_column: str) -> Table:
+  """The comparison table of baselines.py's `setting`: one row per run, `rows()` in order."""
+
+  def render_rows(workdir: str, rows_of: tuple[tuple[str, str], ...]) -> str:
+    return _render_comparison_rows(workdir, rows_of, first_column)
+
+  command = (
     f"python -m experiments.train --config=experiments/configs/baselines.py:{setting} "
     f"--workdir=workdirs/baselines_{setting}"
+  )
+  return Table(
+    f"baselines_{setting}",
+    README,
+    command,
+    lambda workdir: render_rows(workdir, rows()),
+    rows=rows,
+    render_rows=render_rows,
   )
 
 
@@ -652,10 +680,10 @@ TABLES: tuple[Table, ...] = (
   Table("log_end_sweep", README, _train("log_end_sweep", "log_end_sweep"), render_log_end_sweep),
   Table("q_sweep", README, _train("q_sweep", "q_sweep"), render_q_sweep),
   Table("k_sweep", README, _train("k_sweep", "k_sweep"), render_k_sweep),
-  Table("baselines_sym60", README, _baselines_command("sym60"), render_baselines("sym60")),
-  Table("baselines_asym40", README, _baselines_command("asym40"), render_baselines("asym40")),
-  Table("baselines_losses_sym60", README, _baselines_command("losses_sym60"), render_baseline_losses),
-  Table("baselines_losses_asym40", README, _baselines_command("losses_asym40"), render_baseline_losses),
+  _baselines_table("sym60", baseline_rows("sym60"), "method"),
+  _baselines_table("asym40", baseline_rows("asym40"), "method"),
+  _baselines_table("losses_sym60", lambda: BASELINE_LOSS_RUNS, "loss"),
+  _baselines_table("losses_asym40", lambda: BASELINE_LOSS_RUNS, "loss"),
   Table("speed", README, BENCHMARKS_COMMAND, render_speed, run="benchmarks", output_dir=BENCHMARKS_OUTDIR),
   Table("loss_properties", README, "python -m experiments.loss_properties", render_loss_properties),
   Table("benchmarks", BENCHMARKS_README, BENCHMARKS_COMMAND, render_benchmarks, output_dir=BENCHMARKS_OUTDIR),

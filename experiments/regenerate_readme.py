@@ -4,6 +4,7 @@ r"""Re-runs the commands behind README's tables in a clean environment and shows
   python -m experiments.regenerate_readme --only default3,memorisation     # run, render, compare
   python -m experiments.regenerate_readme --only default3 --reuse          # render from an earlier run's workdir
   python -m experiments.regenerate_readme --write                          # ... and replace the tables in place
+  python -m experiments.regenerate_readme --only baselines_sym60 --rows jocor --write  # re-measure one row
   python -m experiments.regenerate_readme --root /tmp/regen --only q_sweep # another root (default workdirs/regen)
 
 Each run's command is the one written in the README next to its table, run from the repository root through
@@ -21,6 +22,12 @@ of the run. Without --write it prints, per table, the README's table, the new on
 ('old -> new') and the new environment line, and lists the numbers of the prose after the table that the new table
 no longer holds (that prose must be re-read). --write replaces each table and its environment line in place and
 nothing else.
+
+--rows RUN[,RUN] re-measures some rows of a comparison's table (one row per run of its config: `Table.rows`): the
+command runs with `--runs=RUN,...` into `REGEN_ROOT/NAME-rows`, those rows replace theirs in the README's table (a
+new run's row goes where the table's order puts it), the environment line of the whole table stays, and a line
+`<sub>Rows RUN,...: measured ...</sub>` after it says when and where these rows were measured. The next
+regeneration of the whole table drops those lines.
 
 Not part of CI: the full set takes about an hour on a 2-core CPU. Use it before any submission that moves numbers:
 
@@ -136,20 +143,23 @@ def read_record(workdir: str) -> dict:
 
 MARKER = "<!-- table: {} -->"
 ENV_PREFIX = "<sub>Environment: "
+ROWS_PREFIX = "<sub>Rows "
 ENV_SUFFIX = "</sub>"
 
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-  """Where a table is in a README's lines: table lines [start, end), its environment line (None if absent)."""
+  """Where a table is in a README's lines: table lines [start, end), its environment line (None if absent) and the
+  number of rows lines right after it (`--rows`)."""
 
   start: int
   end: int
   env: int | None
+  rows_lines: int = 0
 
   def after(self) -> int:
-    """The first line after the block (after the environment line when there is one)."""
-    return self.env + 1 if self.env is not None else self.end
+    """The first line after the block (after the environment and rows lines when there are some)."""
+    return self.env + 1 + self.rows_lines if self.env is not None else self.end
 
 
 def find_block(lines: list[str], name: str, path: str = "README") -> Block:
@@ -165,7 +175,10 @@ def find_block(lines: list[str], name: str, path: str = "README") -> Block:
   if end == start:
     raise ValueError(f"no Markdown table right after {marker!r} in {path} (line {start + 1}).")
   env = end + 1 if end + 1 < len(lines) and not lines[end].strip() and lines[end + 1].startswith(ENV_PREFIX) else None
-  return Block(start, end, env)
+  rows_lines = 0
+  while env is not None and env + 1 + rows_lines < len(lines) and lines[env + 1 + rows_lines].startswith(ROWS_PREFIX):
+    rows_lines += 1
+  return Block(start, end, env, rows_lines)
 
 
 def current_table(text: str, name: str, path: str = "README") -> tuple[str, str | None]:
@@ -176,10 +189,47 @@ def current_table(text: str, name: str, path: str = "README") -> tuple[str, str 
 
 
 def replace_table(text: str, name: str, table: str, env_line: str, path: str = "README") -> str:
-  """`text` with table `name` and its environment line replaced (inserted after a blank line if it had none)."""
+  """`text` with table `name` and its environment line replaced (inserted after a blank line if it had none); the
+  rows lines of earlier `--rows` runs go."""
   lines = text.split("\n")
   block = find_block(lines, name, path)
   return "\n".join(lines[: block.start] + table.split("\n") + ["", env_line] + lines[block.after() :])
+
+
+def splice_rows(table: str, rows_table: str, labels: list[str]) -> str:
+  """`table` with the rows of `rows_table` in place of its rows of the same label (first cell).
+
+  labels: every row label of the table in its order: a row new to `table` goes where it puts it, and a row of
+  `table` whose label is not in it (a run the config no longer has) goes. ValueError when the headers differ.
+  """
+  old, new = table.split("\n"), rows_table.split("\n")
+  if [re.sub(r"\s", "", line) for line in old[:2]] != [re.sub(r"\s", "", line) for line in new[:2]]:
+    raise ValueError(f"the new rows' header {new[0]!r} is not the table's {old[0]!r}.")
+  label = lambda line: line.strip()[1:-1].split("|")[0].strip()
+  lines_by_label = {label(line): line for line in old[2:]}
+  lines_by_label.update({label(line): line for line in new[2:]})
+  return "\n".join(old[:2] + [lines_by_label[name] for name in labels if name in lines_by_label])
+
+
+def replace_rows(
+  text: str, name: str, rows_table: str, labels: list[str], rows_line: str, runs: list[str], path: str = "README"
+) -> str:
+  """`text` with the rows of `rows_table` spliced into table `name` (`splice_rows`) and `rows_line` after its
+  environment line. An earlier rows line no longer names `runs` (and goes when it named no other run). ValueError
+  when the table has no environment line (regenerate it whole first)."""
+  lines = text.split("\n")
+  block = find_block(lines, name, path)
+  if block.env is None:
+    raise ValueError(f"table {name!r} in {path} has no environment line: regenerate it whole before some rows.")
+  table = splice_rows("\n".join(lines[block.start : block.end]), rows_table, labels)
+  kept = []
+  for line in lines[block.env + 1 : block.after()]:
+    others = [run for run in line[len(ROWS_PREFIX) :].split(":", 1)[0].split(",") if run not in runs]
+    if others:
+      kept.append(f"{ROWS_PREFIX}{','.join(others)}:{line.split(':', 1)[1]}")
+  return "\n".join(
+    lines[: block.start] + table.split("\n") + ["", lines[block.env]] + kept + [rows_line] + lines[block.after() :]
+  )
 
 
 def parse_table(table: str) -> list[list[str]]:
@@ -216,10 +266,11 @@ def _format_load(load) -> str:
   return "?" if not load else f"{load[0]:.2f}"
 
 
-def env_line(record: dict) -> str:
+def env_line(record: dict, runs: list[str] | None = None) -> str:
   """The environment line of a run: start (UTC), seconds, 1-minute load (mean and max while it ran, when sampled;
   else before -> after), cores, summary_line. A load well above the run's own threads means other work shared the
-  CPU: its times are slow, its accuracies are not affected (a run is deterministic in its environment)."""
+  CPU: its times are slow, its accuracies are not affected (a run is deterministic in its environment). With
+  `runs`, the rows line of a `--rows` run of those runs."""
   started = datetime.datetime.fromisoformat(record["started"]).astimezone(datetime.timezone.utc)
   cores = f" on {record['cpu_count']} cores" if record.get("cpu_count") else ""
   during = record.get("load_during")
@@ -228,8 +279,9 @@ def env_line(record: dict) -> str:
     if during
     else f"1-minute load {_format_load(record.get('load_before'))} -> {_format_load(record.get('load_after'))}"
   )
+  prefix, how = (ENV_PREFIX, "") if runs is None else (f"{ROWS_PREFIX}{','.join(runs)}: ", f" --rows {','.join(runs)}")
   return (
-    f"{ENV_PREFIX}measured {started:%Y-%m-%d %H:%M} UTC by experiments/regenerate_readme.py, "
+    f"{prefix}measured {started:%Y-%m-%d %H:%M} UTC by experiments/regenerate_readme.py{how}, "
     f"{record['seconds']:,.0f} s, {load}{cores}; {environment.summary_line(record['environment'])}"
     f"{ENV_SUFFIX}"
   )
@@ -327,12 +379,14 @@ def write_atomically(path: str, text: str) -> None:
     raise
 
 
-def obtain_run(table: readme_tables.Table, root: str, reuse: bool) -> tuple[str, dict]:
-  """(workdir, record) of the table's run: an earlier one with `reuse` (FileNotFoundError naming a missing
-  workdir; RuntimeError for a failed run), else a new one."""
-  workdir = os.path.join(root, table.run_name)
+def obtain_run(table: readme_tables.Table, root: str, reuse: bool, runs: list[str] | None = None) -> tuple[str, dict]:
+  """(workdir, record) of the table's run, or with `runs` of its command restricted to those runs (`--runs=...`,
+  in ROOT/NAME-rows): an earlier one with `reuse` (FileNotFoundError naming a missing workdir; RuntimeError for a
+  failed run), else a new one."""
+  workdir = os.path.join(root, table.run_name + ("-rows" if runs else ""))
+  command = table.command + (f" --runs={','.join(runs)}" if runs else "")
   if not reuse:
-    return workdir, run_recorded(table.command, workdir, table.output_dir)
+    return workdir, run_recorded(command, workdir, table.output_dir)
   if not os.path.isdir(workdir):
     raise FileNotFoundError(f"workdir {workdir} does not exist: run {table.name!r} without --reuse first.")
   record = read_record(workdir)
@@ -370,6 +424,11 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--reuse", action="store_true", help="render from ROOT/NAME's earlier run instead of running")
   parser.add_argument("--write", action="store_true", help="replace the tables and environment lines in place")
   parser.add_argument(
+    "--rows",
+    default="",
+    help="comma-separated run names: re-measure only these rows of the (comparison) tables named by --only",
+  )
+  parser.add_argument(
     "--readme-root", default=REPO, help="directory the README paths are relative to (default: the repository root)"
   )
   return parser.parse_args(argv)
@@ -387,23 +446,36 @@ def main(argv=None) -> int:
   if args.list:
     print(list_tables(tables, args.readme_root))
     return 0
+  rows = [r.strip() for r in args.rows.split(",") if r.strip()] or None
+  if rows and names is None:
+    print("error: --rows needs --only naming the tables whose rows to re-measure", file=sys.stderr)
+    return 2
   root = os.path.join(REPO, args.root)  # an absolute --root stays as it is
   runs, texts, failed = {}, {}, []
   for table in tables:
     path = os.path.join(args.readme_root, table.readme)
     try:
+      rows_of = table.rows_of(rows) if rows else None
       if table.run_name not in runs:
         try:
-          runs[table.run_name] = obtain_run(table, root, args.reuse)
+          runs[table.run_name] = obtain_run(table, root, args.reuse, rows)
         except (OSError, RuntimeError) as e:
           runs[table.run_name] = e
       if isinstance(runs[table.run_name], Exception):
         raise RuntimeError(f"no usable run {table.run_name!r}: {runs[table.run_name]}")
       workdir, record = runs[table.run_name]
-      new_table, new_env = table.render(workdir), env_line(record)
       if path not in texts:
         with open(path) as f:
           texts[path] = f.read()
+      if rows_of:
+        new_env = env_line(record, rows)
+        labels = [label for _, label in table.rows()]
+        rows_table = table.render_rows(workdir, rows_of)
+        new_table = splice_rows(current_table(texts[path], table.name, table.readme)[0], rows_table, labels)
+        print(comparison(table, texts[path], new_table, new_env, table.readme))
+        texts[path] = replace_rows(texts[path], table.name, rows_table, labels, new_env, rows, table.readme)
+        continue
+      new_table, new_env = table.render(workdir), env_line(record)
       print(comparison(table, texts[path], new_table, new_env, table.readme))
       texts[path] = replace_table(texts[path], table.name, new_table, new_env, table.readme)
     except (OSError, ValueError, KeyError, RuntimeError) as e:

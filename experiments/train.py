@@ -3,7 +3,8 @@ r"""Runs an experiment: flags -> config -> noisy_jax.experiment.comparison.run(c
   python -m experiments.train --config=experiments/configs/default.py --workdir=/tmp/noisy_jax/default
   python -m experiments.train --config=experiments/configs/gce.py --config.noise.rate=0.4 --workdir=/tmp/gce
 
-Any config field can be overridden with --config.FIELD=VALUE.
+Any config field can be overridden with --config.FIELD=VALUE. --runs=NAME,... runs only those runs of a comparison
+(e.g. one new row of a table).
 
 Multi-host: start the same command on every host with --multihost (or NOISY_JAX_MULTIHOST=1, or a launcher's
 JAX_COORDINATOR_ADDRESS); jax.distributed is initialized first (noisy_jax.parallel.distributed.maybe_initialize: Cloud
@@ -23,6 +24,11 @@ from noisy_jax.train import checkpoint
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an experiment config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, summaries (and checkpoints).")
+_RUNS = flags.DEFINE_list(
+  "runs",
+  None,
+  "Run only these runs of a comparison config (comma-separated names of config.runs): to add or re-measure rows.",
+)
 _MULTIHOST = flags.DEFINE_bool(
   "multihost",
   None,
@@ -47,9 +53,11 @@ def main(argv):
   logging.set_verbosity(logging.INFO)
   checkpoint.quiet_orbax_info_logs()
   if "sweep" in _CONFIG.value:  # many members of one config in one program (noisy_jax.experiment.sweep)
+    if _RUNS.value is not None:
+      raise app.UsageError(f"--runs={','.join(_RUNS.value)} selects runs of a comparison; a sweep has none.")
     sweep.run_sweep(_CONFIG.value, _WORKDIR.value)
   else:
-    comparison.run(_CONFIG.value, _WORKDIR.value)
+    comparison.run(_CONFIG.value, _WORKDIR.value, only=_RUNS.value)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Each experiment config of experiments/configs runs end to end at a tiny size."""
 
 import json
+import os
 
 import pytest
 
@@ -183,9 +184,9 @@ def test_baselines_config(tmp_path):
   assert (sym.shared.noise.type, sym.shared.noise.rate, sym.shared.seeds) == ("symmetric", 0.6, (0, 1, 2))
   assert (sym.runs.elr.method.beta, asym.runs.elr.method.beta) == (0.7, 0.9)
   assert sym.runs.coteaching.method.forget_rate == 0.6 and asym.runs.coteaching.method.forget_rate == 0.4
-  assert "jocor" not in sym.runs and "jocor" not in asym.runs  # with the tables' next regeneration
-  jocor = baselines.jocor_run(0.6)
+  jocor = sym.runs.jocor
   assert jocor.method.forget_rate == 0.6 and jocor.optimizer.to_dict() == sym.runs.coteaching.optimizer.to_dict()
+  assert asym.runs.jocor.method.forget_rate == 0.4
   assert (sym.runs.dividemix.method.lambda_u, sym.runs.dividemix.method.warmup_penalty) == (25.0, False)
   assert (asym.runs.dividemix.method.lambda_u, asym.runs.dividemix.method.warmup_penalty) == (0.0, True)
   assert (sym.runs.elr_plus.method.beta, asym.runs.elr_plus.method.lam) == (0.7, 1.0)
@@ -197,10 +198,29 @@ def test_baselines_config(tmp_path):
   config.runs.joint_optimization.stage2.num_epochs = 1
   config.runs.truncated_lq.method.prune_start = 2
   config.runs.dividemix.method.warm_up = 1  # one epoch of warm-up, one of DivideMix
+  config.runs.jocor.optimizer.learning_rate = 1e-2  # as its tiny case: Adam at 1e-3 is at 15% after 2 MLP epochs
   out = comparison.run(config, str(tmp_path))
   assert set(out["mean_std"]) == set(config.runs)
   for name, stats in out["mean_std"].items():
     assert 0.2 < stats["last_test_accuracy"]["mean"] <= 1.0, name  # every method learnt something in 2 epochs
+
+
+def test_comparison_runs_only_the_runs_named(tmp_path):
+  """`only` (experiments.train's --runs): those runs of the comparison and no other, in its summary too; a name the
+  config lacks, or a config that is not a comparison, is refused naming what is allowed."""
+  config = shrink(memorisation.get_config(), epochs=1)
+  config.shared.seeds = (0,)
+  first = next(iter(config.runs))
+  config.runs.other = config.runs[first].to_dict()
+  others = [name for name in config.runs if name != first]
+  out = comparison.run(config, str(tmp_path), only=[first])
+  assert set(out["mean_std"]) == {first} and others
+  assert set(json.loads((tmp_path / "summary.json").read_text())["mean_std"]) == {first}
+  assert sorted(os.listdir(tmp_path / first)) == ["seed0"] and not any((tmp_path / name).exists() for name in others)
+  with pytest.raises(ValueError, match=f"no run\\(s\\) \\['jocor'\\] in the config; its runs: {first}, "):
+    comparison.run(config, None, only=["jocor"])
+  with pytest.raises(ValueError, match="this config has no `runs`"):
+    comparison.run(memorisation.get_config().shared, None, only=[first])
 
 
 def test_baselines_loss_family_config():

@@ -76,6 +76,20 @@ def write_json(path, obj):
     json.dump(obj, f)
 
 
+def run_record(command, started):
+  """regenerate_readme's record of a finished run of `command` started at `started` (UTC, ISO)."""
+  return {
+    "command": command,
+    "started": f"{started}+00:00",
+    "seconds": 7.0,
+    "load_before": [1.0, 1, 1],
+    "load_after": [1.5, 1, 1],
+    "cpu_count": 2,
+    "environment": ENVIRONMENT,
+    "returncode": 0,
+  }
+
+
 def stats(metrics=METRICS):
   return {k: {"mean": v, "std": 0.01} for k, v in metrics.items()}
 
@@ -328,17 +342,7 @@ def test_write_round_trip(tmp_path, capsys):
   with open(os.path.join(workdir, regen.STDOUT), "w") as f:  # one changed cell
     f.write(stdout.replace("| nce_mae | yes | yes | 19 .. 19 |", "| nce_mae | yes | yes | 19 .. 20 |"))
   write_json(
-    os.path.join(workdir, regen.RUN_RECORD),
-    {
-      "command": "python -m experiments.loss_properties",
-      "started": "2026-11-24T00:25:58+00:00",
-      "seconds": 7.0,
-      "load_before": [1.0, 1, 1],
-      "load_after": [1.5, 1, 1],
-      "cpu_count": 2,
-      "environment": ENVIRONMENT,
-      "returncode": 0,
-    },
+    os.path.join(workdir, regen.RUN_RECORD), run_record("python -m experiments.loss_properties", "2026-11-24T00:25:58")
   )
   args = ["--only", "loss_properties", "--reuse", "--root", str(tmp_path / "regen"), "--readme-root", str(tmp_path)]
   assert regen.main(args) == 0
@@ -389,3 +393,76 @@ def test_train_step_times_are_per_step_not_per_timed_unit():
   stats = readme_tables.per_step(record)["noisy_jax"]
   assert stats["median_s"] == pytest.approx(0.5) and stats["q3_s"] == pytest.approx(0.52)
   assert stats["ratio_of_medians"] == 0.7 and stats["images/s_at_median"] == 256.0
+
+
+def test_splice_rows_replaces_inserts_in_order_and_drops_rows_no_longer_run():
+  table = "| method | acc |\n|---|---|\n| a | 1 |\n| c | 3 |\n| gone | 9 |"
+  rows = "| method | acc |\n|---|---|\n| b | 2 |\n| c | 4 |"
+  assert (
+    regen.splice_rows(table, rows, ["a", "b", "c"]) == "| method | acc |\n|---|---|\n| a | 1 |\n| b | 2 |\n| c | 4 |"
+  )
+  with pytest.raises(ValueError, match="header '\\| loss \\| acc \\|' is not the table's '\\| method \\| acc \\|'"):
+    regen.splice_rows(table, rows.replace("method", "loss"), ["a"])
+
+
+def test_rows_of_names_what_a_table_can_re_measure():
+  sym60 = readme_tables.by_name(["baselines_sym60"])[0]
+  assert sym60.rows_of(["elr", "jocor"]) == (("elr", "ELR"), ("jocor", "JoCoR (2 networks)"))  # the table's order
+  with pytest.raises(ValueError, match="no row for run\\(s\\) \\['nope'\\]; its runs: ce, gce, "):
+    sym60.rows_of(["nope", "elr"])
+  with pytest.raises(ValueError, match="'q_sweep' is not a comparison of runs"):
+    readme_tables.by_name(["q_sweep"])[0].rows_of(["ce"])
+
+
+def test_rows_round_trip(tmp_path, capsys):
+  """--rows: the command runs with --runs, its rows replace theirs, the table's environment line stays and a rows
+  line follows it; the same rows again replace that line; the whole table's regeneration drops it. (From README
+  without its rows lines: the rows measured apart in the real one would stay in a line of their own.)"""
+  readme = "\n".join(line for line in read("README.md").split("\n") if not line.startswith(regen.ROWS_PREFIX))
+  (tmp_path / "README.md").write_text(readme)
+  config = baselines.get_config("sym60")
+  root = tmp_path / "regen"
+  workdir = comparison_workdir(str(root / "baselines_sym60-rows"), config)
+  metrics = {**METRICS, "best_test_accuracy": 0.1234}
+  write_json(os.path.join(workdir, "summary.json"), {"mean_std": {"jocor": stats(metrics), "elr": stats(metrics)}})
+  record = run_record(
+    readme_tables.by_name(["baselines_sym60"])[0].command + " --runs=jocor,elr", "2026-11-28T06:00:00"
+  )
+  write_json(os.path.join(workdir, regen.RUN_RECORD), record)
+  args = ["--only", "baselines_sym60", "--rows", "jocor,elr", "--reuse", "--root", str(root)]
+  args += ["--readme-root", str(tmp_path), "--write"]
+  assert regen.main(args) == 0
+  before, after = readme.split("\n"), (tmp_path / "README.md").read_text().split("\n")
+  old, new = regen.find_block(before, "baselines_sym60"), regen.find_block(after, "baselines_sym60")
+  assert after[: old.start] == before[: old.start] and after[new.after() :] == before[old.after() :]
+  assert after[new.env] == before[old.env]  # the whole table's environment line
+  rows_line = regen.env_line(record, ["jocor", "elr"])
+  assert after[new.env + 1 : new.after()] == [rows_line] and rows_line.startswith("<sub>Rows jocor,elr: measured ")
+  old_rows = regen.parse_table("\n".join(before[old.start : old.end]))
+  new_rows = regen.parse_table("\n".join(after[new.start : new.end]))
+  measured = {row[0] for row in old_rows} | {"ELR", "JoCoR (2 networks)"}
+  order = [label for _, label in readme_tables.baseline_rows("sym60")()]
+  assert [row[0] for row in new_rows] == ["method"] + [label for label in order if label in measured]
+  for row in new_rows[1:]:
+    if row[0] in ("ELR", "JoCoR (2 networks)"):
+      assert row[1] == "12.34 ± 1.00"
+    else:
+      assert row == next(old for old in old_rows if old[0] == row[0])
+
+  assert regen.main(args[:3] + ["jocor"] + args[4:]) == 0  # again, jocor only: the earlier line keeps elr
+  again = (tmp_path / "README.md").read_text().split("\n")
+  block = regen.find_block(again, "baselines_sym60")
+  assert again[block.env + 1 : block.after()] == [
+    rows_line.replace("Rows jocor,elr:", "Rows elr:"),
+    regen.env_line(record, ["jocor"]),
+  ]
+  assert regen.main(args[:3] + ["elr,jocor"] + args[4:]) == 0  # both again: one line
+  again = (tmp_path / "README.md").read_text().split("\n")
+  block = regen.find_block(again, "baselines_sym60")
+  assert again[block.env + 1 : block.after()] == [regen.env_line(record, ["elr", "jocor"])]
+  whole = regen.replace_table("\n".join(again), "baselines_sym60", "| a |\n|---|\n| 1 |", "<sub>Environment: x</sub>")
+  block = regen.find_block(whole.split("\n"), "baselines_sym60")
+  assert block.rows_lines == 0 and whole.split("\n")[block.after() :] == before[old.after() :]
+  capsys.readouterr()
+  assert regen.main(["--rows", "jocor", "--reuse", "--root", str(root)]) == 2
+  assert "--rows needs --only" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Sequence
 
 from absl import logging
 import ml_collections
@@ -134,12 +135,24 @@ def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int
   return text_table(rows)
 
 
-def run(config, workdir: str | None = None) -> dict:
+def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -> dict:
   """Entry point of `experiments/train.py`.
 
   A config with `runs` (and `shared`) is a comparison: every run x every seed of `config.shared.seeds`, a table
   printed at the end and `summary.json` in the workdir. Any other config is a single run (`config.seed`).
+
+  Args:
+    config: a comparison's or a single run's config.
+    workdir: where the runs write (None: nowhere).
+    only: names of `config.runs` to run, in the config's order (rows to add or re-measure); None runs them all.
+      ValueError naming the unknown ones and the config's runs, or when the config is not a comparison.
   """
+  if only is not None and "runs" not in config:
+    raise ValueError(f"only={list(only)} selects runs of a comparison, and this config has no `runs`.")
+  if only is not None:
+    unknown = [name for name in only if name not in config.runs]
+    if unknown or not only:
+      raise ValueError(f"no run(s) {unknown or list(only)} in the config; its runs: {', '.join(config.runs)}.")
   if "runs" not in config:
     progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
     summary = run_single(config, workdir, log_fn=progress, resume_fn=progress.restored)
@@ -156,10 +169,9 @@ def run(config, workdir: str | None = None) -> dict:
     inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
   mesh = mesh_lib.make_mesh(config.shared.get("num_devices") or None)
   results, summaries, first_seed_histories = {}, {}, {}
-  progress = reporting.Progress(
-    sum(total_epochs(merged_run_config(config, name, 0)) for name in config.runs) * len(seeds)
-  )
-  for name in config.runs:
+  names = [name for name in config.runs if only is None or name in only]
+  progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in names) * len(seeds))
+  for name in names:
     per_seed = []
     for seed in seeds:
       run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
