@@ -390,6 +390,8 @@ def obtain_run(table: readme_tables.Table, root: str, reuse: bool, runs: list[st
   if not os.path.isdir(workdir):
     raise FileNotFoundError(f"workdir {workdir} does not exist: run {table.name!r} without --reuse first.")
   record = read_record(workdir)
+  if record.get("command") != command:
+    raise RuntimeError(f"the run in {workdir} ran {record.get('command')!r}, not {command!r}: run it without --reuse.")
   if record.get("returncode"):
     raise RuntimeError(
       f"the run in {workdir} failed (exit code {record['returncode']}); see {os.path.join(workdir, STDOUT)}."

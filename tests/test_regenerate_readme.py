@@ -449,6 +449,10 @@ def test_rows_round_trip(tmp_path, capsys):
     else:
       assert row == next(old for old in old_rows if old[0] == row[0])
 
+  capsys.readouterr()
+  assert regen.main(args[:3] + ["jocor"] + args[4:]) == 1  # the reused run measured jocor and elr, not jocor alone
+  assert "ran 'python -m experiments.train" in capsys.readouterr().err
+  write_json(os.path.join(workdir, regen.RUN_RECORD), {**record, "command": record["command"][: -len(",elr")]})
   assert regen.main(args[:3] + ["jocor"] + args[4:]) == 0  # again, jocor only: the earlier line keeps elr
   again = (tmp_path / "README.md").read_text().split("\n")
   block = regen.find_block(again, "baselines_sym60")
@@ -456,6 +460,9 @@ def test_rows_round_trip(tmp_path, capsys):
     rows_line.replace("Rows jocor,elr:", "Rows elr:"),
     regen.env_line(record, ["jocor"]),
   ]
+  write_json(
+    os.path.join(workdir, regen.RUN_RECORD), {**record, "command": record["command"].replace("jocor,elr", "elr,jocor")}
+  )
   assert regen.main(args[:3] + ["elr,jocor"] + args[4:]) == 0  # both again: one line
   again = (tmp_path / "README.md").read_text().split("\n")
   block = regen.find_block(again, "baselines_sym60")
