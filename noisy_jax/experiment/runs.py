@@ -126,19 +126,23 @@ def run_single(
       config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key, init_variables=init_variables
     )
   method = registry.make(
-    config.method, num_classes=dataset.num_classes, transition=transition, num_epochs=int(config.num_epochs)
+    config.method,
+    num_classes=dataset.num_classes,
+    transition=transition,
+    num_epochs=int(config.num_epochs),
+    num_examples=len(noisy),
   )
   # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself
   # (noisy_jax.core.label_issues).
   issue_score, issue_rule = label_issues.settings(config)
-  # (Not for a method with its own epoch program, DivideMix and ELR+: its steps record nothing; their own state is
-  # the evidence, Method.label_evidence.)
+  # (Not for a method with its own evidence, Method.label_evidence: DivideMix's and ELR+'s epoch programs record
+  # nothing, DISC's state holds each example's last predictions.)
   extra_history = (
     label_issues.history_length(config, method, num_examples=len(noisy), num_classes=dataset.num_classes)
     if workdir
     else 0
   )
-  if method.epoch_factory is not None:
+  if method.epoch_factory is not None or method.label_evidence is not None:
     extra_history = 0
   if extra_history:
     method = dataclasses.replace(method, history_length=extra_history)

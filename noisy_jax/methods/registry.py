@@ -72,12 +72,20 @@ def tiny_cases() -> dict[str, tuple[spec_lib.MethodSpec, dict]]:
   return cases
 
 
-def make(method_config, *, num_classes: int, transition=None, num_epochs: int | None = None) -> method_lib.Method:
+def make(
+  method_config,
+  *,
+  num_classes: int,
+  transition=None,
+  num_epochs: int | None = None,
+  num_examples: int | None = None,
+) -> method_lib.Method:
   """Builds the Method of `config.method` (its fields: the method's module docstring).
 
   transition: for methods with `needs_transition` (loss correction), the resolved [C, C] matrix
     (`noisy_jax.experiment.runs.correction_transition`).
   num_epochs: the run's epochs, for methods whose schedule spans the run (Co-teaching's forget rate).
+  num_examples: the training split's size, for methods whose state starts from it (DISC).
   """
   spec = get(method_config.name)
   allowed = {"name", *spec.fields}
@@ -86,5 +94,10 @@ def make(method_config, *, num_classes: int, transition=None, num_epochs: int | 
     raise ValueError(
       f"Unknown field(s) {unknown} in config.method for method {spec.name!r}; allowed: {sorted(allowed)}."
     )
-  context = spec_lib.Context(num_classes=int(num_classes), num_epochs=num_epochs, transition=transition)
+  context = spec_lib.Context(
+    num_classes=int(num_classes),
+    num_epochs=num_epochs,
+    transition=transition,
+    num_examples=None if num_examples is None else int(num_examples),
+  )
   return spec.build(method_config, context)

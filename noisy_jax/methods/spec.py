@@ -22,11 +22,13 @@ class Context:
     num_classes: C, the dataset's class count.
     num_epochs: the run's stage-1 epochs (Co-teaching's forget-rate schedule, JoCoR's).
     transition: the resolved [C, C] noise transition matrix for methods with `needs_transition`, else None.
+    num_examples: N, the training split's size (DISC's first thresholds, 1/N), when the caller knows it.
   """
 
   num_classes: int
   num_epochs: int | None = None
   transition: np.ndarray | None = None
+  num_examples: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,8 @@ EPOCH_MODES = ("auto", "scan", "steps")
 # split(key)[i] == fold_in(key, i) with JAX's default partitionable threefry); the epoch's augmentation uses its child
 # number AUGMENT_STREAM, a different stream, so the data order is the same with and without augmentation.
 AUGMENT_STREAM = 0x61756721
+# The stream of the methods' own randomness in a step (Method.extra_forwards: DISC's mixup).
+METHOD_STREAM = 0x6D746864
 
 
 def resolve_epoch_mode(mode: str, platform: str, *, streamed: bool = False) -> str:
@@ -63,6 +65,11 @@ def resolve_epoch_mode(mode: str, platform: str, *, streamed: bool = False) -> s
 def augmentation_key(epoch_key: jax.Array, step) -> jax.Array:
   """The key that augments train step `step` of an epoch: fold_in(fold_in(epoch_key, AUGMENT_STREAM), step)."""
   return jax.random.fold_in(jax.random.fold_in(epoch_key, AUGMENT_STREAM), step)
+
+
+def method_key(epoch_key: jax.Array, step) -> jax.Array:
+  """The key of a method's own draws in train step `step`: fold_in(fold_in(epoch_key, METHOD_STREAM), step)."""
+  return jax.random.fold_in(jax.random.fold_in(epoch_key, METHOD_STREAM), step)
 
 
 def zero_totals() -> dict:
@@ -158,6 +165,7 @@ def make_epoch_fn(
       table_axis=AXIS if shard_table else None,
       member_map=member_map,
       strong_images=strong,
+      method_key=method_key(key, step) if method.extra_forwards else None,
     )
 
   def local_step(state, table, images, indices, valid, epoch, key, step):

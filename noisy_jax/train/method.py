@@ -74,6 +74,9 @@ class Method:
       view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the extended
       objective the strong view's logits as `strong_logits` (the weak view's are `logits`; the history, the metrics
       and the table see the weak view only). Needs `extended`.
+    extra_forwards: the extended objective may run more forward passes of the network in the step (DISC's mixup):
+      it also gets `images`, `strong_images` (with strong_view), the step's `key` and `forward(x, mask)`
+      (noisy_jax.train.step). One network only; needs `extended`.
   """
 
   name: str
@@ -94,10 +97,13 @@ class Method:
   init_state: Callable | None = None
   label_evidence: Callable | None = None
   strong_view: bool = False
+  extra_forwards: bool = False
 
   def __post_init__(self):
     if self.strong_view and not self.extended:
       raise ValueError(f"method {self.name!r}: strong_view needs an extended objective (it takes strong_logits).")
+    if self.extra_forwards and (not self.extended or self.num_networks != 1):
+      raise ValueError(f"method {self.name!r}: extra_forwards needs an extended objective and one network.")
 
   @property
   def relabels_from_history(self) -> bool:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import precision
+from noisy_jax.models import masked_batch_norm
 from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
@@ -28,6 +29,7 @@ def train_step(
   table_axis: str | None = None,
   member_map: str = "loop",
   strong_images: jax.Array | None = None,
+  method_key: jax.Array | None = None,
 ):
   """One SGD step on this device's shard of the batch; returns (state, table, step metrics).
 
@@ -45,10 +47,19 @@ def train_step(
     noisy_jax.train.members).
     strong_images: None, or [b, ...] the strong view of the same examples (a method with `strong_view`): forwarded
       with `images` as one batch [2b, ...], as SOP+'s original does (BatchNorm statistics over both views).
+    method_key: the step's key for a method with `extra_forwards` (its own randomness: DISC's mixup); the same on
+      every device.
 
   A method's per-example state (table.method_rows: ELR's targets, SOP's u and v) is read for the batch, given to the
   extended objective (differentiated with the parameters when `rows_trainable`), updated by `method.row_update` and
   written back like the history: the (all-gathered) rows of the global batch, padding rows dropped.
+
+  A method with `extra_forwards` (one network) also gets, as keyword arguments of its extended objective,
+  `images` [b, ...] (and `strong_images`), `key` (method_key) and `forward(x [b, ...], mask bool [b]) -> logits
+  [b, C]`: another train-mode pass of the parameters being differentiated, every BatchNorm layer normalising with
+  the statistics of the mask's rows (noisy_jax.models.masked_batch_norm; psum-ed over the devices as the model's
+  own layers are). The running statistics are chained through the passes in call order, starting from the step's
+  own pass, as a PyTorch model in train mode updates them at every forward.
   """
   if table_axis is None:
     soft_labels, weights = label_table_lib.targets(table, indices)
@@ -62,11 +73,13 @@ def train_step(
       f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
       "config.augment.strong gives it (noisy_jax.train.views)."
     )
+  if method.extra_forwards and (pair or method_key is None):
+    raise ValueError(f"method {method.name!r}: extra_forwards needs one network and the step's method_key.")
   inputs = images if strong_images is None else jnp.concatenate([images, strong_images.astype(images.dtype)])
 
-  def forward(params, batch_stats):
+  def forward(params, batch_stats, x=inputs):
     logits, updates = state.apply_fn(
-      {"params": params, "batch_stats": batch_stats}, inputs, train=True, mutable=["batch_stats"]
+      {"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"]
     )
     return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
@@ -78,11 +91,23 @@ def train_step(
     views = {}
     if strong_images is not None:  # [..., 2b, C]: the weak view's rows, then the strong view's
       logits, views["strong_logits"] = jnp.split(logits, 2, axis=-2)
+    chained = [batch_stats]  # the running statistics after each pass, the step's own first
+    if method.extra_forwards:
+
+      def masked_forward(x, mask):
+        with masked_batch_norm.statistics_over(mask):
+          out, stats = forward(params, chained[-1], x)
+        chained.append(stats)
+        return out
+
+      views.update(images=images, key=method_key, forward=masked_forward)
+      if strong_images is not None:
+        views["strong_images"] = strong_images.astype(images.dtype)
     if method.extended:
       loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch, **views)
     else:
       loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
-    return loss, (logits, batch_stats, rows_out)
+    return loss, (logits, chained[-1], rows_out)
 
   argnums = (0, 1) if method.rows_trainable else 0
   (loss, (logits, batch_stats, rows_out)), grads = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)(
