@@ -27,11 +27,34 @@ dataset in DISC.__init__). After the warm-up (epoch >= start_epoch; before it ev
   lamd_ce |C_b| / B (CE_C(z_w) + CE_C(z_s))  +  lamd_h |H_b| / B (GCE_H(z_w) + GCE_H(z_s))
 
 with CE_C / GCE_H the means over the batch's clean / hard rows, GCE (1 - clamp(p_y, 1e-7, 1)^q) / q with q 0.7 (the
-original's GCELoss), lamd_ce 1 and lamd_h 1 (0.2 at 60% / 80% noise). The original adds a mixup loss on the purified
-rows of each view, an extra forward pass of mixed images: that part belongs to DISC's epoch program, not here.
+original's GCELoss), lamd_ce 1 and lamd_h 1 (0.2 at 60% / 80% noise), plus the mixup loss of each view's purified
+rows (`mixup_subset`, `mixup_loss`), each an extra forward pass of mixed images.
 
 Padding rows (valid False) count in no set and no mean; over several devices the counts and sums are the global
 batch's (psum over `axis_name`), B the global number of valid rows.
+
+As a method (`method`, registry name 'disc'): one network trained on the weak and the strong view of each batch,
+forwarded as one batch [weak; strong] (the original's torch.cat), with the state above in the label table's method
+rows (ROWS; sharded with the table, saved in its checkpoints):
+
+  disc_w_probs, disc_s_probs [N, C]   p_w, p_s as the last step that saw the example gave them (0 before any)
+  disc_w_confidence, disc_s_confidence [N]   c_w, c_s (1/N at first)
+  disc_clean, disc_hard, disc_purified [N] bool   C, H, M of the last division (none at first)
+  disc_purified_labels [N] int32   the labels M trains with
+
+Epochs 1 .. start_epoch (the original's 0-based `epoch < start_epoch`) train `warmup_loss`; later ones
+`supervised_loss` plus the mixup loss of each view. Every epoch, warm-up included, ends with `divide` (the method's
+table update). The mixup draws lam and its permutation from the step's key (view w from fold 0, s from fold 1) over
+the purified rows of the global batch: with several devices the views, labels and mask are all-gathered, mixed once,
+and each device forwards its own slice, so N devices train what one does. Each mixup pass normalises with the
+statistics of its rows (noisy_jax.models.masked_batch_norm) and chains the BatchNorm running averages after the
+step's own pass, as the original's three forwards do.
+
+Differences from the original, named: (1) the mixup passes also run during the warm-up, on an empty mask (no rows, no
+loss, running averages untouched): the same training, two more forwards per warm-up step; (2) a batch whose loss is
+exactly 0 (no clean, hard or purified row after the warm-up) still takes an optimiser step with zero gradients
+(weight decay and momentum act), where the original skips `optimizer.step()`; (3) BatchNorm's running variance is
+flax's biased one (the whole package's difference from PyTorch).
 """
 
 from __future__ import annotations
@@ -43,12 +66,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import label_issues
+from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import loss_parts
+from noisy_jax.core import precision
+from noisy_jax.methods import spec as spec_lib
+from noisy_jax.train import method as method_lib
 
 GCE_Q = 0.7  # losses/loss_other.py GCELoss default, as DISC builds it
 GCE_CLAMP = 1e-7  # GCELoss: torch.clamp(softmax, min=1e-7, max=1.0)
 SIGMA = 0.5  # DISC.__init__: self.sigma
 MAX_THRESHOLD = 0.99  # DISC.train: torch.min(ws_threshold, 0.99)
+ROWS = (
+  "disc_w_probs",
+  "disc_s_probs",
+  "disc_w_confidence",
+  "disc_s_confidence",
+  "disc_clean",
+  "disc_hard",
+  "disc_purified",
+  "disc_purified_labels",
+)
 
 
 class Division(NamedTuple):
@@ -197,7 +235,9 @@ def subset_permutation(key: jax.Array, mask: jax.Array) -> jax.Array:
   subset = jnp.argsort(~mask, stable=True)  # the masked rows in index order first, then the others
   count = jnp.sum(mask)
   sigma = jnp.argsort(jnp.where(positions < count, jax.random.uniform(key, (size,)), 2.0 + positions))
-  return jnp.zeros((size,), jnp.int32).at[subset].set(jnp.where(positions < count, subset[sigma], subset))
+  return (
+    jnp.zeros((size,), jnp.int32).at[subset].set(jnp.where(positions < count, subset[sigma], subset).astype(jnp.int32))
+  )
 
 
 def mixup_lambda(key: jax.Array, alpha: float) -> jax.Array:
@@ -242,3 +282,197 @@ def mixup_loss(logits, targets, mask, axis_name=None) -> jax.Array:
   per_example = -jnp.sum(targets * jax.nn.log_softmax(jnp.asarray(logits), axis=-1), axis=-1)
   mean, _ = _subset_mean(per_example, jnp.asarray(mask, bool), axis_name)
   return mean
+
+
+def init_rows(num_rows: int, num_classes: int, num_examples: int) -> dict:
+  """DISC's state before training (ROWS, module docstring) for a table of `num_rows` rows (N, or more with a sharded
+  table's padding) of a training split of `num_examples`: zero predictions, thresholds 1/num_examples, empty sets,
+  purified labels 0 (read only where an example is purified, and written there by each division)."""
+  dtype = precision.float_dtype()
+  probs = jnp.zeros((int(num_rows), int(num_classes)), dtype)
+  confidence = jnp.full((int(num_rows),), 1.0 / int(num_examples), dtype)
+  flags = jnp.zeros((int(num_rows),), bool)
+  return {
+    "disc_w_probs": probs,
+    "disc_s_probs": probs,
+    "disc_w_confidence": confidence,
+    "disc_s_confidence": confidence,
+    "disc_clean": flags,
+    "disc_hard": flags,
+    "disc_purified": flags,
+    "disc_purified_labels": jnp.zeros((int(num_rows),), jnp.int32),
+  }
+
+
+def table_update(table, *, sigma: float, momentum: float):
+  """The epoch-end division (`divide`) of a label table's DISC rows against its given labels: the table with the
+  new sets, purified labels and thresholds."""
+  rows = table.method_rows
+  division = divide(
+    rows["disc_w_probs"],
+    rows["disc_s_probs"],
+    table.noisy_labels,
+    rows["disc_w_confidence"],
+    rows["disc_s_confidence"],
+    rows["disc_purified_labels"],
+    sigma=sigma,
+    momentum=momentum,
+  )
+  new_rows = dict(rows)
+  new_rows.update(
+    disc_clean=division.clean,
+    disc_hard=division.hard,
+    disc_purified=division.purified,
+    disc_purified_labels=division.purified_labels,
+    disc_w_confidence=division.w_confidence.astype(rows["disc_w_confidence"].dtype),
+    disc_s_confidence=division.s_confidence.astype(rows["disc_s_confidence"].dtype),
+  )
+  return label_table_lib.with_method_rows(table, new_rows)
+
+
+def _gather(x, axis_name):
+  return x if axis_name is None else jax.lax.all_gather(x, axis_name, tiled=True)
+
+
+def _mixup_pass(key, x, labels, mask, forward, axis_name, *, num_classes: int, alpha: float):
+  """The mixup loss of one view (module docstring): mixed over the global batch's masked rows, this device's slice
+  forwarded with BatchNorm statistics over its masked rows."""
+  mixed, targets, _ = mixup_subset(
+    key,
+    _gather(x, axis_name),
+    _gather(labels, axis_name),
+    _gather(mask, axis_name),
+    num_classes=num_classes,
+    alpha=alpha,
+  )
+  if axis_name is not None:
+    start = jax.lax.axis_index(axis_name) * x.shape[0]
+    mixed, targets = (jax.lax.dynamic_slice_in_dim(a, start, x.shape[0]) for a in (mixed, targets))
+  logits = forward(mixed, mask)
+  return mixup_loss(logits, targets.astype(logits.dtype), mask, axis_name)
+
+
+def method(
+  *,
+  num_examples: int,
+  start_epoch: int = 20,
+  momentum: float = 0.99,
+  sigma: float = SIGMA,
+  lamd_ce: float = 1.0,
+  lamd_h: float = 1.0,
+  mixup_alpha: float = 5.0,
+  gce_q: float = GCE_Q,
+) -> method_lib.Method:
+  """DISC as a method (module docstring).
+
+  Args:
+    num_examples: N, the training split's size (the first thresholds are 1/N).
+    start_epoch: the warm-up epochs (the original's CIFAR value 20; 15 with instance-dependent noise).
+    momentum: m of the thresholds' moving average (0.99; 0.95 for asymmetric noise and CIFAR at 60% / 80%).
+    sigma: the correction threshold's margin (0.5).
+    lamd_ce, lamd_h: the weights of the clean and the hard part (1 and 1; lamd_h 0.2 for CIFAR at 60% / 80%).
+    mixup_alpha: Beta(alpha, alpha) of the mixup (5.0, DISC_CIFAR.py's alpha).
+    gce_q: q of the hard rows' GCE (0.7).
+  """
+  if int(num_examples) < 1:
+    raise ValueError(f"DISC needs the training split's size: num_examples={num_examples!r} must be >= 1.")
+  if isinstance(start_epoch, bool) or int(start_epoch) != start_epoch or start_epoch < 0:
+    raise ValueError(f"start_epoch={start_epoch!r} must be an integer >= 0.")
+  _checks.check_range("momentum", momentum, 0.0, 1.0)
+  _checks.check_range("sigma", sigma, 0.0, np.inf)
+  _checks.check_range("lamd_ce", lamd_ce, 0.0, np.inf)
+  _checks.check_range("lamd_h", lamd_h, 0.0, np.inf)
+  _checks.check_range("mixup_alpha", mixup_alpha, 0.0, np.inf)
+  _checks.check_range("gce_q", gce_q, 0.0, 1.0, low_open=True)
+  start_epoch = int(start_epoch)
+
+  def objective(
+    logits,
+    soft_labels,
+    weights,
+    valid,
+    axis_name=None,
+    *,
+    rows,
+    epoch,
+    strong_logits,
+    images,
+    strong_images,
+    key,
+    forward,
+  ):
+    del weights
+    num_classes = logits.shape[-1]
+    labels = jnp.argmax(soft_labels, axis=-1).astype(jnp.int32)
+    valid = jnp.asarray(valid, bool)
+    warm_up = epoch <= start_epoch
+    supervised = supervised_loss(
+      logits, strong_logits, labels, rows["disc_clean"], rows["disc_hard"], valid, axis_name,
+      lamd_ce=lamd_ce, lamd_h=lamd_h, q=gce_q,
+    )  # fmt: skip
+    loss = jnp.where(warm_up, warmup_loss(logits, strong_logits, labels, valid, axis_name), supervised)
+    mix_rows = jnp.asarray(rows["disc_purified"], bool) & valid & ~warm_up
+    for view, x in enumerate((images, strong_images)):  # each view its own lam and permutation
+      loss = loss + _mixup_pass(
+        jax.random.fold_in(key, view),
+        x,
+        rows["disc_purified_labels"],
+        mix_rows,
+        forward,
+        axis_name,
+        num_classes=num_classes,
+        alpha=mixup_alpha,
+      )
+    rows_out = dict(rows)
+    rows_out["disc_w_probs"] = jax.nn.softmax(jax.lax.stop_gradient(logits), axis=-1)
+    rows_out["disc_s_probs"] = jax.nn.softmax(jax.lax.stop_gradient(strong_logits), axis=-1)
+    return loss, rows_out
+
+  def label_evidence(table):
+    rows = table.method_rows
+    probs = (np.asarray(rows["disc_w_probs"], np.float64) + np.asarray(rows["disc_s_probs"], np.float64)) / 2
+    return label_issues.MethodEvidence(what="DISC's mean of the last weak and strong softmax", probs=probs)
+
+  return method_lib.Method(
+    name="disc",
+    objective=objective,
+    extended=True,
+    init_rows=lambda key, num_rows, num_classes: init_rows(num_rows, num_classes, num_examples),
+    row_update=lambda rows, rows_out, grads: rows_out,
+    table_update=lambda table, train_probs: table_update(table, sigma=sigma, momentum=momentum),
+    update_due=lambda epoch: True,
+    label_evidence=label_evidence,
+    strong_view=True,
+    extra_forwards=True,
+  )
+
+
+def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
+  if context.num_examples is None:
+    raise ValueError("method 'disc' needs the training split's size: registry.make(..., num_examples=N).")
+  fields = spec_lib.given(
+    method_config,
+    start_epoch=int,
+    momentum=float,
+    sigma=float,
+    lamd_ce=float,
+    lamd_h=float,
+    mixup_alpha=float,
+    gce_q=float,
+  )
+  return method(num_examples=context.num_examples, **fields)
+
+
+SPEC = spec_lib.MethodSpec(
+  name="disc",
+  fields=("start_epoch", "momentum", "sigma", "lamd_ce", "lamd_h", "mixup_alpha", "gce_q"),
+  build=_build,
+  # One warm-up epoch, then two of DISC's (its sets from the warm-up's predictions; sigma 0.1 so that some rows are
+  # corrected within 3 epochs); a strong view of Cutout only (the policies' own tests: tests/test_autoaugment.py).
+  tiny={
+    "disc": {
+      "method": {"name": "disc", "start_epoch": 1, "momentum": 0.9, "sigma": 0.1, "lamd_h": 0.5},
+      "augment": {"crop_padding": 0, "flip": False, "strong": {"policy": "none", "cutout": 4}},
+    }
+  },
+)

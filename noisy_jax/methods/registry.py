@@ -15,6 +15,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   dividemix           noisy_jax.methods.dividemix_train     Li et al., ICLR 2020
   elr_plus            noisy_jax.methods.elr_plus_train      Liu et al., NeurIPS 2020
   jocor               noisy_jax.methods.jocor               Wei et al., CVPR 2020
+  disc                noisy_jax.methods.disc                Li et al., CVPR 2023 (two views, mixup)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from noisy_jax.core import _checks
 from noisy_jax.methods import coteaching
+from noisy_jax.methods import disc
 from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
@@ -50,6 +52,7 @@ SPECS = {
     dividemix_train.SPEC,
     elr_plus_train.SPEC,
     jocor.SPEC,
+    disc.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
