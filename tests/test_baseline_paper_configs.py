@@ -1,4 +1,4 @@
-"""The baselines' paper configs (experiments/configs/{coteaching,elr,sop}_paper.py): values, refusals, smoke runs.
+"""The baselines' paper configs (experiments/configs/{coteaching,elr,sop,disc}_paper.py): values, refusals, smoke runs.
 
 Every variant string is loaded and its hyper-parameters are compared with the values written out here; the comment
 above each table names its source (a section of shared/REFERENCE.md, or the original file the config's docstring
@@ -18,6 +18,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from experiments.configs import coteaching_paper
+from experiments.configs import disc_paper
 from experiments.configs import elr_paper
 from experiments.configs import sop_paper
 from noisy_jax import models
@@ -279,7 +280,53 @@ BAD = [
   (sop_paper, "asymmetric,lr_u", r"'lr_u'.*allowed: paper_lr_u, plus"),
   (sop_paper, "symmetric,paper_lr_u", r"paper_lr_u.*asymmetric only"),
   (sop_paper, "symmetric,asymmetric", r"'asymmetric'.*allowed: paper_lr_u, plus"),
+  (disc_paper, "cifar10,symmetric", r"DATASET,NOISE,RATE"),
+  (disc_paper, "svhn,symmetric,0.2", r"'svhn'.*allowed: cifar10, cifar100"),
+  (disc_paper, "cifar10,ins,0.2", r"'ins'.*allowed: symmetric, asymmetric"),
+  (disc_paper, "cifar10,symmetric,1.5", r"RATE '1.5'.*\(0, 1\)"),
 ]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# DISC (JackYFL/DISC@a21e910: algorithms/DISC.py DISC.__init__, configs/DISC_CIFAR.py, main.py)
+
+# DISC.__init__ for CIFAR-10 / CIFAR-100: (thresholds' momentum, lamd_h, optimiser) per noise and rate; momentum 0.99
+# (main.py) unless asymmetric or at 60% / 80%; Adam above 60%.
+DISC_ROWS = {
+  "cifar10,symmetric,0.2": (0.99, 1.0, "sgd", "symmetric_include_true"),
+  "cifar10,symmetric,0.4": (0.99, 1.0, "sgd", "symmetric_include_true"),
+  "cifar10,symmetric,0.6": (0.95, 0.2, "sgd", "symmetric_include_true"),
+  "cifar10,symmetric,0.8": (0.95, 0.2, "coteaching_adam", "symmetric_include_true"),
+  "cifar10,asymmetric,0.4": (0.95, 1.0, "sgd", "asymmetric"),
+  "cifar100,symmetric,0.2": (0.99, 1.0, "sgd", "symmetric_include_true"),
+  "cifar100,symmetric,0.8": (0.95, 0.2, "coteaching_adam", "symmetric_include_true"),
+  "cifar100,asymmetric,0.4": (0.95, 1.0, "sgd", "pairflip"),
+}
+
+
+@pytest.mark.parametrize("arg", list(DISC_ROWS))
+def test_disc_paper_values(arg):
+  momentum, lamd_h, optimizer, noise = DISC_ROWS[arg]
+  config = disc_paper.get_config(arg)
+  assert config.method.to_dict() == {
+    "name": "disc",
+    "start_epoch": 20,
+    "momentum": momentum,
+    "lamd_h": lamd_h,
+    "mixup_alpha": 5.0,
+  }
+  assert (config.noise.type, config.noise.rate, config.noise.exact) == (noise, float(arg.split(",")[2]), True)
+  assert (config.model.name, config.num_epochs, config.batch_size) == ("resnet18", 200, 128)
+  assert (config.augment.crop_padding, config.augment.flip) == (4, True)
+  assert config.augment.strong.to_dict() == {"policy": "randaugment", "num_ops": 2, "magnitude": 9, "cutout": 4}
+  assert config.dataset_kwargs.validation_size == 0
+  if optimizer == "sgd":  # SGD lr 0.1, no momentum, weight decay 1e-3, x0.1 at 80 and 160 (MultiStepLR)
+    lrs = _lr_per_epoch(config.optimizer, 200)
+    np.testing.assert_allclose(lrs[[0, 79, 80, 159, 160, 199]], [0.1, 0.1, 0.01, 0.01, 0.001, 0.001], rtol=1e-6)
+    assert (config.optimizer.momentum, config.optimizer.weight_decay) == (0.0, 1e-3)
+  else:  # Adam lr 0.001, decayed linearly from epoch 120 (alpha_plan)
+    assert config.optimizer.to_dict() == {"name": "coteaching_adam", "learning_rate": 0.001, "decay_start": 120}
+  registry.make(config.method, num_classes=100 if arg.startswith("cifar100") else 10, num_examples=50_000)
 
 
 @pytest.mark.parametrize("module,arg,message", BAD, ids=[f"{m.__name__.split('.')[-1]}:{a}" for m, a, _ in BAD])
@@ -288,9 +335,9 @@ def test_bad_strings_name_the_allowed_values(module, arg, message):
     module.get_config(arg)
 
 
-@pytest.mark.parametrize("module", [coteaching_paper, elr_paper, sop_paper])
+@pytest.mark.parametrize("module", [coteaching_paper, elr_paper, sop_paper, disc_paper])
 def test_docstring_commands_and_defaults_load(module):
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+)", module.__doc__)
+  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.]+)", module.__doc__)
   assert found and all(name == module.__name__.split(".")[-1] for name, _ in found)
   for _, arg in found:
     module.get_config(arg)
@@ -377,3 +424,13 @@ def test_smoke_sop_asymmetric(mock_tfds):
   _check(summary, "sop")
   assert "val_accuracy" not in summary["history"][0]
   assert summary["noise"]["type"] == "asymmetric"
+
+
+def test_smoke_disc_adam(mock_tfds):
+  """DISC with ResNet-18's class of one block per stage, both views (RandAugment + Cutout), the Adam plan, and no
+  warm-up (start_epoch 0 here) so the single epoch runs the mixup passes of the purified rows."""
+  config = _tiny(disc_paper.get_config("cifar100,symmetric,0.8"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
+  config.method.start_epoch = 0
+  summary = runs.run_single(config)
+  _check(summary, "disc")
+  assert summary["noise"]["type"] == "symmetric_include_true"
