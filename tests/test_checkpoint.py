@@ -297,7 +297,8 @@ def test_every_method_killed_between_checkpoints_resumes_bit_identical(registere
   _, arrays = _final_arrays(killed, "stage1")
   spec = registry.get(resume_worker.tiny_config(case).method.name)
   method = spec.build(
-    resume_worker.tiny_config(case).method, spec_lib.Context(num_classes=10, num_epochs=5, transition=np.eye(10))
+    resume_worker.tiny_config(case).method,
+    spec_lib.Context(num_classes=10, num_epochs=5, transition=np.eye(10), num_examples=4),
   )
   if method.init_rows is not None:  # the method's per-example state is in the checkpoint
     rows = method.init_rows(jax.random.PRNGKey(0), 4, 10)

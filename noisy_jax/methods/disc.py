@@ -289,17 +289,18 @@ def init_rows(num_rows: int, num_classes: int, num_examples: int) -> dict:
   table's padding) of a training split of `num_examples`: zero predictions, thresholds 1/num_examples, empty sets,
   purified labels 0 (read only where an example is purified, and written there by each division)."""
   dtype = precision.float_dtype()
-  probs = jnp.zeros((int(num_rows), int(num_classes)), dtype)
-  confidence = jnp.full((int(num_rows),), 1.0 / int(num_examples), dtype)
-  flags = jnp.zeros((int(num_rows),), bool)
+  # a new array per row (never one buffer twice: the trainer donates the table)
+  probs = lambda: jnp.zeros((int(num_rows), int(num_classes)), dtype)
+  confidence = lambda: jnp.full((int(num_rows),), 1.0 / int(num_examples), dtype)
+  flags = lambda: jnp.zeros((int(num_rows),), bool)
   return {
-    "disc_w_probs": probs,
-    "disc_s_probs": probs,
-    "disc_w_confidence": confidence,
-    "disc_s_confidence": confidence,
-    "disc_clean": flags,
-    "disc_hard": flags,
-    "disc_purified": flags,
+    "disc_w_probs": probs(),
+    "disc_s_probs": probs(),
+    "disc_w_confidence": confidence(),
+    "disc_s_confidence": confidence(),
+    "disc_clean": flags(),
+    "disc_hard": flags(),
+    "disc_purified": flags(),
     "disc_purified_labels": jnp.zeros((int(num_rows),), jnp.int32),
   }
 
