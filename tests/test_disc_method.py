@@ -54,7 +54,34 @@ def _apply(model, params, stats, x):
   return logits, updates["batch_stats"]
 
 
-def _reference_loss(params, model, stats, table, indices, weak, strong, key, *, lamd_h):
+def _step(state, table, method, indices, weak, strong, *, epoch: int, key):
+  """One compiled train_step of `method` on the batch (both views, every row valid), outside any device mapping."""
+  step = lambda state, table: step_lib.train_step(
+    state,
+    table,
+    weak,
+    indices,
+    jnp.ones(B, bool),
+    method=method,
+    epoch=jnp.int32(epoch),
+    axis_name=None,
+    strong_images=strong,
+    method_key=key,
+  )
+  return jax.jit(step)(state, table)
+
+
+def _mixup_draws(key, purified):
+  """[(lam, index)] per view: the step's draws, index the original's randperm over the subset x[weak_flag]."""
+  subset, draws = np.flatnonzero(purified), []
+  for view in range(2):
+    key_lam, key_perm = jax.random.split(jax.random.fold_in(key, view))
+    partner = np.asarray(disc.subset_permutation(key_perm, jnp.asarray(purified)))
+    draws.append((float(disc.mixup_lambda(key_lam, 5.0)), np.searchsorted(subset, partner[subset])))
+  return draws
+
+
+def _reference_loss(params, model, stats, table, indices, weak, strong, draws, *, lamd_h):
   """The original's loss_sup of one step after the warm-up, subsets indexed out and forwarded alone."""
   labels = jnp.asarray(table.noisy_labels)[indices]
   rows = {k: np.asarray(v)[np.asarray(indices)] for k, v in table.method_rows.items()}
@@ -72,11 +99,7 @@ def _reference_loss(params, model, stats, table, indices, weak, strong, key, *, 
   loss = (ce(w_logits[clean], labels[clean]) + ce(s_logits[clean], labels[clean])) * clean.sum() / B
   loss += lamd_h * (gce(w_logits[hard], labels[hard]) + gce(s_logits[hard], labels[hard])) * hard.sum() / B
   subset = np.flatnonzero(purified)
-  for view, x in enumerate((weak, strong)):
-    key_lam, key_perm = jax.random.split(jax.random.fold_in(key, view))
-    lam = disc.mixup_lambda(key_lam, 5.0)
-    partner = np.asarray(disc.subset_permutation(key_perm, jnp.asarray(purified)))
-    index = np.searchsorted(subset, partner[subset])  # the original's randperm over x[weak_flag]
+  for x, (lam, index) in zip((weak, strong), draws):
     x_sub = x[subset]
     y_sub = jax.nn.one_hot(rows["disc_purified_labels"][subset], C)
     mixed_x = lam * x_sub + (1 - lam) * x_sub[index]
@@ -89,25 +112,13 @@ def _reference_loss(params, model, stats, table, indices, weak, strong, key, *, 
 def test_one_step_after_the_warm_up_is_the_originals():
   model, state, method, table, indices, weak, strong, noisy = _setup()
   key = jax.random.PRNGKey(11)
-  step = jax.jit(
-    lambda state, table: step_lib.train_step(
-      state,
-      table,
-      weak,
-      indices,
-      jnp.ones(B, bool),
-      method=method,
-      epoch=jnp.int32(3),
-      axis_name=None,
-      strong_images=strong,
-      method_key=key,
-    )
-  )
-  new_state, new_table, metrics = step(state, table)
+  new_state, new_table, metrics = _step(state, table, method, indices, weak, strong, epoch=3, key=key)
 
-  (want_loss, want_stats), want_grads = jax.value_and_grad(_reference_loss, has_aux=True)(
-    state.params, model, state.batch_stats, table, indices, weak, strong, key, lamd_h=0.5
-  )
+  draws = _mixup_draws(key, np.asarray(table.method_rows["disc_purified"])[np.asarray(indices)])
+  reference = lambda params: _reference_loss(
+    params, model, state.batch_stats, table, indices, weak, strong, draws, lamd_h=0.5
+  )  # the subsets and draws are concrete (NumPy): traced once, compiled as one program
+  (want_loss, want_stats), want_grads = jax.jit(jax.value_and_grad(reference, has_aux=True))(state.params)
   np.testing.assert_allclose(float(metrics["loss"]) / B, float(want_loss), rtol=1e-5)
   want_params = jax.tree.map(lambda p, g: p - LR * g, state.params, want_grads)
   for got, want in zip(jax.tree.leaves(new_state.params), jax.tree.leaves(want_params)):
@@ -131,18 +142,8 @@ def test_one_step_after_the_warm_up_is_the_originals():
 
 def test_warm_up_step_is_cross_entropy_on_both_views_and_leaves_the_mixup_out():
   model, state, method, table, indices, weak, strong, noisy = _setup()
-  new_state, _, metrics = step_lib.train_step(
-    state,
-    table,
-    weak,
-    indices,
-    jnp.ones(B, bool),
-    method=method,
-    epoch=jnp.int32(2),  # start_epoch 2: epochs 1 and 2 warm up
-    axis_name=None,
-    strong_images=strong,
-    method_key=jax.random.PRNGKey(1),
-  )
+  # start_epoch 2: epochs 1 and 2 warm up
+  new_state, _, metrics = _step(state, table, method, indices, weak, strong, epoch=2, key=jax.random.PRNGKey(1))
   labels = jnp.asarray(noisy)[indices]
 
   def loss_fn(params):
