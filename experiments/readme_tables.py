@@ -598,6 +598,7 @@ BASELINE_RUNS = (
   ("jocor", "JoCoR (2 networks)"),
   ("elr_plus", "ELR+ (2 networks)"),
   ("dividemix", "DivideMix (2 networks)"),
+  ("disc", "DISC (RandAugment + Cutout view)"),
 )
 
 

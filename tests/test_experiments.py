@@ -190,6 +190,15 @@ def test_baselines_config(tmp_path):
   assert (sym.runs.dividemix.method.lambda_u, sym.runs.dividemix.method.warmup_penalty) == (25.0, False)
   assert (asym.runs.dividemix.method.lambda_u, asym.runs.dividemix.method.warmup_penalty) == (0.0, True)
   assert (sym.runs.elr_plus.method.beta, asym.runs.elr_plus.method.lam) == (0.7, 1.0)
+  # DISC's CIFAR-10 settings: lamd_h 0.2 at 60%; momentum 0.95 at 60% and for asymmetric noise; 4 of 40 warm-up
+  # epochs (its 20 of 200), lr x0.1 at 16 and 32 (its 80 and 160)
+  assert (sym.runs.disc.method.lamd_h, asym.runs.disc.method.lamd_h) == (0.2, 1.0)
+  assert (sym.runs.disc.method.momentum, asym.runs.disc.method.momentum, sym.runs.disc.method.start_epoch) == (
+    0.95,
+    0.95,
+    4,
+  )
+  assert tuple(sym.runs.disc.optimizer.lr_boundaries) == (16, 32) and sym.runs.disc.optimizer.momentum == 0.0
   with pytest.raises(ValueError, match="sym60"):
     baselines.get_config("sym50")
   config = shrink(asym, epochs=2)
@@ -199,6 +208,7 @@ def test_baselines_config(tmp_path):
   config.runs.truncated_lq.method.prune_start = 2
   config.runs.dividemix.method.warm_up = 1  # one epoch of warm-up, one of DivideMix
   config.runs.jocor.optimizer.learning_rate = 1e-2  # as its tiny case: Adam at 1e-3 is at 15% after 2 MLP epochs
+  config.runs.disc.method.start_epoch = 1  # one warm-up epoch, one of DISC's
   out = comparison.run(config, str(tmp_path))
   assert set(out["mean_std"]) == set(config.runs)
   for name, stats in out["mean_std"].items():

@@ -49,6 +49,12 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        on this data (seed 0, a few epochs), while lr 0.02 trains. The average's ramp is scaled
                        with the run: the original ramps it over 40,000 of its 78,200 steps (200 CIFAR-10 epochs of
                        391), about half; here over 560 of 1,120 (40 x 28).
+  disc                 DISC with the original's CIFAR-10 settings for the noise (disc_paper.py: at 60% symmetric
+                       lamd_h 0.2 and threshold momentum 0.95; at 40% asymmetric lamd_h 1, momentum 0.95; sigma 0.5,
+                       mixup alpha 5), its SGD (lr 0.1, no momentum, weight decay 1e-3) and warm-up scaled to the
+                       run's 40 epochs (x0.1 at 16 and 32 as its 80 and 160 of 200; 4 warm-up epochs as its 20),
+                       and its strong view as disc_paper.py gives it (torchvision's RandAugment, 2 operations at
+                       magnitude 9, then Cutout 4: the original's int(0.15 x side) of 28 pixels), no crop, no flip.
 Method settings: ELR with the CIFAR-10 values of its configs (symmetric: beta 0.7, lambda 3; asymmetric: beta 0.9,
 lambda 1); SOP with the original's rates (symmetric: lr_u 1, lr_v 10; asymmetric: lr_u 0.1, lr_v 100); forward
 loss correction with the noise model's true transition matrix; GCE q 0.7, truncated Lq q 0.7 k 0.5, EL log_end
@@ -73,6 +79,7 @@ import ml_collections
 from experiments.configs import alfs_anl_paper
 from experiments.configs import base
 from experiments.configs import ce
+from experiments.configs import disc_paper
 from experiments.configs import encouraging
 from experiments.configs import gce
 from experiments.configs import joint_optimization
@@ -121,6 +128,27 @@ def sop_plus_run(sop_run: ml_collections.ConfigDict) -> ml_collections.ConfigDic
 def jocor_run(forget_rate: float) -> ml_collections.ConfigDict:
   run = _coteaching_plan()
   run.method = {"name": "jocor", "forget_rate": forget_rate, "co_lambda": JOCOR_LAMBDA, "num_gradual": 10}
+  return run
+
+
+def disc_run(symmetric: bool, rate: float) -> ml_collections.ConfigDict:
+  """DISC with its CIFAR-10 settings for the noise (module docstring), its plan scaled to the run's 40 epochs."""
+  run = ce.get_run()
+  run.optimizer = base.optimizer(
+    disc_paper.SGD_LR,
+    weight_decay=disc_paper.SGD_WEIGHT_DECAY,
+    lr_boundaries=tuple(m * run.num_epochs // disc_paper.NUM_EPOCHS for m in disc_paper.SGD_MILESTONES),
+    momentum=0.0,
+  )
+  high = rate in disc_paper.HIGH_NOISE_RATES
+  run.method = {
+    "name": "disc",
+    "start_epoch": disc_paper.START_EPOCH * run.num_epochs // disc_paper.NUM_EPOCHS,
+    "momentum": disc_paper.HIGH_NOISE_MOMENTUM if (high or not symmetric) else disc_paper.MOMENTUM,
+    "lamd_h": disc_paper.HIGH_NOISE_LAMD_H if high else 1.0,
+    "mixup_alpha": disc_paper.MIXUP_ALPHA,
+  }
+  run.augment = {"crop_padding": 0, "flip": False, "strong": dict(disc_paper.STRONG_VIEW)}
   return run
 
 
@@ -240,6 +268,7 @@ def get_config(setting: str = "sym60"):
       "jocor": jocor_run(rate),
       "elr_plus": elr_plus_run(symmetric),
       "dividemix": dividemix_run(symmetric),
+      "disc": disc_run(symmetric, rate),
     }
   )
   return config
