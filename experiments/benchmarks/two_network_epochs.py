@@ -6,13 +6,18 @@ Whole epochs on N synthetic examples, as `loop.fit` runs them, timed alternately
   * 'ELR+': each network an epoch in turn, each step the peer's average on the batch + the mixed batch's step
     (noisy_jax.methods.elr_plus_train);
   * 'DivideMix': after its warm-up, each network on its peer's division (here half of the examples labelled), each
-    step two views of b = B/2 labelled and b unlabelled rows (noisy_jax.methods.dividemix_train).
+    step two views of b = B/2 labelled and b unlabelled rows (noisy_jax.methods.dividemix_train);
+  * 'DISC' (one network, two views): after its warm-up, each step the weak and the strong view as one batch of 2B,
+    then each view's mixup pass over the batch with BatchNorm statistics of its purified rows (here half of them;
+    noisy_jax.methods.disc); the strong view is Cutout only (the policies' cost: strong_augment.py).
 The methods do different amounts of work per epoch, so next to the measured ratio the table gives the work ratio, in
 forward passes over one example (a backward pass counted as two forward passes: a step of fwd + bwd = 3):
   CE 3 N;  Co-teaching 2 x 3 N = 6 N;  ELR+ 2 x (3 + 1) N = 8 N;
   DivideMix, labelled fraction f per network: 2 networks x (2 f N / B steps) x (4 b own + 2 b peer forward passes
   + 3 x 4 b for the mixed batch's step) = 36 f N (f = 0.5: 18 N); its per-epoch division (each network's forward
   pass over the split and a GMM) is outside the timed epoch.
+  DISC: 3 x 2 N for the two views' step + 2 views x 3 N for the mixup passes, which run over every row of the batch
+  (the mask keeps the shapes) = 12 N; the original forwards only the purified rows: 6 N + 6 f N (f = 0.5: 9 N).
 "overhead" = measured ratio / work ratio: 1.0 means no cost beyond the method's own passes.
 
   python -m experiments.benchmarks.two_network_epochs [--model small_cnn] [--num-examples 2560] [--repeats 10]
@@ -22,8 +27,9 @@ from __future__ import annotations
 
 from experiments.benchmarks import common
 
-WORK = {"CE": 3.0, "Co-teaching": 6.0, "ELR+": 8.0}  # forward passes per example and epoch (module docstring)
+WORK = {"CE": 3.0, "Co-teaching": 6.0, "ELR+": 8.0, "DISC": 12.0}  # forward passes per example and epoch (docstring)
 LABELLED_FRACTION = 0.5
+PURIFIED_FRACTION = 0.5  # DISC: the rows its mixup passes train on
 
 
 def dividemix_work(fraction: float) -> float:
@@ -46,11 +52,14 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import disc  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import dividemix_train  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options
   from noisy_jax.train import epoch as epoch_lib
+  from noisy_jax.train import views
 
   n, batch = args.num_examples, args.batch_size
   shape = common.STEP_INPUT_SHAPES[args.model]
@@ -62,12 +71,15 @@ def main(argv=None):
   options = xla_options.compiler_options(model, mesh.devices.flat[0].platform)
   make = lambda config: registry.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)
   dividemix = make({"name": "dividemix", "warm_up": 1})
+  disc_method = disc.method(num_examples=n, start_epoch=0)
   variants = {
     "CE": (jax_side.make_method("ce"), 1),
     "Co-teaching": (make({"name": "coteaching", "forget_rate": 0.4}), 1),
     "ELR+": (make({"name": "elr_plus"}), 1),
     "DivideMix": (dividemix, 2),
+    "DISC": (disc_method, 1),
   }
+  strong_view = views.make_strong_view({"policy": "none", "cutout": 16}, normalize=normalization.identity(), weak=None)
 
   class EpochRunner:
     """(state, table) on the device; each call trains one epoch (donated) and waits for it."""
@@ -80,10 +92,25 @@ def main(argv=None):
       if method is dividemix:  # each network's division: half of the examples labelled
         clean = np.where(rng.random((n, 2)) < LABELLED_FRACTION, 0.9, 0.1).astype(np.float32)
         table = table.replace(method_rows={**table.method_rows, dividemix_train.CLEAN_PROB: jnp.asarray(clean)})
+      if method is disc_method:  # the division: half purified, of them 3/5 clean and 1/5 hard
+        draw = rng.random(n)
+        sets = {
+          "disc_clean": draw < 0.3,
+          "disc_hard": (draw >= 0.3) & (draw < 0.4),
+          "disc_purified": draw < PURIFIED_FRACTION,
+        }
+        table = table.replace(method_rows={**table.method_rows, **{k: jnp.asarray(v) for k, v in sets.items()}})
       self.state, self.table = mesh_lib.replicate(state, mesh), mesh_lib.replicate(table, mesh)
       self.epoch = jnp.asarray(epoch, jnp.int32)
       self.fn = epoch_lib.make_epoch_fn(
-        method, mesh, batch_size=batch, num_examples=n, mode="steps", compiler_options=options, member_map="loop"
+        method,
+        mesh,
+        batch_size=batch,
+        num_examples=n,
+        mode="steps",
+        compiler_options=options,
+        member_map="loop",
+        strong_view=strong_view if method.strong_view else None,
       )
       if method.epoch_factory is not None:
         self.fn = method.epoch_factory(
@@ -115,6 +142,7 @@ def main(argv=None):
     "examples_per_epoch": n,
     "input": f"synthetic [N,{','.join(map(str, shape))}]",
     "dividemix_labelled_fraction": LABELLED_FRACTION,
+    "disc_purified_fraction": PURIFIED_FRACTION,
   }
   common.report(
     "two_network_epochs",
