@@ -180,6 +180,7 @@ def test_table_update_divides_and_label_evidence_is_the_mean_of_both_views():
   for name, value in want._asdict().items():
     np.testing.assert_array_equal(np.asarray(updated.method_rows["disc_" + name]), np.asarray(value), err_msg=name)
   np.testing.assert_allclose(rows["disc_w_confidence"], 1.0 / N)  # the original's first thresholds
+  assert tuple(method.init_rows(None, N, C)) == disc.ROWS  # the documented layout of the state
   np.testing.assert_array_equal(updated.soft_labels, table.soft_labels)  # DISC never relabels the table
   assert method.update_due(1) and method.strong_view and method.extra_forwards
 
