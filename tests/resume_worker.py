@@ -10,9 +10,11 @@ Started again with the same arguments minus the stop, it resumes in DIR.
 
   python tests/resume_worker.py --workdir=ROOT --method=ce,sop,dividemix
 
-Several cases (comma-separated, no stop) run one after another in ROOT/CASE, in one process: one interpreter start
-and one import of JAX for all of them. Each case's output starts with a line `case CASE` and ends with `done ...` or
-`failed CASE` and its traceback; a failed case does not stop the others, and the exit code is 1 if any failed.
+Several cases (comma-separated) run one after another in ROOT/CASE, in one process: one interpreter start and one
+import of JAX for all of them. Each case's output starts with a line `case CASE` and ends with `done ...`, `stopped
+CASE` or `failed CASE` and its traceback; a failed case does not stop the others, and the exit code is 1 if any failed.
+A stop there needs --stop_with=raise: the run is abandoned by an exception raised where the kill would be (after the
+due checkpoint is on disk; nothing is closed or flushed on the way out), and the next case starts.
 
 Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
 2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
@@ -58,6 +60,10 @@ def tiny_config(case: str, *, checkpoint_every: int = 1, model: str = "mlp"):
   return config
 
 
+class Stopped(Exception):
+  """Raised by --stop_with=raise where --stop_with=kill kills the process."""
+
+
 def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: float = 120.0) -> None:
   """Waits until the newest checkpoint due by `epoch` is on disk (orbax saves in a background thread and renames
   the finished directory to its epoch), so that the kill happens right after it, never during it."""
@@ -81,6 +87,7 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--stop_stage", default="stage1")
   parser.add_argument("--stop_after_epoch", type=int, default=0, help="0: run to the end")
+  parser.add_argument("--stop_with", choices=("kill", "raise"), default="kill", help="SIGKILL, or abandon the run")
   parser.add_argument("--image_folder", default="", help="stream this image folder instead of digits")
   parser.add_argument("--on_bad_file", default="error", help="the image folder's on_bad_file (error or skip)")
   parser.add_argument("--checkpoint_every_steps", type=int, default=0)
@@ -95,13 +102,15 @@ def main(argv=None):
   if len(cases) == 1:
     _run(args, cases[0], args.workdir)
     return 0
-  if args.stop_after_epoch or args.stop_after_step:
-    parser.error("a stop kills the process: give one case with it")
+  if args.stop_after_step or (args.stop_after_epoch and args.stop_with == "kill"):
+    parser.error("a stop that kills the process takes one case; several cases stop with --stop_with=raise")
   failed = []
   for case in cases:
     print(f"case {case}", flush=True)
     try:
       _run(args, case, os.path.join(args.workdir, case))
+    except Stopped:
+      print(f"stopped {case}", flush=True)
     except Exception:  # pylint: disable=broad-exception-caught  (reported; the other cases still run)
       print(f"failed {case}\n{traceback.format_exc()}", flush=True)
       failed.append(case)
@@ -137,6 +146,8 @@ def _run(args, case: str, workdir: str) -> None:
     print(f"epoch {record['stage']} {record['epoch']}", flush=True)
     if args.stop_after_epoch and (record["stage"], record["epoch"]) == (args.stop_stage, args.stop_after_epoch):
       wait_for_checkpoint(workdir, record["stage"], record["epoch"], config)
+      if args.stop_with == "raise":
+        raise Stopped(f"{record['stage']} epoch {record['epoch']}")
       os.kill(os.getpid(), signal.SIGKILL)
 
   summary = runs.run_single(config, workdir, log_fn=log_fn)

@@ -3,7 +3,8 @@
 The kill tests run tests/resume_worker.py in subprocesses: an uninterrupted reference run, a run that kills itself
 right after an epoch's checkpoint, and a second process that resumes in the killed run's workdir. The final
 checkpoints of each stage (params, batch statistics, optimiser state, step, label table, best-validation variables)
-must be exactly equal, and metrics.jsonl must hold the same records, every epoch once.
+must be exactly equal, and metrics.jsonl must hold the same records, every epoch once. Every registered method is
+stopped and resumed the same way, its stop an exception (one process stops all of them) rather than a kill.
 """
 
 import json
@@ -239,62 +240,61 @@ def _sections(stdout: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def registered_runs(tmp_path_factory):
-  """Every registered method's tiny case, checkpointed every 2 epochs: the uninterrupted runs (one process for all),
-  the runs killed after epoch 3 (one process each: each dies), what the killed workdirs held then, and the resumed
-  runs (one process for all): {"reference": (root, its worker's (code, out, err)), "killed": root, "kills": {case:
-  (code, out, err)}, "after_kill": {case: (checkpoint steps, epochs in metrics.jsonl)}, "resumed": {case: its part of
-  the output}, "resume_err": the resuming worker's stderr}."""
-  ref, killed = str(tmp_path_factory.mktemp("reference")), str(tmp_path_factory.mktemp("killed"))
+  """Every registered method's tiny case, checkpointed every 2 epochs, in three processes: the uninterrupted runs, the
+  runs stopped after epoch 3 (abandoned by an exception once epoch 3 is logged: resume_worker --stop_with=raise) and
+  the resumed runs. {"reference": (root, its worker's (code, out, err)), "stopped": (root, its worker's (code, out,
+  err)), "after_stop": {case: (checkpoint steps, epochs in metrics.jsonl)}, "resumed": {case: its part of the
+  output}, "resume_err": the resuming worker's stderr}."""
+  ref, stopped = str(tmp_path_factory.mktemp("reference")), str(tmp_path_factory.mktemp("stopped"))
   cases = ",".join(REGISTERED)
   reference = _run_all([_worker_cmd(ref, cases, checkpoint_every=2)])[0]
-  kills = _run_all(
-    [_worker_cmd(os.path.join(killed, c), c, stop_after_epoch=3, checkpoint_every=2) for c in REGISTERED]
-  )
-  after_kill = {}
-  for case, (code, _, _) in zip(REGISTERED, kills):
-    if code != -signal.SIGKILL:
+  stop = _run_all([_worker_cmd(stopped, cases, checkpoint_every=2, stop_after_epoch=3, stop_with="raise")])[0]
+  after_stop = {}
+  for case, section in _sections(stop[1]).items():
+    if "stopped " + case not in section:
       continue
-    manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(os.path.join(killed, case), "stage1"), keep=100)
-    after_kill[case] = (manager.all_steps(), [r["epoch"] for r in _records(os.path.join(killed, case))])
+    manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(os.path.join(stopped, case), "stage1"), keep=100)
+    after_stop[case] = (manager.all_steps(), [r["epoch"] for r in _records(os.path.join(stopped, case))])
     manager.close()
-  code, out, err = _run_all([_worker_cmd(killed, cases, checkpoint_every=2)])[0]
+  code, out, err = _run_all([_worker_cmd(stopped, cases, checkpoint_every=2)])[0]
   return {
     "reference": (ref, reference),
-    "killed": killed,
-    "kills": dict(zip(REGISTERED, kills)),
-    "after_kill": after_kill,
+    "stopped": (stopped, stop),
+    "after_stop": after_stop,
     "resumed": _sections(out),
     "resume_err": err,
   }
 
 
 @pytest.mark.parametrize("case", REGISTERED)
-def test_every_method_killed_between_checkpoints_resumes_bit_identical(registered_runs, case):
-  """Each method's tiny run, 5 epochs (truncated Lq: 6, pruning after epochs 2 and 4) with a checkpoint every 2: killed
-  after epoch 3, resumed from epoch 2's checkpoint by a new process (epoch 3 trained again), it ends bit-identical
-  to an uninterrupted run (params of every network, optimiser state, the table with the method's rows, weight
-  averages, every record). Examples of what that covers: SOP's u, v; Co-teaching's two networks with their Adam
-  state and forget-rate ramp; DivideMix's networks with its GMM division (1 warm-up epoch: the division written
-  after epoch 2 is restored); ELR+'s networks with their averages and targets. The uninterrupted and the resumed
-  runs of all methods share a process each (registered_runs)."""
+def test_every_method_stopped_between_checkpoints_resumes_bit_identical(registered_runs, case):
+  """Each method's tiny run, 5 epochs (truncated Lq: 6, pruning after epochs 2 and 4) with a checkpoint every 2:
+  stopped after epoch 3, resumed from epoch 2's checkpoint by a new process (epoch 3 trained again), it ends
+  bit-identical to an uninterrupted run (params of every network, optimiser state, the table with the method's rows,
+  weight averages, every record). Examples of what that covers: SOP's u, v; Co-teaching's two networks with their
+  Adam state and forget-rate ramp; DivideMix's networks with its GMM division (1 warm-up epoch: the division written
+  after epoch 2 is restored); ELR+'s networks with their averages and targets. What a method keeps must be in its
+  checkpoint, so the stop is an exception in one process for all methods (registered_runs); a real SIGKILL and its
+  leftovers are tested on Joint Optimization's two stages above and inside an epoch in test_streaming.py."""
   ref_root, (_, ref_out, ref_err) = registered_runs["reference"]
-  ref, killed = os.path.join(ref_root, case), os.path.join(registered_runs["killed"], case)
+  stopped_root, (_, stop_out, stop_err) = registered_runs["stopped"]
+  ref, stopped = os.path.join(ref_root, case), os.path.join(stopped_root, case)
   assert "done" in _sections(ref_out).get(case, ""), (_sections(ref_out).get(case), ref_err[-4000:])
-  _check([registered_runs["kills"][case]], (-signal.SIGKILL,))
-  # saved after epoch 2; epoch 3 was logged, then killed before its checkpoint
-  assert registered_runs["after_kill"][case] == ([2], [1, 2, 3])
+  assert "stopped " + case in _sections(stop_out).get(case, ""), (_sections(stop_out).get(case), stop_err[-4000:])
+  # saved after epoch 2; epoch 3 was logged, then stopped before its checkpoint
+  assert registered_runs["after_stop"][case] == ([2], [1, 2, 3])
   resumed = registered_runs["resumed"].get(case, "")
   assert "done" in resumed, (resumed[-4000:], registered_runs["resume_err"][-4000:])
   stage1_epochs = 6 if case == "truncated_lq" else 5
   assert _epochs_seen(resumed)[: stage1_epochs - 2] == [("stage1", e) for e in range(3, stage1_epochs + 1)]
   stages = [s for s in ("stage1", "stage2") if os.path.isdir(checkpoint_lib.stage_dir(ref, s))]
   for stage in stages:
-    _assert_bit_identical(ref, killed, stage)
-  records = _records(killed)
+    _assert_bit_identical(ref, stopped, stage)
+  records = _records(stopped)
   assert records == _records(ref)  # every epoch once (epoch 3 not duplicated), the same numbers
   if "pruned_fraction" in records[-1]:  # truncated Lq pruned with the best-validation parameters: they mattered
     assert 0 < records[-1]["pruned_fraction"] < 1
-  _, arrays = _final_arrays(killed, "stage1")
+  _, arrays = _final_arrays(stopped, "stage1")
   spec = registry.get(resume_worker.tiny_config(case).method.name)
   method = spec.build(
     resume_worker.tiny_config(case).method,
