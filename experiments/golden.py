@@ -46,6 +46,11 @@ import ml_collections
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Golden values are compiled with LLVM's optimisation passes off, as the test suite compiles everything
+# (tests/conftest.py): IEEE semantics are kept (no fast math), and compiling the runs takes about a third less time.
+# main() adds it to the caller's XLA_FLAGS before JAX starts; a caller who sets the level keeps theirs (and is then
+# in another environment: the comparison is within TOLERANCES).
+COMPILE_FLAG = "--xla_backend_optimization_level=0"
 GOLDEN_FILE = os.path.join(REPO, "tests", "golden_values.json")
 REGENERATE = "python -m experiments.golden --write"
 
@@ -424,7 +429,13 @@ def compare(stored_file: dict, cases: dict[str, dict], current_env: dict) -> tup
   return exact, env_differences, problems
 
 
+def with_compile_flag(flags: str) -> str:
+  """XLA_FLAGS `flags` with COMPILE_FLAG added, unless they set the optimisation level themselves."""
+  return flags if "xla_backend_optimization_level" in flags else f"{flags} {COMPILE_FLAG}".strip()
+
+
 def main(argv=None) -> int:
+  os.environ["XLA_FLAGS"] = with_compile_flag(os.environ.get("XLA_FLAGS", ""))  # before JAX's backend starts
   parser = argparse.ArgumentParser(
     description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
   )

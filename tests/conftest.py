@@ -20,15 +20,17 @@ in LLVM's optimisation passes. The tests compare formulas with re-computations a
 flags; level 0 keeps IEEE semantics (no fast math) and moves only the last bits of float results, except where it
 miscompiles: it differentiated a max-pool written as a reshape and a max after a BatchNorm wrongly (models/small_cnn.py
 says how the pool is written instead), and tests/test_compiler_options.py checks that forward and reverse mode agree
-on the SmallCNN under the suite's flags. The golden values
-are the exception: tests/test_golden.py computes them in a process with the caller's flags, so they are checked as
-users compile. A caller who sets the level in XLA_FLAGS keeps it.
+on the SmallCNN under the suite's flags. The golden values are computed under the same flag
+(experiments.golden.COMPILE_FLAG, which tests/test_golden.py's processes add to the caller's flags). A caller who sets
+the level in XLA_FLAGS keeps it.
 """
 
 import atexit
 import os
 import shutil
 import tempfile
+
+from experiments import golden
 
 _CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
 if not os.environ.get(_CACHE_DIR):  # the first process of the run (pytest, or pytest-xdist's controller)
@@ -37,12 +39,10 @@ if not os.environ.get(_CACHE_DIR):  # the first process of the run (pytest, or p
   os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
   atexit.register(shutil.rmtree, os.environ[_CACHE_DIR], ignore_errors=True)
 
-SUITE_XLA_FLAG = "--xla_backend_optimization_level=0"
 _CALLER_XLA_FLAGS = "NOISY_JAX_TESTS_CALLER_XLA_FLAGS"  # the flags before the suite added its own (golden runs)
 if _CALLER_XLA_FLAGS not in os.environ:  # the first process of the run
   os.environ[_CALLER_XLA_FLAGS] = os.environ.get("XLA_FLAGS", "")
-  if "xla_backend_optimization_level" not in os.environ[_CALLER_XLA_FLAGS]:
-    os.environ["XLA_FLAGS"] = f"{os.environ[_CALLER_XLA_FLAGS]} {SUITE_XLA_FLAG}".strip()
+  os.environ["XLA_FLAGS"] = golden.with_compile_flag(os.environ[_CALLER_XLA_FLAGS])
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 
