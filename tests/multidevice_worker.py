@@ -155,12 +155,9 @@ def main(num_devices: int, epochs: int):
     "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c)),
   }
   out.update(registered_runs(num_devices))
-  out["dividemix_sharded"] = _dividemix_sharded(num_devices)
-  out["elr_plus_sharded"] = _elr_plus_sharded(num_devices)
   print("RESULT " + json.dumps(out))
 
 
-_ONE_DEVICE_RUNS = {}  # case -> its 1-device run (one per case: it does not depend on `sharded`)
 RUN_EPOCHS = 2  # of each tiny case: the learning-rate step after epoch 2 is not needed to compare the meshes
 
 
@@ -172,17 +169,12 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
   in float64 (~1e-16) it does not, so the runs must agree to ~1e-11."""
   results = []
   for devices in (1, num_devices):
-    if devices == 1 and case in _ONE_DEVICE_RUNS:  # a sharded variant's 1-device run is the same run
-      results.append(_ONE_DEVICE_RUNS[case])
-      continue
     config = tiny.get_config(case)
     config.num_epochs = RUN_EPOCHS
     config.num_devices = devices
     config.label_table_sharding = "sharded" if sharded and devices > 1 else "replicated"
     with jax.enable_x64(True):
       results.append(runs.run_single(config, keep_arrays=True))
-    if devices == 1:
-      _ONE_DEVICE_RUNS[case] = results[-1]
   one, many = (r["arrays"] for r in results)
   history = results[0]["history"]
   diffs = {
@@ -199,22 +191,25 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
   return one, many, diffs
 
 
+# Methods whose whole run is compared with the N-device label table row-sharded instead of replicated: their tables
+# hold the most per-example state (DivideMix's division and loss history, ELR+'s two target tables). The replicated
+# table of N devices is compared on every other method.
+SHARDED_TABLE_CASES = ("dividemix", "elr_plus")
+
+
 def registered_runs(num_devices: int) -> dict:
-  """{case: differences} for the first tiny case of every registered method (noisy_jax.methods.registry.SPECS)."""
-  return {case: _run_on_both(num_devices, case)[2] for case in REGISTERED}
-
-
-def _dividemix_sharded(num_devices: int) -> dict:
-  """DivideMix on N devices with its table (division, loss history) row-sharded: the GMM over the gathered losses."""
-  one, _, diffs = _run_on_both(num_devices, "dividemix", sharded=True)
-  clean = np.asarray(one["label_table"].method_rows["dividemix_clean_prob"])
-  return {**diffs, "labelled_fraction": float(np.mean(clean > 0.5))}
-
-
-def _elr_plus_sharded(num_devices: int) -> dict:
-  """ELR+ on N devices with both target tables row-sharded."""
-  one, _, diffs = _run_on_both(num_devices, "elr_plus", sharded=True)
-  return {**diffs, "targets_moved": float(np.max(np.asarray(one["label_table"].method_rows["elr_plus_targets"])))}
+  """{case: differences} for the first tiny case of every registered method (noisy_jax.methods.registry.SPECS), with
+  the extra numbers of the SHARDED_TABLE_CASES (what their tables held)."""
+  out = {}
+  for case in REGISTERED:
+    one, _, diffs = _run_on_both(num_devices, case, sharded=case in SHARDED_TABLE_CASES)
+    rows = one["label_table"].method_rows
+    if case == "dividemix":
+      diffs["labelled_fraction"] = float(np.mean(np.asarray(rows["dividemix_clean_prob"]) > 0.5))
+    elif case == "elr_plus":
+      diffs["targets_moved"] = float(np.max(np.asarray(rows["elr_plus_targets"])))
+    out[case] = diffs
+  return out
 
 
 if __name__ == "__main__":
