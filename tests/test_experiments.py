@@ -80,16 +80,21 @@ def test_format_curve_table():
 
 
 def test_log_end_sweep_config(tmp_path, capsys):
+  """Every run of the grid is configured (noise x loss); one clean and one noisy run of the two losses train."""
   from experiments.configs import log_end_sweep
 
   config = shrink(log_end_sweep.get_config(), epochs=2)
-  out = comparison.run(config, str(tmp_path))
-  assert set(out["mean_std"]) == {f"{n}_{m}" for n in ("clean", "noisy60") for m in ("ce", "el50", "el75", "el100")}
-  for name, agg in out["mean_std"].items():
-    if name.startswith("clean"):  # noise type 'none': labels taken as given, no flip rate known
-      assert "realised_noise_rate" not in agg
-    else:
-      assert agg["realised_noise_rate"]["mean"] == pytest.approx(0.6, abs=0.005)
+  assert set(config.runs) == {f"{n}_{m}" for n in ("clean", "noisy60") for m in ("ce", "el50", "el75", "el100")}
+  for name, run in config.runs.items():
+    noise, loss = name.split("_")
+    assert run.noise.to_dict() == log_end_sweep.NOISE[noise], name
+    assert loss == "ce" or run.method.log_end == pytest.approx(int(loss[2:]) / 100), name
+  trained = ("clean_el50", "noisy60_ce")
+  out = comparison.run(config, str(tmp_path), only=trained)
+  assert set(out["mean_std"]) == set(trained)
+  assert "realised_noise_rate" not in out["mean_std"]["clean_el50"]  # noise type 'none': labels taken as given
+  assert out["mean_std"]["noisy60_ce"]["realised_noise_rate"]["mean"] == pytest.approx(0.6, abs=0.005)
+  for agg in out["mean_std"].values():
     assert agg["test_margin_correct"]["mean"] > 0  # margins of correctly classified examples are positive
   summary = json.loads((tmp_path / "clean_el50" / "seed0" / "summary.json").read_text())
   assert summary["method"] == "encouraging"
@@ -97,19 +102,24 @@ def test_log_end_sweep_config(tmp_path, capsys):
 
 
 def test_lr_noise_grid_config(tmp_path):
+  """Every run of the 3 x 3 grid is configured with its learning rate and noise rate; the grid's two corners train."""
   from experiments.configs import lr_noise_grid
 
   config = shrink(lr_noise_grid.get_config(), epochs=2)
-  for run in config.runs.values():
-    run.method.begin, run.method.history_length = 1, 2  # relabels after both epochs
-  out = comparison.run(config, str(tmp_path))
-  assert len(out["mean_std"]) == 9
+  assert len(config.runs) == 9
   for lr in lr_noise_grid.LEARNING_RATES:
     for rate in lr_noise_grid.NOISE_RATES:
-      agg = out["mean_std"][lr_noise_grid.run_name(lr, rate)]
-      assert agg["realised_noise_rate"]["mean"] == pytest.approx(rate, abs=0.005)
-      assert 0.0 <= agg["label_recovery_overall"]["mean"] <= 1.0
-  per_run = json.loads((tmp_path / lr_noise_grid.run_name(0.08, 0.7) / "seed0" / "summary.json").read_text())
+      run = config.runs[lr_noise_grid.run_name(lr, rate)]
+      assert (run.optimizer.learning_rate, run.noise.rate) == (lr, rate)
+      run.method.begin, run.method.history_length = 1, 2  # relabels after both epochs
+  corners = [lr_noise_grid.run_name(0.005, 0.3), lr_noise_grid.run_name(0.08, 0.7)]
+  out = comparison.run(config, str(tmp_path), only=corners)
+  assert set(out["mean_std"]) == set(corners)
+  for name, rate in zip(corners, (0.3, 0.7)):
+    agg = out["mean_std"][name]
+    assert agg["realised_noise_rate"]["mean"] == pytest.approx(rate, abs=0.005)
+    assert 0.0 <= agg["label_recovery_overall"]["mean"] <= 1.0
+  per_run = json.loads((tmp_path / corners[1] / "seed0" / "summary.json").read_text())
   assert "stage2" not in per_run
   assert lr_noise_grid.run_name(0.005, 0.3) == "lr0005_noise30"
 
