@@ -54,3 +54,32 @@ jax.config.update(
 jax.config.update(
   "jax_persistent_cache_min_entry_size_bytes", int(os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", 0))
 )
+
+
+# The files whose tests take longest (a minute or more of one core each, mostly in the processes their fixtures
+# start; `--durations=0` per file), longest first. They are handed out first, so that the two pytest-xdist workers of
+# README's test command end together instead of one of them running a long file alone at the end. xdist's own order
+# (`--loadscope-reorder`, its default: files with the most tests first) would hand them out last.
+LONG_FILES = (
+  "test_checkpoint.py",
+  "test_multidevice.py",
+  "test_baseline_training.py",
+  "test_golden.py",
+  "test_streaming.py",
+  "test_multihost.py",
+  "test_sweep.py",
+  "test_losses.py",
+  "test_colabs.py",
+  "test_pretrained.py",
+  "test_models.py",
+)
+
+
+def pytest_configure(config):
+  if hasattr(config.option, "loadscopereorder"):  # pytest-xdist is installed
+    config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(LONG_FILES)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the others in collection order
