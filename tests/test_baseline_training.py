@@ -1,7 +1,7 @@
 """The baselines trained by loop.fit: ELR and SOP (per-example state in the table's method rows) and Co-teaching
 (two networks in one step). Each step is checked against a re-computation from the pure building blocks
 (noisy_jax.methods.elr / sop / coteaching, themselves tested against the original code's formulas); 1 == N devices is in
-test_multidevice.py, kill/resume in test_checkpoint.py, golden values in test_golden.py.
+test_multidevice.py, stop/resume in test_checkpoint.py, golden values in test_golden.py.
 """
 
 import json

@@ -1,6 +1,6 @@
 """ELR+ trained by loop.fit (methods.elr_plus_train): a whole epoch against a step-by-step re-computation from the
 pure blocks of noisy_jax.methods.elr (themselves tested against the original code's formulas in test_elr.py), a run on
-the digits, and its refusals. 1 == N devices is in test_multidevice.py, kill/resume in test_checkpoint.py, golden values
+the digits, and its refusals. 1 == N devices is in test_multidevice.py, stop/resume in test_checkpoint.py, golden values
 in test_golden.py.
 """
 

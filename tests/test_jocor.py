@@ -3,7 +3,7 @@
 The original's `loss_jocor` is written out below in PyTorch, float64, as it is there (F.cross_entropy, F.kl_div of
 log_softmax and softmax, np.argsort of the joint loss, int(remember_rate * len), torch.mean of the kept losses):
 values and gradients with respect to both networks' logits are compared with noisy_jax's. Whole runs (1 == 4
-devices, kill/resume, golden values) come from the registry's tiny case.
+devices, stop/resume, golden values) come from the registry's tiny case.
 """
 
 import jax

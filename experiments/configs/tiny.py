@@ -1,4 +1,4 @@
-"""Tiny runs of every registered method: what the golden values, kill/resume and 1 == N device tests train.
+"""Tiny runs of every registered method: what the golden values, stop/resume and 1 == N device tests train.
 
   python -m experiments.run --config=experiments/configs/tiny.py:coteaching_plus
 

@@ -40,7 +40,7 @@ class MethodSpec:
     fields: the other fields `config.method` may set (each one's default lives in the builder's signature).
     build: `(method_config, Context) -> Method`.
     tiny: {case name: overrides} of short test runs on the digits (experiments/configs/tiny.py applies them to a
-      3-epoch MLP run at 40% symmetric noise): the golden values, kill/resume and 1 == N device tests run every case.
+      3-epoch MLP run at 40% symmetric noise): the golden values, stop/resume and 1 == N device tests run every case.
       An override's key is a top-level config field, replaced whole ("method", "optimizer", "stage2"), or a dotted
       path to one leaf ("optimizer.learning_rate").
     needs_transition: the builder reads `Context.transition` (noisy_jax.experiment.runs resolves
