@@ -47,7 +47,7 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Golden values are compiled with LLVM's optimisation passes off, as the test suite compiles everything
-# (tests/conftest.py): IEEE semantics are kept (no fast math), and compiling the runs takes about a third less time.
+# (tests/conftest.py): IEEE semantics are kept (no fast math), and the runs compile faster.
 # main() adds it to the caller's XLA_FLAGS before JAX starts; a caller who sets the level keeps theirs (and is then
 # in another environment: the comparison is within TOLERANCES).
 COMPILE_FLAG = "--xla_backend_optimization_level=0"

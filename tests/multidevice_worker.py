@@ -184,6 +184,7 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
     "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(history, results[1]["history"])),
     "loss_moved": abs(history[0]["train_loss"] - history[-1]["train_loss"]),
     "test_accuracy": history[-1]["test_accuracy"],
+    "table_layout": config.label_table_sharding,  # of the N-device run (the last config built)
   }
   for part in ("stage2", "stage1_ema_params"):
     if part in one:

@@ -51,6 +51,8 @@ def test_every_method_one_device_equals_four_devices(multidevice_result, case):
   4 devices: batch means, selections (Co-teaching's small-loss sets, DivideMix's MixMatch permutation and GMM) and
   per-example state are over the global batch, so the runs (float64) agree to float rounding."""
   diffs = multidevice_result[case]
+  sharded = case in multidevice_worker.SHARDED_TABLE_CASES
+  assert diffs["table_layout"] == ("sharded" if sharded else "replicated"), diffs
   assert diffs["loss_moved"] > 1e-3 and diffs["test_accuracy"] > 0.3, diffs  # it trained: equality is not trivial
   for key in ("params", "batch_stats", "table", "loss", "stage2", "stage1_ema_params"):
     assert diffs.get(key, 0.0) <= RUN_TOLERANCE, (case, key, diffs)
