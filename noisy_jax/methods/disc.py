@@ -335,9 +335,10 @@ def _gather(x, axis_name):
   return x if axis_name is None else jax.lax.all_gather(x, axis_name, tiled=True)
 
 
-def _mixup_pass(key, x, labels, mask, forward, axis_name, *, num_classes: int, alpha: float):
-  """The mixup loss of one view (module docstring): mixed over the global batch's masked rows, this device's slice
-  forwarded with BatchNorm statistics over its masked rows."""
+def mixup_pass(key, x, labels, mask, forward, axis_name, *, num_classes: int, alpha: float):
+  """The mixup loss of the masked rows of one view (module docstring; ProMix's mixup of its selected rows too): mixed
+  over the global batch's masked rows (`mixup_subset`), this device's slice forwarded by `forward(x, mask) -> logits`
+  (BatchNorm statistics over its masked rows), `mixup_loss` of the result."""
   mixed, targets, _ = mixup_subset(
     key,
     _gather(x, axis_name),
@@ -414,7 +415,7 @@ def method(
     loss = jnp.where(warm_up, warmup_loss(logits, strong_logits, labels, valid, axis_name), supervised)
     mix_rows = jnp.asarray(rows["disc_purified"], bool) & valid & ~warm_up
     for view, x in enumerate((images, strong_images)):  # each view its own lam and permutation
-      loss = loss + _mixup_pass(
+      loss = loss + mixup_pass(
         jax.random.fold_in(key, view),
         x,
         rows["disc_purified_labels"],

@@ -22,6 +22,7 @@ from noisy_jax.models.coteaching_cnn import CoteachingCNN
 from noisy_jax.models.imagenet_resnet import ImageNetResNet, ImageNetResNet18, ImageNetResNet34, ResNet50
 from noisy_jax.models.mlp import MLP
 from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
+from noisy_jax.models.pseudo_head import WithPseudoHead
 from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
 from noisy_jax.models.small_cnn import SmallCNN
 
@@ -109,6 +110,7 @@ __all__ = [
   "ResNet34",
   "ResNet50",
   "SmallCNN",
+  "WithPseudoHead",
   "classifier_name",
   "get",
   "resolve",
@@ -145,9 +147,15 @@ def classifier_name(model: nn.Module) -> str | None:
 def build(model_config, num_classes: int, input_shape=None, *, bn_axis_name: str | None = AXIS) -> nn.Module:
   """The network of a run's `config.model` (its `name` and `kwargs`) for `num_classes` classes: `get`, with
   BatchNorm's statistics averaged over `bn_axis_name` (the mesh axis `batch`; None outside a device mapping, as a
-  sweep's vmapped step). Name 'auto' is picked from `input_shape` (one example's shape) by `resolve`.
+  sweep's vmapped step). Name 'auto' is picked from `input_shape` (one example's shape) by `resolve`. With
+  `kwargs.pseudo_head` True, the network carries ProMix's second head (WithPseudoHead around `get`'s model with
+  2 num_classes outputs).
   """
   name = resolve(model_config.name, input_shape) if input_shape is not None else model_config.name
   if name != model_config.name:
     logging.info("model %r: %s for inputs of shape %s", model_config.name, name, tuple(input_shape))
-  return get(name, num_classes=num_classes, bn_axis_name=bn_axis_name, **dict(model_config.get("kwargs", {})))
+  kwargs = dict(model_config.get("kwargs", {}))
+  if not kwargs.pop("pseudo_head", False):
+    return get(name, num_classes=num_classes, bn_axis_name=bn_axis_name, **kwargs)
+  base = get(name, num_classes=2 * int(num_classes), bn_axis_name=bn_axis_name, **kwargs)
+  return WithPseudoHead(base=base, num_classes=int(num_classes))

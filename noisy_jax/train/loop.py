@@ -162,7 +162,7 @@ def fit(
     source=dataset.x_train if streamed else None,
     workers=workers,
     member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
-    strong_view=strong_view,
+    strong_view=None if method.epoch_factory is not None else strong_view,
   )
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options, num_networks=method.num_networks),
@@ -183,6 +183,7 @@ def fit(
       compiler_options=options,
       normalize=normalize,
       axis=AXIS,
+      **({"strong_view": strong_view} if method.strong_view else {}),
     )
   member_update, predict_each = None, None
   if method.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)

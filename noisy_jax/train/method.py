@@ -73,7 +73,8 @@ class Method:
     strong_view: the method trains on two views of each example (SOP+): the step forwards the weak and the strong
       view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the extended
       objective the strong view's logits as `strong_logits` (the weak view's are `logits`; the history, the metrics
-      and the table see the weak view only). Needs `extended`.
+      and the table see the weak view only). Needs `extended`. A method with its own `epoch_factory` gets the view as
+      the factory's `strong_view` option instead (ProMix), and its warm-up epochs train on the weak view only.
     extra_forwards: the extended objective may run more forward passes of the network in the step (DISC's mixup):
       it also gets `images`, `strong_images` (with strong_view), the step's `key` and `forward(x, mask)`
       (noisy_jax.train.step). One network only; needs `extended`.

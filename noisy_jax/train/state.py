@@ -15,11 +15,13 @@ from noisy_jax.train import members as members_lib
 
 
 class TrainState(train_state.TrainState):
-  """Flax TrainState with BatchNorm statistics, and a weight average of the parameters for methods that keep one
-  (ELR+: `ema_params`, empty otherwise)."""
+  """Flax TrainState with BatchNorm statistics, a weight average of the parameters for methods that keep one
+  (ELR+: `ema_params`, empty otherwise) and a method's own state of the network that is not per example
+  (`method_state`, a pytree: ProMix's moving class priors; empty otherwise)."""
 
   batch_stats: Any = None
   ema_params: Any = flax.core.FrozenDict()
+  method_state: Any = flax.core.FrozenDict()
 
 
 def create_train_state(

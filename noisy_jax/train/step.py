@@ -68,7 +68,8 @@ def train_step(
     soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
     rows = label_table_lib.sharded_read_rows(table, indices, axis_name=table_axis)
   pair = method.num_networks > 1
-  if method.strong_view != (strong_images is not None):
+  # A method with its own epoch program draws its strong view there; its warm-up steps here train on the weak view.
+  if (method.strong_view and method.epoch_factory is None) != (strong_images is not None):
     raise ValueError(
       f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
       "config.augment.strong gives it (noisy_jax.train.views)."
