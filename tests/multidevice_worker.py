@@ -193,9 +193,9 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
 
 
 # Methods whose whole run is compared with the N-device label table row-sharded instead of replicated: their tables
-# hold the most per-example state (DivideMix's division and loss history, ELR+'s two target tables). The replicated
-# table of N devices is compared on every other method.
-SHARDED_TABLE_CASES = ("dividemix", "elr_plus")
+# hold the most per-example state (DivideMix's division and loss history, ELR+'s two target tables, ProMix's two
+# selections). The replicated table of N devices is compared on every other method.
+SHARDED_TABLE_CASES = ("dividemix", "elr_plus", "promix")
 
 
 def registered_runs(num_devices: int) -> dict:
@@ -209,6 +209,8 @@ def registered_runs(num_devices: int) -> dict:
       diffs["labelled_fraction"] = float(np.mean(np.asarray(rows["dividemix_clean_prob"]) > 0.5))
     elif case == "elr_plus":
       diffs["targets_moved"] = float(np.max(np.asarray(rows["elr_plus_targets"])))
+    elif case == "promix":
+      diffs["selected_fraction"] = float(np.mean(np.asarray(rows["promix_selected"])))
     out[case] = diffs
   return out
 

@@ -273,9 +273,10 @@ def test_every_method_stopped_between_checkpoints_resumes_bit_identical(register
   bit-identical to an uninterrupted run (params of every network, optimiser state, the table with the method's rows,
   weight averages, every record). Examples of what that covers: SOP's u, v; Co-teaching's two networks with their
   Adam state and forget-rate ramp; DivideMix's networks with its GMM division (1 warm-up epoch: the division written
-  after epoch 2 is restored); ELR+'s networks with their averages and targets. What a method keeps must be in its
-  checkpoint, so the stop is an exception in one process for all methods (registered_runs); a real SIGKILL and its
-  leftovers are tested on Joint Optimization's two stages above and inside an epoch in test_streaming.py."""
+  after epoch 2 is restored); ELR+'s networks with their averages and targets; ProMix's networks with their class
+  priors and selections. What a method keeps must be in its checkpoint, so the stop is an exception in one process
+  for all methods (registered_runs); a real SIGKILL and its leftovers are tested on Joint Optimization's two stages
+  above and inside an epoch in test_streaming.py."""
   ref_root, (_, ref_out, ref_err) = registered_runs["reference"]
   stopped_root, (_, stop_out, stop_err) = registered_runs["stopped"]
   ref, stopped = os.path.join(ref_root, case), os.path.join(stopped_root, case)
@@ -305,8 +306,9 @@ def test_every_method_stopped_between_checkpoints_resumes_bit_identical(register
     assert {f"table/method_rows/{name}" for name in rows} <= set(arrays), sorted(arrays)
   if method.num_networks == 2:  # both networks in the one state
     assert all(a.shape[0] == 2 for name, a in arrays.items() if name.startswith("state/params/"))
-  if method.init_state is not None:  # ELR+: both networks' averages in the state
-    assert [a.shape[0] for name, a in arrays.items() if name.startswith("state/ema_params/")].count(2) >= 2
+  if method.init_state is not None:  # ELR+'s weight averages, ProMix's priors: both networks' in the state
+    own = ("state/ema_params/", "state/method_state/")
+    assert [a.shape[0] for name, a in arrays.items() if name.startswith(own)].count(2) >= 2
 
 
 # ---------------------------------------------------------------------------------------------------------------

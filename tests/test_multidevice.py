@@ -64,9 +64,11 @@ def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevi
   assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
 
 
-def test_dividemix_and_elr_plus_ran_on_a_row_sharded_table(multidevice_result):
+def test_two_network_methods_ran_on_a_row_sharded_table(multidevice_result):
   """Their runs above compared the 4-device run with its table row-sharded (multidevice_worker.SHARDED_TABLE_CASES):
-  DivideMix's GMM over the gathered losses divided the examples, ELR+'s targets were written."""
+  DivideMix's GMM over the gathered losses divided the examples, ELR+'s targets were written, ProMix's class-wise
+  selection chose part of each class."""
   assert set(multidevice_worker.SHARDED_TABLE_CASES) <= set(multidevice_worker.REGISTERED)
   assert 0.05 < multidevice_result["dividemix"]["labelled_fraction"] < 0.95, multidevice_result["dividemix"]
   assert multidevice_result["elr_plus"]["targets_moved"] > 0.1, multidevice_result["elr_plus"]
+  assert 0.05 < multidevice_result["promix"]["selected_fraction"] < 0.95, multidevice_result["promix"]

@@ -16,6 +16,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   elr_plus            noisy_jax.methods.elr_plus_train      Liu et al., NeurIPS 2020
   jocor               noisy_jax.methods.jocor               Wei et al., CVPR 2020
   disc                noisy_jax.methods.disc                Li et al., CVPR 2023 (two views, mixup)
+  promix              noisy_jax.methods.promix_train        Xiao et al., IJCAI 2023 (two networks, pseudo head)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -33,6 +34,7 @@ from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import plain_loss
+from noisy_jax.methods import promix_train
 from noisy_jax.methods import sop
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.methods import truncated_lq
@@ -53,6 +55,7 @@ SPECS = {
     elr_plus_train.SPEC,
     jocor.SPEC,
     disc.SPEC,
+    promix_train.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
