@@ -253,3 +253,14 @@ def test_bad_arguments():
     fmix.sample_mask(key, 4096, 4096)
   with pytest.raises(ValueError, match=r"x must be \[B, H, W, C\] and mask \[H, W\]"):
     fmix.mix(jnp.zeros((2, 4, 4, 3)), jnp.zeros((4, 5)), jnp.arange(2))
+
+
+def test_binarise_counts_a_float64_lam_as_the_originals_double_product():
+  """In x64 runs lam is a float64, as the original's Python float: num is floor / ceil of its double product."""
+  with jax.enable_x64(True):
+    image = jnp.asarray(np.random.default_rng(3).random((10, 9)))
+    for lam in (0.3, 0.7, 1 / 3, 0.55, 62.99999999999999 / 90):
+      for round_up in (False, True):
+        expected = math.ceil(lam * 90) if round_up else math.floor(lam * 90)
+        mask = fmix.binarise(image, jnp.float64(lam), round_up)
+        assert mask.dtype == jnp.float64 and int(mask.sum()) == expected, (lam, round_up)

@@ -100,3 +100,13 @@ def test_registry_builds_promix_from_its_fields_and_names_bad_ones():
   with pytest.raises(ValueError, match=r"num_epochs"):
     registry.make(ml_collections.ConfigDict({"name": "promix"}), num_classes=10)
   assert promix.css_budget(50000, 10, 0.7) == 3500
+
+
+def test_promix_epochs_train_full_batches_of_a_fresh_order():
+  """N // B full batches of distinct rows, the last partial batch dropped (the original's drop_last), and the order
+  the epoch's key gives."""
+  indices, valid = promix_train.full_batches(jax.random.key(3), 103, 16)
+  assert indices.shape == (6, 16) and bool(np.all(valid))
+  rows = np.asarray(indices).ravel()
+  assert len(set(rows.tolist())) == 96 and rows.max() < 103
+  np.testing.assert_array_equal(rows, np.asarray(jax.random.permutation(jax.random.key(3), 103))[:96])

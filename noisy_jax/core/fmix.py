@@ -176,7 +176,8 @@ def _count_bounds(lam: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
 def binarise(image: jax.Array, lam, round_up) -> jax.Array:
   """Binary mask [H, W] (image's dtype) with ones at the num largest pixels of `image`, zeros elsewhere.
 
-  num = ceil(lam H W) if round_up else floor(lam H W), the product taken exactly for lam as a float32. The pixels
+  num = ceil(lam H W) if round_up else floor(lam H W), the product taken exactly for a float32 lam, and in float64 (as
+  the original's Python product) for a float64 lam (x64 runs). The pixels
   are ranked in descending order as by the original's `argsort()[::-1]`, here with a stable ascending sort reversed
   (tied pixels last index first). NumPy's default sort is not stable, so tied values at the threshold could be
   chosen differently; ties have probability zero for the continuous images of `low_frequency_image`.
@@ -191,7 +192,11 @@ def binarise(image: jax.Array, lam, round_up) -> jax.Array:
   _checks.check_range("lam", lam, 0.0, 1.0)
   n = image.size
   _check_pixels(*image.shape)
-  floor, ceil = _count_bounds(lam, n)
+  if jnp.asarray(lam).dtype == jnp.float64:
+    product = jnp.asarray(lam) * n
+    floor, ceil = jnp.floor(product).astype(jnp.int32), jnp.ceil(product).astype(jnp.int32)
+  else:
+    floor, ceil = _count_bounds(lam, n)
   num = jnp.where(round_up, ceil, floor)
   order = jnp.argsort(image.reshape(-1))[::-1]
   mask = jnp.zeros(n, image.dtype).at[order].set((jnp.arange(n) < num).astype(image.dtype))

@@ -18,17 +18,20 @@ train.make_epoch_fn's program with the warm-up objective.
 After every epoch k >= pretrain_ep (`member_update`, from each network's eval-mode softmax of the training split, as
 the original's eval_train before its epoch k + 1): CSS with rho of e = k.
 
-Later epochs, per step on a batch of B rows (the epoch's shuffled batches, epoch.epoch_batches), for each network k:
-a train-mode forward of the weak and of the strong view (config.augment.strong; two passes, each with its own
-BatchNorm statistics, as the original's), the selection (CSS | MHCS, then LGA in the last `start_expand` epochs over
-the global batch), the pseudo-labels, the mixup and FMix passes of the selected rows' weak views for the primary and
-the pseudo head (each a pass of its own, BatchNorm statistics over the selected rows; lam, permutations and masks
-over the global batch from the step's method key), `promix.network_loss`, one optimiser step of both networks on the
-sum of their losses, then the priors from this step's selections. The running BatchNorm averages of network k chain
-through its passes in the original's order: weak, strong, mixup, FMix, mixup (pseudo head), FMix (pseudo head).
+Later epochs, per step on a batch of B rows (`full_batches`: a shuffled order of the split cut into N // B full
+batches, the last partial batch dropped as the original's ProMix-phase loader does), for each network m: a
+train-mode forward of the weak and of the strong view (config.augment.strong; two passes, each with its own BatchNorm
+statistics, as the original's), the selection (CSS | MHCS, then LGA in the last `start_expand` epochs over the global
+batch), the pseudo-labels, the mixup and FMix passes of the selected rows' weak views for the primary and the pseudo
+head (each a pass of its own, BatchNorm statistics over the selected rows; lam, permutations and masks over the
+global batch from the step's method key), `promix.network_loss`; then one optimiser step of both networks on the sum
+of their losses (the schedules' count set to (k - 1) ceil(N / B) + step first, `optim.at_epoch`, so that epoch k
+trains at the rate fit's schedule gives it), then the priors from this step's selections. The running BatchNorm
+averages of network m chain through its passes in the original's order: weak, strong, mixup, FMix, mixup (pseudo
+head), FMix (pseudo head).
 
-Differences from the original besides those of noisy_jax.methods.promix: (1) the last batch of an epoch is padded
-with rows of the epoch's order marked invalid (BatchNorm sees them; no loss, set or prior does), where the original's
+Differences from the original besides those of noisy_jax.methods.promix: (1) the warm-up's last batch is padded
+with rows of the epoch's order marked invalid (BatchNorm sees them; no loss does, fit's epochs), where the original's
 is smaller; (2) in the warm-up the pseudo head has no gradient but this package's coupled weight decay still shrinks
 it (PyTorch's SGD skips parameters without a gradient); (3) the networks' projection heads (`head`, whose output no
 loss of the original reads) are not built; (4) the strong view is config.augment.strong's (paper configs:
@@ -64,6 +67,7 @@ from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
+from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
 
 SELECTED = "promix_selected"
@@ -153,6 +157,14 @@ def _budgets(settings: ProMixSettings, num_epochs: int, num_examples: int, num_c
   )
 
 
+def full_batches(key, num_examples: int, batch_size: int):
+  """(indices [S, B], valid [S, B], all True): a random order of the split (jax.random.permutation with the epoch's
+  key) cut into S = N // B full batches, the last partial batch dropped (the original's drop_last)."""
+  steps = num_examples // batch_size
+  indices = jax.random.permutation(key, num_examples)[: steps * batch_size].reshape(steps, batch_size)
+  return indices, jnp.ones_like(indices, bool)
+
+
 def make_epoch_fn(
   mesh,
   *,
@@ -183,7 +195,12 @@ def make_epoch_fn(
   if batch_size % num_devices:
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
   local = batch_size // num_devices
-  num_steps = math.ceil(num_examples / batch_size)
+  num_steps = num_examples // batch_size  # the original's ProMix-phase loader drops the last partial batch
+  if num_steps < 1:
+    raise ValueError(
+      f"ProMix trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
+    )
+  fit_steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
   s = settings
 
   def forward(state, params, stats, x, mask=None):
@@ -211,8 +228,9 @@ def make_epoch_fn(
     key_perm, key_mask = jax.random.split(key)
     partner = disc.subset_permutation(key_perm, ms)
     lam, fmask = fmix_lib.sample_mask(
-      key_mask, x.shape[1], x.shape[2], alpha=s.fmix_alpha, decay_power=s.fmix_decay_power, spectrum=s.fmix_spectrum
-    )
+      key_mask, x.shape[1], x.shape[2], alpha=s.fmix_alpha, decay_power=s.fmix_decay_power, spectrum=s.fmix_spectrum,
+      dtype=precision.float_dtype(),
+    )  # fmt: skip
     rows = ms.reshape((-1,) + (1,) * (xs.ndim - 1))
     mixed = jnp.where(rows, fmix_lib.mix(xs, fmask, partner), xs).astype(x.dtype)
     start = lax.axis_index(axis) * x.shape[0]
@@ -223,7 +241,9 @@ def make_epoch_fn(
     )
     return promix.subset_mean(per_example, mask, axis)
 
-  def network_step(state, table, totals, images, indices, valid, key, step, weight, beta, guessing, *, m, shard_table):
+  def network_step(
+    state, table, totals, images, indices, valid, key, step, epoch, weight, beta, guessing, *, m, shard_table
+  ):
     del m  # both networks train in every step
     d = lax.axis_index(axis)
     rows = lax.dynamic_slice_in_dim(indices, d * local, local)
@@ -296,6 +316,7 @@ def make_epoch_fn(
     (loss, (new_stats, probs, selected)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     grads = lax.pmean(grads, axis)
     new_stats = lax.pmean(new_stats, axis)
+    state = state.replace(opt_state=optim.at_epoch(state.opt_state, (epoch - 1) * fit_steps_per_epoch + step))
     state = jax.vmap(lambda st, g, b: st.apply_gradients(grads=g, batch_stats=b))(state, grads, new_stats)
     new_priors = []
     for k in range(2):
@@ -315,9 +336,9 @@ def make_epoch_fn(
     return state, table, pair_epochs.add_to_totals(totals, loss / 2, correct, count)
 
   program = pair_epochs.network_programs(
-    network_step, mesh, axis=axis, num_replicated=8, compiler_options=compiler_options
+    network_step, mesh, axis=axis, num_replicated=9, compiler_options=compiler_options
   )
-  batches = jax.jit(lambda key: epoch_lib.epoch_batches(key, num_examples, batch_size))
+  batches = jax.jit(lambda key: full_batches(key, num_examples, batch_size))
   last_epoch = int(num_epochs) - 1  # the original's E
 
   def epoch_fn(state, table, images, key, epoch, **unused):
@@ -337,8 +358,8 @@ def make_epoch_fn(
     indices, valid = batches(key)
     for step in range(num_steps):
       state, table, totals = program(shard_table)(
-        state, table, totals, np.int32(0), images, indices[step], valid[step], key, np.int32(step), weight, beta,
-        guessing,
+        state, table, totals, np.int32(0), images, indices[step], valid[step], key, np.int32(step), np.int32(k),
+        weight, beta, guessing,
       )  # fmt: skip
     return state, table, epoch_lib.mean_metrics(totals, "train_accuracy_given")
 

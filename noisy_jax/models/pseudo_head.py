@@ -32,6 +32,11 @@ class WithPseudoHead(nn.Module):
   base: nn.Module
   num_classes: int
 
+  @property
+  def xla_cpu_compiler_options(self):
+    """The base model's XLA options for the CPU (noisy_jax.parallel.xla_options), if it declares any."""
+    return getattr(self.base, "xla_cpu_compiler_options", None)
+
   def __call__(self, x, *, train: bool, pseudo_head: bool = False):
     out = self.base(x, train=train)
     primary, pseudo = out[..., : self.num_classes], out[..., self.num_classes :]
