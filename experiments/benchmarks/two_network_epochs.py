@@ -10,6 +10,9 @@ Whole epochs on N synthetic examples, as `loop.fit` runs them, timed alternately
   * 'DISC' (one network, two views): after its warm-up, each step the weak and the strong view as one batch of 2B,
     then each view's mixup pass over the batch with BatchNorm statistics of its purified rows (here half of them;
     noisy_jax.methods.disc); the strong view is Cutout only (the policies' cost: strong_augment.py).
+  * 'ProMix' (two networks with pseudo heads, two views): after its warm-up, each step both networks' weak and strong
+    passes, then each network's mixup and FMix passes for each head over its selected rows (here half of them by
+    CSS; noisy_jax.methods.promix_train), the same Cutout-only strong view.
 The methods do different amounts of work per epoch, so next to the measured ratio the table gives the work ratio, in
 forward passes over one example (a backward pass counted as two forward passes: a step of fwd + bwd = 3):
   CE 3 N;  Co-teaching 2 x 3 N = 6 N;  ELR+ 2 x (3 + 1) N = 8 N;
@@ -18,6 +21,11 @@ forward passes over one example (a backward pass counted as two forward passes: 
   pass over the split and a GMM) is outside the timed epoch.
   DISC: 3 x 2 N for the two views' step + 2 views x 3 N for the mixup passes, which run over every row of the batch
   (the mask keeps the shapes) = 12 N; the original forwards only the purified rows: 6 N + 6 f N (f = 0.5: 9 N).
+  ProMix (two networks, each with its pseudo head, two views): per network 3 x 2 N for the weak and the strong view's
+  passes + 4 x 3 N for the mixup and FMix passes of each head, which run over every row (the mask keeps the shapes)
+  = 18 N, so 36 N for the pair; the original forwards only the selected rows: 2 x (6 N + 12 s N) (s = 0.5: 24 N).
+  Its epochs drop the last partial batch; its per-epoch selection (each network's pass over the split) is outside
+  the timed epoch.
 "overhead" = measured ratio / work ratio: 1.0 means no cost beyond the method's own passes.
 
   python -m experiments.benchmarks.two_network_epochs [--model small_cnn] [--num-examples 2560] [--repeats 10]
@@ -27,9 +35,16 @@ from __future__ import annotations
 
 from experiments.benchmarks import common
 
-WORK = {"CE": 3.0, "Co-teaching": 6.0, "ELR+": 8.0, "DISC": 12.0}  # forward passes per example and epoch (docstring)
+WORK = {
+  "CE": 3.0,
+  "Co-teaching": 6.0,
+  "ELR+": 8.0,
+  "DISC": 12.0,
+  "ProMix": 36.0,
+}  # forward passes per example and epoch (docstring)
 LABELLED_FRACTION = 0.5
 PURIFIED_FRACTION = 0.5  # DISC: the rows its mixup passes train on
+SELECTED_FRACTION = 0.5  # ProMix: each network's CSS selection
 
 
 def dividemix_work(fraction: float) -> float:
@@ -55,6 +70,8 @@ def main(argv=None):
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import disc  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import dividemix_train  # pylint: disable=g-import-not-at-top
+  from noisy_jax.methods import promix_train  # pylint: disable=g-import-not-at-top
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options
@@ -68,16 +85,21 @@ def main(argv=None):
   images = mesh_lib.replicate(jnp.asarray(rng.standard_normal((n, *shape)).astype(np.float32)), mesh)
   labels = rng.integers(0, 10, n)
   model = jax_side.make_model(args.model)
+  headed_model = models.build(
+    ml_collections.ConfigDict({"name": args.model, "kwargs": {"pseudo_head": True}}), 10, bn_axis_name=mesh_lib.AXIS
+  )  # ProMix's networks
   options = xla_options.compiler_options(model, mesh.devices.flat[0].platform)
   make = lambda config: registry.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)
   dividemix = make({"name": "dividemix", "warm_up": 1})
   disc_method = disc.method(num_examples=n, start_epoch=0)
+  promix_method = make({"name": "promix", "pretrain_ep": 1})
   variants = {
     "CE": (jax_side.make_method("ce"), 1),
     "Co-teaching": (make({"name": "coteaching", "forget_rate": 0.4}), 1),
     "ELR+": (make({"name": "elr_plus"}), 1),
     "DivideMix": (dividemix, 2),
     "DISC": (disc_method, 1),
+    "ProMix": (promix_method, 2),
   }
   strong_view = views.make_strong_view({"policy": "none", "cutout": 16}, normalize=normalization.identity(), weak=None)
 
@@ -85,7 +107,8 @@ def main(argv=None):
     """(state, table) on the device; each call trains one epoch (donated) and waits for it."""
 
     def __init__(self, method, epoch):
-      state = jax_side.make_state(model, shape, steps_per_epoch=-(-n // batch), num_networks=method.num_networks)
+      own_model = headed_model if method is promix_method else model
+      state = jax_side.make_state(own_model, shape, steps_per_epoch=-(-n // batch), num_networks=method.num_networks)
       if method.init_state is not None:
         state = method.init_state(state)
       table = jax_side.make_table(method, labels)
@@ -100,6 +123,9 @@ def main(argv=None):
           "disc_purified": draw < PURIFIED_FRACTION,
         }
         table = table.replace(method_rows={**table.method_rows, **{k: jnp.asarray(v) for k, v in sets.items()}})
+      if method is promix_method:  # each network's CSS selection: half of the examples
+        selected = jnp.asarray(rng.random((n, 2)) < SELECTED_FRACTION)
+        table = table.replace(method_rows={**table.method_rows, promix_train.SELECTED: selected})
       self.state, self.table = mesh_lib.replicate(state, mesh), mesh_lib.replicate(table, mesh)
       self.epoch = jnp.asarray(epoch, jnp.int32)
       self.fn = epoch_lib.make_epoch_fn(
@@ -110,11 +136,17 @@ def main(argv=None):
         mode="steps",
         compiler_options=options,
         member_map="loop",
-        strong_view=strong_view if method.strong_view else None,
+        strong_view=strong_view if method.strong_view and method.epoch_factory is None else None,
       )
       if method.epoch_factory is not None:
         self.fn = method.epoch_factory(
-          mesh, self.fn, batch_size=batch, num_examples=n, compiler_options=options, axis=mesh_lib.AXIS
+          mesh,
+          self.fn,
+          batch_size=batch,
+          num_examples=n,
+          compiler_options=options,
+          axis=mesh_lib.AXIS,
+          **({"strong_view": strong_view} if method.strong_view else {}),
         )
       self.count = 0
 
@@ -143,6 +175,7 @@ def main(argv=None):
     "input": f"synthetic [N,{','.join(map(str, shape))}]",
     "dividemix_labelled_fraction": LABELLED_FRACTION,
     "disc_purified_fraction": PURIFIED_FRACTION,
+    "promix_selected_fraction": SELECTED_FRACTION,
   }
   common.report(
     "two_network_epochs",
