@@ -280,6 +280,17 @@ def sharded_read_rows(table: LabelTable, indices: jax.Array, *, axis_name: str) 
   return out
 
 
+def read_batch(table: LabelTable, indices: jax.Array, *, table_axis: str | None = None) -> tuple:
+  """(soft_labels [b, C], weights [b], method rows {name: [b, ...]}) of the batch's rows: `targets` and `read_rows`
+  of a replicated table (table_axis None), or `sharded_targets` and `sharded_read_rows` of a table row-sharded over
+  `table_axis` (this device's [b] indices)."""
+  if table_axis is None:
+    soft_labels, weights = targets(table, indices)
+    return soft_labels, weights, read_rows(table, indices)
+  soft_labels, weights = sharded_targets(table, indices, axis_name=table_axis)
+  return soft_labels, weights, sharded_read_rows(table, indices, axis_name=table_axis)
+
+
 def sharded_write_rows(table: LabelTable, indices: jax.Array, rows: dict, *, axis_name: str) -> LabelTable:
   """`write_rows` for a row-sharded table: the [B] all-gathered (index, row) pairs this device owns are written;
   rows no device owns (e.g. -1) are dropped."""

@@ -143,12 +143,8 @@ def make_epoch_fn(
     d, dtype = lax.axis_index(axis), precision.float_dtype()
     my_l = lax.dynamic_slice_in_dim(rows_l, d * local, local)
     my_u = lax.dynamic_slice_in_dim(rows_u, d * local, local)
-    if shard_table:
-      soft, _ = label_table_lib.sharded_targets(table, my_l, axis_name=axis)
-      w = label_table_lib.sharded_read_rows(table, my_l, axis_name=axis)[CLEAN_PROB][:, 1 - m]
-    else:
-      soft, _ = label_table_lib.targets(table, my_l)
-      w = label_table_lib.read_rows(table, my_l)[CLEAN_PROB][:, 1 - m]
+    soft, _, read = label_table_lib.read_batch(table, my_l, table_axis=axis if shard_table else None)
+    w = read[CLEAN_PROB][:, 1 - m]
     step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, AUGMENT_STREAM), m), step)
     keys = jax.random.split(step_key, 5)
 

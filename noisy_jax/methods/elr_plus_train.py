@@ -144,12 +144,8 @@ def make_epoch_fn(
   def network_step(state, table, totals, images, rows, key, step, epoch, *, m, shard_table: bool):
     d = lax.axis_index(axis)
     mine = lax.dynamic_slice_in_dim(rows, d * local, local)
-    if shard_table:
-      labels, _ = label_table_lib.sharded_targets(table, mine, axis_name=axis)
-      all_targets = label_table_lib.sharded_read_rows(table, mine, axis_name=axis)[TARGETS]
-    else:
-      labels, _ = label_table_lib.targets(table, mine)
-      all_targets = label_table_lib.read_rows(table, mine)[TARGETS]
+    labels, _, read = label_table_lib.read_batch(table, mine, table_axis=axis if shard_table else None)
+    all_targets = read[TARGETS]
     step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, AUGMENT_STREAM), m), step)
     key_view, key_mix = jax.random.split(step_key)
     x = normalize(jnp.take(images, mine, axis=0))

@@ -248,12 +248,8 @@ def make_epoch_fn(
     d = lax.axis_index(axis)
     rows = lax.dynamic_slice_in_dim(indices, d * local, local)
     ok = lax.dynamic_slice_in_dim(valid, d * local, local)
-    if shard_table:
-      soft, _ = label_table_lib.sharded_targets(table, rows, axis_name=axis)
-      css = label_table_lib.sharded_read_rows(table, rows, axis_name=axis)[SELECTED]
-    else:
-      soft, _ = label_table_lib.targets(table, rows)
-      css = label_table_lib.read_rows(table, rows)[SELECTED]
+    soft, _, read = label_table_lib.read_batch(table, rows, table_axis=axis if shard_table else None)
+    css = read[SELECTED]
     labels = jnp.argmax(soft, axis=-1).astype(jnp.int32)
     codes = jnp.take(images, rows, axis=0)
     augment_key = epoch_lib.augmentation_key(key, step)

@@ -61,12 +61,7 @@ def train_step(
   own layers are). The running statistics are chained through the passes in call order, starting from the step's
   own pass, as a PyTorch model in train mode updates them at every forward.
   """
-  if table_axis is None:
-    soft_labels, weights = label_table_lib.targets(table, indices)
-    rows = label_table_lib.read_rows(table, indices)
-  else:
-    soft_labels, weights = label_table_lib.sharded_targets(table, indices, axis_name=table_axis)
-    rows = label_table_lib.sharded_read_rows(table, indices, axis_name=table_axis)
+  soft_labels, weights, rows = label_table_lib.read_batch(table, indices, table_axis=table_axis)
   pair = method.num_networks > 1
   # A method with its own epoch program draws its strong view there; its warm-up steps here train on the weak view.
   if (method.strong_view and method.epoch_factory is None) != (strong_images is not None):
