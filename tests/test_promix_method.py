@@ -110,3 +110,11 @@ def test_promix_epochs_train_full_batches_of_a_fresh_order():
   rows = np.asarray(indices).ravel()
   assert len(set(rows.tolist())) == 96 and rows.max() < 103
   np.testing.assert_array_equal(rows, np.asarray(jax.random.permutation(jax.random.key(3), 103))[:96])
+
+
+def test_own_epoch_programs_refuse_to_resume_inside_an_epoch():
+  from noisy_jax.train import pair_epochs  # pylint: disable=g-import-not-at-top
+
+  pair_epochs.refuse_inside_epoch("ProMix", {})  # whole epochs: nothing to refuse
+  with pytest.raises(ValueError, match=r"ProMix's epoch does not resume inside an epoch \(\['start'\]\)"):
+    pair_epochs.refuse_inside_epoch("ProMix", {"start": 3})

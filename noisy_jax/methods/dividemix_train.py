@@ -230,10 +230,7 @@ def make_epoch_fn(
   )
 
   def epoch_fn(state, table, images, key, epoch, **unused):
-    if unused:
-      raise ValueError(
-        f"DivideMix's epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
-      )
+    pair_epochs.refuse_inside_epoch("DivideMix", unused)
     epoch_number = int(epoch)
     if epoch_number <= settings.warm_up:
       return warmup_epoch_fn(state, table, images, key, epoch)

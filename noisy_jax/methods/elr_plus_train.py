@@ -201,10 +201,7 @@ def make_epoch_fn(
   )
 
   def epoch_fn(state, table, images, key, epoch, **unused):
-    if unused:
-      raise ValueError(
-        f"ELR+'s epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
-      )
+    pair_epochs.refuse_inside_epoch("ELR+", unused)
     if int(epoch) <= warm_up:
       return warmup_epoch_fn(state, table, images, key, epoch)
     if warm_up and int(epoch) == warm_up + 1:  # the averages start from the warmed-up networks (module docstring)

@@ -338,10 +338,7 @@ def make_epoch_fn(
   last_epoch = int(num_epochs) - 1  # the original's E
 
   def epoch_fn(state, table, images, key, epoch, **unused):
-    if unused:
-      raise ValueError(
-        f"ProMix's epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
-      )
+    pair_epochs.refuse_inside_epoch("ProMix", unused)
     k = int(epoch)
     if k <= s.pretrain_ep:
       return warmup_epoch_fn(state, table, images, key, epoch)

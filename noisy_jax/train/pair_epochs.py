@@ -51,6 +51,15 @@ def zero_totals(mesh) -> dict:
   return jax.device_put(epoch_lib.zero_totals(), jax.sharding.NamedSharding(mesh, P()))
 
 
+def refuse_inside_epoch(method_name: str, unused: dict) -> None:
+  """ValueError when a method's own epoch program is asked to resume inside an epoch (`unused`: the keyword
+  arguments of make_epoch_fn's 'steps' mode it does not take: start, totals, after_step)."""
+  if unused:
+    raise ValueError(
+      f"{method_name}'s epoch does not resume inside an epoch ({sorted(unused)}): use checkpoint_every_steps=0."
+    )
+
+
 def add_to_totals(totals: dict, loss, correct, count) -> dict:
   """totals + (loss x count, correct, count) of one step (loss: the step's mean)."""
   return {
