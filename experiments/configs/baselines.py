@@ -54,7 +54,15 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        mixup alpha 5), its SGD (lr 0.1, no momentum, weight decay 1e-3) and warm-up scaled to the
                        run's 40 epochs (x0.1 at 16 and 32 as its 80 and 160 of 200; 4 warm-up epochs as its 20),
                        and its strong view as disc_paper.py gives it (torchvision's RandAugment, 2 operations at
-                       magnitude 9, then Cutout 4: the original's int(0.15 x side) of 28 pixels), no crop, no flip.
+                       magnitude 9, then Cutout 4: the original's int(0.15 x side) of 28 pixels), no crop, no flip;
+  promix               ProMix's two networks, each with its pseudo head, with run.sh's CIFAR-10 rows for the noise
+                       (promix_paper.py: at 60% symmetric its 50% row, rho 0.5; at 40% asymmetric its row, rho 0.5,
+                       and the warm-up's confidence penalty; tau 0.99, debias 0.8), its SGD (lr 0.05, momentum 0.9,
+                       weight decay 5e-4, cosine to 5e-5 over the run's 40 epochs as over its 600), its epochs scaled
+                       to 40 (1 warm-up epoch for its 10 of 600, the ramps over 3 epochs for its 50, label guessing in
+                       the last 16 for its 250) and its strong view as promix_paper.py gives it (torchvision's
+                       RandAugment, 3 operations at magnitude 15 of 31, then Cutout 14 of 28 pixels as its 16 of 32),
+                       no crop, no flip.
 Method settings: ELR with the CIFAR-10 values of its configs (symmetric: beta 0.7, lambda 3; asymmetric: beta 0.9,
 lambda 1); SOP with the original's rates (symmetric: lr_u 1, lr_v 10; asymmetric: lr_u 0.1, lr_v 100); forward
 loss correction with the noise model's true transition matrix; GCE q 0.7, truncated Lq q 0.7 k 0.5, EL log_end
@@ -84,6 +92,7 @@ from experiments.configs import encouraging
 from experiments.configs import gce
 from experiments.configs import joint_optimization
 from experiments.configs import loss_correction
+from experiments.configs import promix_paper
 from experiments.configs import sop_paper
 from experiments.configs import truncated_lq
 
@@ -94,6 +103,7 @@ DIVIDEMIX_WARM_UP = 5
 JOCOR_LAMBDA = 0.9  # the original README's best for CIFAR-10 at 20% / 50% symmetric and 40% asymmetric noise
 SOP_PLUS_POLICY = sop_paper.STRONG_VIEW["policy"]  # the original's strong view
 SOP_PLUS_CUTOUT = 14  # its Cutout 16 of CIFAR's 32 pixels: half the side, here of mnist5k's 28
+PROMIX_CUTOUT = 14  # promix_paper's Cutout 16 of 32 pixels, half the side, as SOP+'s
 ELR_PLUS_EMA_STEP = 560  # half of the run's 40 x 28 steps, as the original's 40,000 of 78,200
 
 
@@ -149,6 +159,36 @@ def disc_run(symmetric: bool, rate: float) -> ml_collections.ConfigDict:
     "mixup_alpha": disc_paper.MIXUP_ALPHA,
   }
   run.augment = {"crop_padding": 0, "flip": False, "strong": dict(disc_paper.STRONG_VIEW)}
+  return run
+
+
+def promix_run(symmetric: bool) -> ml_collections.ConfigDict:
+  """ProMix with run.sh's CIFAR-10 settings for the noise (module docstring), its plan scaled to the run's 40
+  epochs."""
+  run = ce.get_run()
+  run.optimizer = base.optimizer(
+    promix_paper.LEARNING_RATE, weight_decay=promix_paper.WEIGHT_DECAY, momentum=promix_paper.MOMENTUM
+  )
+  run.optimizer.lr_schedule = "cosine"  # over the run's 40 epochs, as the original's over its 600
+  run.optimizer.lr_min = promix_paper.LR_MIN
+  scale = lambda epochs: epochs * run.num_epochs // promix_paper.ORIGINAL_NUM_EPOCHS
+  tau, pretrain_ep, debias = promix_paper.FAMILY["cifar10"]
+  rho = promix_paper.SYNTHETIC_ROWS[("cifar10", "symmetric" if symmetric else "asymmetric")][0.5 if symmetric else 0.4]
+  run.method = {
+    "name": "promix",
+    "pretrain_ep": max(scale(pretrain_ep), 1),
+    "warmup_ep": scale(promix_paper.WARMUP_EP),
+    "start_expand": scale(promix_paper.START_EXPAND),
+    "rho_start": rho,
+    "rho_end": rho,
+    "tau": tau,
+    "debias_output": debias,
+    "debias_pl": debias,
+    "warmup_penalty": not symmetric,
+  }
+  run.model = {"name": "small_cnn", "kwargs": {"pseudo_head": True}, "pretrained": "none"}
+  strong = dict(promix_paper.STRONG_VIEW, cutout=PROMIX_CUTOUT)
+  run.augment = {"crop_padding": 0, "flip": False, "strong": strong}
   return run
 
 
@@ -269,6 +309,7 @@ def get_config(setting: str = "sym60"):
       "elr_plus": elr_plus_run(symmetric),
       "dividemix": dividemix_run(symmetric),
       "disc": disc_run(symmetric, rate),
+      "promix": promix_run(symmetric),
     }
   )
   return config
