@@ -10,6 +10,9 @@ Whole epochs on N synthetic examples, as `loop.fit` runs them, timed alternately
   * 'DISC' (one network, two views): after its warm-up, each step the weak and the strong view as one batch of 2B,
     then each view's mixup pass over the batch with BatchNorm statistics of its purified rows (here half of them;
     noisy_jax.methods.disc); the strong view is Cutout only (the policies' cost: strong_augment.py).
+  * 'SOP+' (one network, two views): SOP's per-example u, v with its consistency and class-balance terms, each step
+    the weak and the strong view forwarded as one batch of 2B (noisy_jax.methods.sop through the trainer's step), the
+    same Cutout-only strong view.
   * 'ProMix' (two networks with pseudo heads, two views): after its warm-up, each step both networks' weak and strong
     passes, then each network's mixup and FMix passes for each head over its selected rows (here half of them by
     CSS; noisy_jax.methods.promix_train), the same Cutout-only strong view.
@@ -21,6 +24,7 @@ forward passes over one example (a backward pass counted as two forward passes: 
   pass over the split and a GMM) is outside the timed epoch.
   DISC: 3 x 2 N for the two views' step + 2 views x 3 N for the mixup passes, which run over every row of the batch
   (the mask keeps the shapes) = 12 N; the original forwards only the purified rows: 6 N + 6 f N (f = 0.5: 9 N).
+  SOP+: 3 x 2 N for the two views' step (u and v's gradient and the two terms are per-example arithmetic) = 6 N.
   ProMix (two networks, each with its pseudo head, two views): per network 3 x 2 N for the weak and the strong view's
   passes + 4 x 3 N for the mixup and FMix passes of each head, which run over every row (the mask keeps the shapes)
   = 18 N, so 36 N for the pair; the original forwards only the selected rows: 2 x (6 N + 12 s N) (s = 0.5: 24 N).
@@ -40,6 +44,7 @@ WORK = {
   "Co-teaching": 6.0,
   "ELR+": 8.0,
   "DISC": 12.0,
+  "SOP+": 6.0,
   "ProMix": 36.0,
 }  # forward passes per example and epoch (docstring)
 LABELLED_FRACTION = 0.5
@@ -99,6 +104,7 @@ def main(argv=None):
     "ELR+": (make({"name": "elr_plus"}), 1),
     "DivideMix": (dividemix, 2),
     "DISC": (disc_method, 1),
+    "SOP+": (make({"name": "sop", "ratio_consistency": 0.9, "ratio_balance": 0.1}), 1),
     "ProMix": (promix_method, 2),
   }
   strong_view = views.make_strong_view({"policy": "none", "cutout": 16}, normalize=normalization.identity(), weak=None)
