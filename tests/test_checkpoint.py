@@ -28,6 +28,7 @@ from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import checkpoint as checkpoint_lib
+from noisy_jax.train import method as method_lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -306,7 +307,9 @@ def test_every_method_stopped_between_checkpoints_resumes_bit_identical(register
     assert {f"table/method_rows/{name}" for name in rows} <= set(arrays), sorted(arrays)
   if method.num_networks == 2:  # both networks in the one state
     assert all(a.shape[0] == 2 for name, a in arrays.items() if name.startswith("state/params/"))
-  if method.init_state is not None:  # ELR+'s weight averages, ProMix's priors: both networks' in the state
+  if (
+    method.program.init_state is not method_lib.SHARED_PROGRAM.init_state
+  ):  # own state: ELR+'s averages, ProMix's priors
     own = ("state/ema_params/", "state/method_state/")
     assert [a.shape[0] for name, a in arrays.items() if name.startswith(own)].count(2) >= 2
 

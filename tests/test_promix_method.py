@@ -63,7 +63,7 @@ def test_member_update_selects_each_networks_small_losses_per_class_with_the_epo
   table = label_table_lib.create(labels, c)
   table = label_table_lib.with_method_rows(table, promix_train.init_rows(rows))
   for epoch in (1, 2, 6):
-    out = method.member_update(table, jnp.asarray(probs), jnp.asarray(epoch), num_examples=n)
+    out = method.program.member_update(table, jnp.asarray(probs), jnp.asarray(epoch), num_examples=n)
     selected = np.asarray(out.method_rows[promix_train.SELECTED])
     assert not selected[n:].any()
     rho = 0.2 + (0.6 - 0.2) * min(epoch / 4, 1)  # the original's arithmetic, in doubles
@@ -92,7 +92,7 @@ def test_the_run_refuses_promix_without_a_strong_view_or_pseudo_head(tmp_path):
 def test_registry_builds_promix_from_its_fields_and_names_bad_ones():
   config = ml_collections.ConfigDict({"name": "promix", "tau": 0.95, "pretrain_ep": 30})
   method = registry.make(config, num_classes=10, num_epochs=601, num_examples=100)
-  assert method.num_networks == 2 and method.strong_view and method.epoch_factory is not None
+  assert method.num_networks == 2 and method.strong_view and method.program.own
   with pytest.raises(ValueError, match=r"tau"):
     registry.make(ml_collections.ConfigDict({"name": "promix", "tau": 1.5}), num_classes=10, num_epochs=5)
   with pytest.raises(ValueError, match=r"fmix_spectrum"):

@@ -115,8 +115,7 @@ def main(argv=None):
     def __init__(self, method, epoch):
       own_model = headed_model if method is promix_method else model
       state = jax_side.make_state(own_model, shape, steps_per_epoch=-(-n // batch), num_networks=method.num_networks)
-      if method.init_state is not None:
-        state = method.init_state(state)
+      state = method.program.init_state(state)
       table = jax_side.make_table(method, labels)
       if method is dividemix:  # each network's division: half of the examples labelled
         clean = np.where(rng.random((n, 2)) < LABELLED_FRACTION, 0.9, 0.1).astype(np.float32)
@@ -134,26 +133,16 @@ def main(argv=None):
         table = table.replace(method_rows={**table.method_rows, promix_train.SELECTED: selected})
       self.state, self.table = mesh_lib.replicate(state, mesh), mesh_lib.replicate(table, mesh)
       self.epoch = jnp.asarray(epoch, jnp.int32)
-      self.fn = epoch_lib.make_epoch_fn(
+      self.fn = epoch_lib.make_method_epoch_fn(
         method,
         mesh,
         batch_size=batch,
         num_examples=n,
-        mode="steps",
+        strong_view=strong_view if method.strong_view else None,
         compiler_options=options,
+        mode="steps",
         member_map="loop",
-        strong_view=strong_view if method.strong_view and method.epoch_factory is None else None,
       )
-      if method.epoch_factory is not None:
-        self.fn = method.epoch_factory(
-          mesh,
-          self.fn,
-          batch_size=batch,
-          num_examples=n,
-          compiler_options=options,
-          axis=mesh_lib.AXIS,
-          **({"strong_view": strong_view} if method.strong_view else {}),
-        )
       self.count = 0
 
     def __call__(self):

@@ -142,7 +142,7 @@ def run_single(
     if workdir
     else 0
   )
-  if method.epoch_factory is not None or method.label_evidence is not None:
+  if method.program.own or method.label_evidence is not None:
     extra_history = 0
   if extra_history:
     method = dataclasses.replace(method, history_length=extra_history)

@@ -310,7 +310,7 @@ def method(settings: DividemixSettings) -> method_lib.Method:
       table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window, num_examples=num_examples
     )
 
-  def epoch_factory(mesh, warmup_epoch_fn, **options):
+  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
     return make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
   def label_evidence(table):
@@ -329,9 +329,8 @@ def method(settings: DividemixSettings) -> method_lib.Method:
     init_rows=lambda key, rows, classes: init_rows(rows, window),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
-    member_update=member_update,
     update_due=lambda epoch: epoch >= int(settings.warm_up),
-    epoch_factory=epoch_factory,
+    program=method_lib.EpochProgram(build=own_epoch_fn, member_update=member_update),
     label_evidence=label_evidence,
   )
 

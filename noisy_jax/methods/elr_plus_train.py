@@ -268,7 +268,7 @@ def method(settings: ElrPlusSettings, *, num_classes: int) -> method_lib.Method:
       )
     return loss, {TARGETS: targets}
 
-  def epoch_factory(mesh, warmup_epoch_fn, **options):
+  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
     return make_epoch_fn(mesh, settings=settings, warmup_epoch_fn=warmup_epoch_fn, **options)
 
   def label_evidence(table):
@@ -281,8 +281,7 @@ def method(settings: ElrPlusSettings, *, num_classes: int) -> method_lib.Method:
     init_rows=lambda key, rows, classes: init_rows(rows, classes),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
-    epoch_factory=epoch_factory,
-    init_state=with_averages,
+    program=method_lib.EpochProgram(build=own_epoch_fn, init_state=with_averages),
     label_evidence=label_evidence,
   )
 

@@ -391,7 +391,7 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
     selected = css_selection(member_probs, table.noisy_labels, budget, num_examples=num_examples)
     return label_table_lib.with_method_rows(table, {SELECTED: selected})
 
-  def epoch_factory(mesh, warmup_epoch_fn, **options):
+  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
     return make_epoch_fn(mesh, settings=settings, num_epochs=num_epochs, warmup_epoch_fn=warmup_epoch_fn, **options)
 
   def label_evidence(table):
@@ -410,10 +410,10 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
     init_rows=lambda key, rows, classes: init_rows(rows),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
-    member_update=member_update,
     update_due=lambda epoch: epoch >= int(settings.pretrain_ep),
-    epoch_factory=epoch_factory,
-    init_state=lambda state: with_priors(state, num_classes),
+    program=method_lib.EpochProgram(
+      build=own_epoch_fn, init_state=lambda state: with_priors(state, num_classes), member_update=member_update
+    ),
     label_evidence=label_evidence,
     strong_view=True,
   )

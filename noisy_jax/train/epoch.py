@@ -246,3 +246,52 @@ def make_epoch_fn(
     return state, table, finish_fn(totals)
 
   return epoch_fn
+
+
+def make_method_epoch_fn(
+  method: method_lib.Method,
+  mesh: Mesh,
+  *,
+  batch_size: int,
+  num_examples: int,
+  strong_view: Callable | None = None,
+  augment: augment_lib.AugmentFn | None = None,
+  compiler_options: dict[str, str] | None = None,
+  normalize: Callable | None = None,
+  **shared_options,
+) -> Callable:
+  """The epoch program of `method` (`Method.program`): `make_epoch_fn`'s, or the method's own built around it.
+
+  The shared program gets the strong view of a method that trains on two (`Method.strong_view`); an own program gets
+  it as its `strong_view` option instead, and the shared program it may run (warm-up epochs) trains on the weak view
+  only. Args are make_epoch_fn's; `shared_options` (mode, shard_table, source, workers, member_map) go to the shared
+  program only. An own program trains from resident data, one epoch per call: ValueError for streamed input
+  (`source`).
+  """
+  program = method.program
+  shared = make_epoch_fn(
+    method,
+    mesh,
+    batch_size=batch_size,
+    num_examples=num_examples,
+    augment=augment,
+    compiler_options=compiler_options,
+    normalize=normalize,
+    strong_view=None if program.own else strong_view,
+    **shared_options,
+  )
+  if not program.own:
+    return shared
+  if shared_options.get("source") is not None:
+    raise ValueError(f"method {method.name!r} trains from resident data: set input='resident'.")
+  return program.build(
+    mesh,
+    shared,
+    batch_size=batch_size,
+    num_examples=num_examples,
+    augment=augment,
+    compiler_options=compiler_options,
+    normalize=normalize,
+    axis=AXIS,
+    **({"strong_view": strong_view} if method.strong_view else {}),
+  )

@@ -129,9 +129,7 @@ def fit(
   state = state_lib.create_train_state(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )
-  if method.init_state is not None:  # the method's own part of the state (ELR+'s weight averages)
-    state = method.init_state(state)
-  state = replicate(state, mesh)
+  state = replicate(method.program.init_state(state), mesh)  # with its own program's part (ELR+'s weight averages)
   shard_table = table_sharding.configured(
     config,
     num_examples=num_examples,
@@ -149,46 +147,34 @@ def fit(
   options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
   augment = augment_lib.make_augment(config.get("augment"))
   strong_view = _strong_view(config, method, normalize=normalize, weak=augment)
-  epoch_fn = epoch_lib.make_epoch_fn(
+  if method.program.own and (streamed or every_steps):
+    raise ValueError(
+      f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
+      "and checkpoint_every_steps=0."
+    )
+  epoch_fn = epoch_lib.make_method_epoch_fn(
     method,
     mesh,
     batch_size=config.batch_size,
     num_examples=num_examples,
-    mode=epoch_mode,
+    strong_view=strong_view,
     augment=augment,
     compiler_options=options,
-    shard_table=shard_table,
     normalize=normalize,
+    mode=epoch_mode,
+    shard_table=shard_table,
     source=dataset.x_train if streamed else None,
     workers=workers,
     member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
-    strong_view=None if method.epoch_factory is not None else strong_view,
   )
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options, num_networks=method.num_networks),
     workers=workers,
   )
-  if method.epoch_factory is not None:  # the method's own epoch program (DivideMix), around epoch_lib.make_epoch_fn's
-    if streamed or every_steps:
-      raise ValueError(
-        f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
-        "and checkpoint_every_steps=0."
-      )
-    epoch_fn = method.epoch_factory(
-      mesh,
-      epoch_fn,
-      batch_size=config.batch_size,
-      num_examples=num_examples,
-      augment=augment,
-      compiler_options=options,
-      normalize=normalize,
-      axis=AXIS,
-      **({"strong_view": strong_view} if method.strong_view else {}),
-    )
   member_update, predict_each = None, None
-  if method.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)
+  if method.program.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)
     member_update = jax.jit(
-      method.member_update,
+      method.program.member_update,
       static_argnames=("num_examples",),
       out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None,
     )

@@ -41,6 +41,40 @@ def weighted_batch_mean(per_example: jax.Array, weights: jax.Array, valid: jax.A
   return total / jnp.maximum(count, 1.0)
 
 
+def _same_state(state):
+  return state
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochProgram:
+  """How a method's epochs run: the shared epoch program (noisy_jax.train.epoch.make_epoch_fn) as it is, or the
+  method's own built around it, with what the own program keeps besides the shared training state.
+
+  Attributes:
+    build: None (the shared program), or `(mesh, shared_epoch_fn, **options) -> epoch_fn`: the method's own epoch
+      program (DivideMix, ELR+, ProMix), which may run the shared one (its warm-up epochs). options: batch_size,
+      num_examples, augment, compiler_options, normalize, axis (the mesh axis), and strong_view for a method with
+      `Method.strong_view` (noisy_jax.train.epoch.make_method_epoch_fn passes them).
+    init_state: `(state) -> state`, applied to the new TrainState before training (ELR+'s weight averages,
+      `TrainState.ema_params`; ProMix's class priors). The shared program's leaves the state as it is.
+    member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the epochs
+      where `Method.update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix's
+      division, ProMix's selection).
+  """
+
+  build: Callable | None = None
+  init_state: Callable = _same_state
+  member_update: Callable | None = None
+
+  @property
+  def own(self) -> bool:
+    """Whether the method runs its own epoch program rather than the shared one."""
+    return self.build is not None
+
+
+SHARED_PROGRAM = EpochProgram()
+
+
 @dataclasses.dataclass(frozen=True)
 class Method:
   """A batch objective plus the label-table policy applied between epochs.
@@ -62,19 +96,14 @@ class Method:
     rows_trainable: differentiate the loss w.r.t. the batch's rows as well (SOP's u, v).
     num_networks: 1, or 2 (two TrainStates stacked on a leading axis, trained in one step; evaluated by the mean
       of their logits).
-    member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the
-      epochs where `update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix).
-    epoch_factory: None (train.make_epoch_fn's program), or `(mesh, warmup_epoch_fn, **options) -> epoch_fn`, the
-      method's own epoch program (DivideMix, ELR+), which may call make_epoch_fn's program (`warmup_epoch_fn`).
-    init_state: None, or `(state) -> state`, applied to the new TrainState before training (ELR+: the weight
-      averages, `TrainState.ema_params`).
+    program: how its epochs run (`EpochProgram`): the shared program, or its own around it.
     label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
       for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
     strong_view: the method trains on two views of each example (SOP+): the step forwards the weak and the strong
       view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the extended
       objective the strong view's logits as `strong_logits` (the weak view's are `logits`; the history, the metrics
-      and the table see the weak view only). Needs `extended`. A method with its own `epoch_factory` gets the view as
-      the factory's `strong_view` option instead (ProMix), and its warm-up epochs train on the weak view only.
+      and the table see the weak view only). Needs `extended`. A method with its own epoch program gets the view as
+      the program's `strong_view` option instead (ProMix), and its warm-up epochs train on the weak view only.
     extra_forwards: the extended objective may run more forward passes of the network in the step (DISC's mixup):
       it also gets `images`, `strong_images` (with strong_view), the step's `key` and `forward(x, mask)`
       (noisy_jax.train.step). One network only; needs `extended`.
@@ -93,9 +122,7 @@ class Method:
   row_update: Callable | None = None
   rows_trainable: bool = False
   num_networks: int = 1
-  member_update: Callable | None = None
-  epoch_factory: Callable | None = None
-  init_state: Callable | None = None
+  program: EpochProgram = SHARED_PROGRAM
   label_evidence: Callable | None = None
   strong_view: bool = False
   extra_forwards: bool = False

@@ -64,7 +64,7 @@ def train_step(
   soft_labels, weights, rows = label_table_lib.read_batch(table, indices, table_axis=table_axis)
   pair = method.num_networks > 1
   # A method with its own epoch program draws its strong view there; its warm-up steps here train on the weak view.
-  if (method.strong_view and method.epoch_factory is None) != (strong_images is not None):
+  if (method.strong_view and not method.program.own) != (strong_images is not None):
     raise ValueError(
       f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
       "config.augment.strong gives it (noisy_jax.train.views)."
