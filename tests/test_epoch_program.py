@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from experiments.configs import tiny
+from noisy_jax.experiment import runs
 from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
@@ -69,3 +71,10 @@ def test_an_own_program_refuses_streamed_input():
     epoch_lib.make_method_epoch_fn(
       method, mesh_lib.make_mesh(1), batch_size=4, num_examples=10, source=np.zeros((10, 2), np.uint8)
     )
+
+
+def test_the_trainer_refuses_checkpoints_inside_the_epochs_of_an_own_program():
+  config = tiny.get_config("dividemix")
+  config.epoch_mode, config.checkpoint_every_steps = "steps", 2
+  with pytest.raises(ValueError, match=r"'dividemix' runs its own epoch program.*checkpoint_every_steps=0"):
+    runs.run_single(config)

@@ -269,6 +269,8 @@ def make_method_epoch_fn(
   (`source`).
   """
   program = method.program
+  if program.own and shared_options.get("source") is not None:
+    raise ValueError(f"method {method.name!r} trains from resident data, one epoch per call: set input='resident'.")
   shared = make_epoch_fn(
     method,
     mesh,
@@ -282,8 +284,6 @@ def make_method_epoch_fn(
   )
   if not program.own:
     return shared
-  if shared_options.get("source") is not None:
-    raise ValueError(f"method {method.name!r} trains from resident data: set input='resident'.")
   return program.build(
     mesh,
     shared,

@@ -147,10 +147,9 @@ def fit(
   options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
   augment = augment_lib.make_augment(config.get("augment"))
   strong_view = _strong_view(config, method, normalize=normalize, weak=augment)
-  if method.program.own and (streamed or every_steps):
+  if method.program.own and every_steps:  # (its streamed input: make_method_epoch_fn refuses it)
     raise ValueError(
-      f"method {method.name!r} trains from resident data, one epoch at a time: set input='resident' "
-      "and checkpoint_every_steps=0."
+      f"method {method.name!r} runs its own epoch program, one epoch per call: set checkpoint_every_steps=0."
     )
   epoch_fn = epoch_lib.make_method_epoch_fn(
     method,
@@ -172,7 +171,7 @@ def fit(
     workers=workers,
   )
   member_update, predict_each = None, None
-  if method.program.member_update is not None:  # an epoch-boundary update from each network's predictions (DivideMix)
+  if method.program.member_update is not None:  # from each network's predictions (DivideMix, ProMix)
     member_update = jax.jit(
       method.program.member_update,
       static_argnames=("num_examples",),
