@@ -16,8 +16,11 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        how much;
   coteaching(_plus)    the two networks of the paper with its optimiser: Adam lr 1e-3, decayed linearly from epoch
                        16 of 40 (the paper's 80 of 200) with beta1 0.9 -> 0.1, no weight decay; forget rate = the
-                       noise rate (assumed known, as the paper), ramped over the first 10 epochs; Co-teaching+ with
-                       the disagreement phase from the first epoch (the original's MNIST init_epoch 0);
+                       noise rate (assumed known, as the paper; the originals know pairflip and symmetric noise
+                       only, where it is the fraction of flipped labels: at 40% asymmetric noise the rows keep the
+                       noise model's 0.4, twice the 0.2 of labels that the MNIST map flips), ramped over the first 10
+                       epochs; Co-teaching+ with the disagreement phase from the first epoch (the original's MNIST
+                       init_epoch 0);
   sop_plus             SOP's run (below) with SOP+'s terms (consistency 0.9, class balance 0.1: the original's
                        config_cifar100.json), its optimiser (SGD lr 0.02, momentum 0.9, weight decay 1e-3, cosine
                        to 2e-4 over the run's 40 epochs as over its 300) and its strong view: AutoAugment's CIFAR-10
@@ -33,9 +36,11 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        --config.shared.seeds="(0,)" --config.runs.sop_plus.num_epochs=4
                        [--config.runs.sop_plus.optimizer.learning_rate=0.05] --workdir=...`);
   jocor                the pair on JoCoR's joint loss with
-                       Co-teaching's plan above (the original's), forget rate = the noise rate (the original's
-                       default), lambda 0.9 (its README's best for CIFAR-10 at 20% and 50% symmetric and 40%
-                       asymmetric noise; it names 0.65 at 80%), ramped over 10 epochs;
+                       Co-teaching's plan above (the original's), forget rate as the original's default: the noise
+                       rate for symmetric noise, half of it for asymmetric noise (algorithm/jocor.py: its asymmetric
+                       MNIST map is this one, and it flips half the classes), so 0.6 and 0.2 here; lambda 0.9 (its
+                       README's best for CIFAR-10 at 20% and 50% symmetric and 40% asymmetric noise; it names 0.65
+                       at 80%), ramped over 10 epochs;
   dividemix            the two networks of DivideMix with ce.py's optimiser and epochs: 5 epochs of CE warm-up (the
                        original warms up 10 of 300 epochs on CIFAR-10; 5 of 40 is our choice, not tuned here), then
                        per epoch the co-divide (GMM, p_threshold 0.5) and MixMatch of each network on its peer's
@@ -133,6 +138,12 @@ def sop_plus_run(sop_run: ml_collections.ConfigDict) -> ml_collections.ConfigDic
   run.method.update({"ratio_consistency": sop_paper.RATIO_CONSISTENCY, "ratio_balance": sop_paper.RATIO_BALANCE})
   run.augment = {"crop_padding": 0, "flip": False, "strong": {"policy": SOP_PLUS_POLICY, "cutout": SOP_PLUS_CUTOUT}}
   return run
+
+
+def jocor_forget_rate(noise_type: str, rate: float) -> float:
+  """The original's default forget rate: the noise rate, halved for asymmetric noise (hongxin001/JoCoR
+  algorithm/jocor.py, JoCoR.__init__: `if args.noise_type == "asymmetric": forget_rate = args.noise_rate / 2`)."""
+  return rate / 2 if noise_type == "asymmetric" else rate
 
 
 def jocor_run(forget_rate: float) -> ml_collections.ConfigDict:
@@ -305,7 +316,7 @@ def get_config(setting: str = "sym60"):
       "sop_plus": sop_plus_run(sop_run),
       "coteaching": coteaching_run(rate),
       "coteaching_plus": coteaching_run(rate, plus=True),
-      "jocor": jocor_run(rate),
+      "jocor": jocor_run(jocor_forget_rate(noise_type, rate)),
       "elr_plus": elr_plus_run(symmetric),
       "dividemix": dividemix_run(symmetric),
       "disc": disc_run(symmetric, rate),
