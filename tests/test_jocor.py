@@ -103,6 +103,25 @@ def test_padding_rows_are_never_kept_or_counted():
   np.testing.assert_allclose(float(value), per_example[smallest].mean(), rtol=1e-6)
 
 
+def test_no_example_kept_gives_zero_where_the_original_reports_nan():
+  """n = floor((1 - R) N) = 0 (3 valid rows at R = 0.7): the original's mean over no rows is NaN with a zero
+  gradient; ours is 0 with the same zero gradient and an empty kept mask (the module docstring's named difference)."""
+  z1, z2, y = _inputs(3, 8, 5, 2.0)
+  valid = np.arange(8) < 3
+  t1, t2 = (torch.tensor(z[:3], dtype=torch.float64, requires_grad=True) for z in (z1, z2))
+  original, _, kept = _original_loss_jocor(t1, t2, torch.tensor(y[:3]), 0.7, 0.5)
+  original.backward()
+  assert len(kept) == 0 and np.isnan(original.item())
+  np.testing.assert_array_equal(t1.grad.numpy(), 0.0)
+  one_hot = jax.nn.one_hot(y, 5)
+  (value, keep), grads = jax.value_and_grad(
+    lambda a, b: jocor.jocor_loss(a, b, one_hot, valid, 0.7, co_lambda=0.5), argnums=(0, 1), has_aux=True
+  )(jnp.asarray(z1, jnp.float32), jnp.asarray(z2, jnp.float32))
+  assert float(value) == 0.0 and not np.asarray(keep).any()
+  for grad in grads:
+    np.testing.assert_array_equal(np.asarray(grad), 0.0)
+
+
 def test_objective_follows_the_forget_rate_schedule():
   """Epoch e (1-based) forgets R(e - 1) of coteaching.forget_rate_schedule; the objective's loss is the mean over
   the kept examples of the pair's [2, B, C] logits."""

@@ -10,7 +10,8 @@ updated by the one loss L = sum_{i kept} l_i / n (one optimiser over both; the p
 `loss_jocor`). The KL terms reach both networks (neither softmax is detached, as in the original's
 `F.kl_div(log_softmax(z1), softmax(z2))`): training pulls the two predictions together ("agreement").
 
-config.method: `forget_rate` tau (required; the original's default is the noise rate), `co_lambda` lambda (default
+config.method: `forget_rate` tau (required; the original's default is the noise rate, half of it for asymmetric
+noise: algorithm/jocor.py), `co_lambda` lambda (default
 0.1, main.py's; its README calls 0.9 best for CIFAR-10 at 20% / 50% symmetric and 40% asymmetric noise, 0.65 at 80%,
 0.85 for CIFAR-100), `num_gradual` T_k (10), `exponent` c (1), `ramp` ('paper' | 'original'). The original trains
 with Co-teaching's Adam plan (optimizer 'coteaching_adam': lr 0.001, decay from epoch 80 on CIFAR-10 and MNIST, 100
@@ -24,6 +25,10 @@ Where the original (hongxin001/JoCoR) differs, noisy_jax follows the paper and n
 - Ties in the ranking go to the lower batch position (a stable sort; np.argsort's quicksort is not stable).
 - Evaluation: the original reports each network's accuracy; noisy_jax evaluates the pair by the mean of its logits,
   as for every two-network method.
+- No example kept (n = 0: a batch of fewer than 1 / (1 - R(e)) valid examples, e.g. a short last batch late in the
+  ramp, or R(e) = 1): the original's `torch.mean` over no rows is NaN (its logged loss) with a zero gradient; here
+  L = 0 (`coteaching.coteaching_loss`: n clipped to 1), with the same zero gradient, so the update is the
+  original's and only the reported loss differs. Not offered.
 """
 
 from __future__ import annotations
@@ -53,7 +58,9 @@ def joint_loss(logits_1, logits_2, labels, *, co_lambda: float) -> jax.Array:
 
 def jocor_loss(logits_1, logits_2, labels, valid, forget_rate, *, co_lambda: float, axis_name=None):
   """The batch loss L = sum_{i kept} l_i / n and the kept mask [B] (module docstring; padding rows, valid = 0, are
-  never kept; over the global batch with `axis_name`)."""
+  never kept; over the global batch with `axis_name`). With n = 0, L = 0 and its gradient is zero (the original: a NaN
+  value, a zero gradient).
+  """
   per_example = joint_loss(logits_1, logits_2, labels, co_lambda=co_lambda)
   ranked = jax.lax.stop_gradient(per_example)
   keep, _ = coteaching.small_loss_selection(ranked, ranked, valid, forget_rate, axis_name=axis_name)
