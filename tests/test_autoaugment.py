@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
+from PIL import Image
 
 from noisy_jax import data
 from noisy_jax.core import autoaugment, image_ops
@@ -54,10 +56,47 @@ def test_policy_and_magnitude_tables_are_torchvisions():
     ours = autoaugment.magnitude_table(bins, size)
     for op, (magnitudes, signed) in space(bins, size).items():
       assert ours[op][1] == signed, (op, bins, size)
+      if op == "Solarize":  # v2's thresholds (the test below), not v1's
+        magnitudes = torch.from_numpy(autoaugment.solarize_thresholds(bins))
       if magnitudes.ndim == 0:
         assert ours[op][0] is None, (op, bins, size)
       else:
         np.testing.assert_array_equal(ours[op][0], magnitudes.numpy().astype(np.float32), err_msg=f"{op} {bins} {size}")
+
+
+@pytest.mark.parametrize("bins", [10, 31, 7])
+def test_solarize_thresholds_are_torchvision_v2s_on_uint8_tensors(bins):
+  """Solarize at every bin equals v2's `_apply_image_or_video_transform` on a uint8 tensor, level for level (v2's
+  table, 255 x linspace(1, 0); v1's linspace(255, 0) solarizes 119, 102 and 51 at bins 16, 18 and 24 of 31, where
+  v2 does not). v2 on a PIL image compares the float64 threshold: it differs from its tensor path exactly at the levels
+  whose threshold rounds down to that integer in float32 (AutoAugment: 170 and 85 at bins 3 and 6), which the last
+  assertion re-derives."""
+  v2, _ = tv.import_torchvision()
+  transform = v2.AutoAugment()
+  v2_table = transform._AUGMENTATION_SPACE["Solarize"][0](bins, 32, 32)
+  ours = autoaugment.magnitude_table(bins, (32, 32))["Solarize"][0]
+  levels = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1)
+  tensor = torch.from_numpy(levels[0]).permute(2, 0, 1)
+  pil_differs, float32_rounds_down = {}, {}
+  for k in range(bins):
+    got = np.asarray(image_ops.solarize(levels, ours[k]))[0, ..., 0]
+    args = ("Solarize", float(v2_table[k]), v2.InterpolationMode.NEAREST, transform._fill)
+    expected = transform._apply_image_or_video_transform(tensor, *args)[0].numpy()
+    np.testing.assert_array_equal(got, expected, err_msg=f"bin {k} of {bins}")
+    from_pil = np.asarray(transform._apply_image_or_video_transform(Image.fromarray(levels[0, ..., 0]), *args))
+    if (from_pil != got).any():
+      pil_differs[k] = np.flatnonzero(from_pil != got).tolist()
+    threshold = 255.0 * float(v2_table[k])
+    if float(np.float32(threshold)) == int(threshold) < threshold:
+      float32_rounds_down[k] = [int(threshold)]
+  assert pil_differs == float32_rounds_down, (pil_differs, float32_rounds_down)
+  if bins == 10:
+    assert pil_differs == {3: [170], 6: [85]}
+  v1_table = torchvision_v1.RandAugment()._augmentation_space(bins, (32, 32))["Solarize"][0].numpy()
+  v1_differs = [
+    k for k in range(bins) if not np.array_equal(*(image_ops.solarize(levels, t[k]) for t in (ours, v1_table)))
+  ]
+  assert v1_differs == ([16, 18, 24] if bins == 31 else []), v1_differs
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -328,3 +367,49 @@ def test_tf_policy_and_magnitudes_are_sops():
   signed = value[sub_policy, :, 1].astype(bool)
   np.testing.assert_array_equal(np.asarray(draws.magnitudes), np.where(signed & negated, -expected, expected))
   _within_binomial(int((signed & negated).sum()), int(signed.sum()), 0.5, "geometric signs")
+
+
+def _pil_source_positions(op: str, value, size: int) -> np.ndarray:
+  """float64 [H, W, 2]: the source (x, y) that PIL's affine resampling reads for each output pixel's centre
+  (x + 0.5, y + 0.5), from the matrix `_sop_pil` passes (Rotate: Image.rotate's matrix about the centre, its
+  cos / sin rounded to 15 digits)."""
+  if op == "Rotate":
+    angle = -np.radians(value)
+    cos, sin = round(np.cos(angle), 15), round(np.sin(angle), 15)
+    a, b, d, e = cos, sin, -sin, cos
+    c = a * (-size / 2) + b * (-size / 2) + size / 2
+    f = d * (-size / 2) + e * (-size / 2) + size / 2
+  else:
+    a, b, c, d, e, f = {"ShearX": (1, value, 0, 0, 1, 0), "ShearY": (1, 0, 0, value, 1, 0)}[op]
+  y, x = np.mgrid[0:size, 0:size] + 0.5
+  return np.stack([a * x + b * y + c, d * x + e * y + f], axis=-1)
+
+
+@pytest.mark.parametrize("op", ["Rotate", "ShearX", "ShearY"])
+def test_tf_geometry_differs_from_pil_only_at_ties(op):
+  """On 64 x 64 images, Rotate and Shear at every TF level equal SOP's PIL call except where the source point lies
+  on or next to a pixel boundary: PIL steps source positions in fixed point (coefficients in units of 2^-16 px,
+  accumulated over up to 64 pixels, so within 64 x 2^-16 ~ 1e-3 px of the exact position), image_ops in float32 as
+  torchvision, so such a point can fall on either side (shear 0.12, level 4, puts whole rows exactly on
+  boundaries). Each differing pixel must be such a tie, and ties must be rare (below 1% of the pixels)."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+
+  size, levels = 64, range(1, 10)
+  window = size / 65536
+  images = np.random.default_rng(11).integers(0, 256, (len(levels), size, size, 3), dtype=np.uint8)
+  magnitudes = [autoaugment.tf_magnitude(op, level)[0] for level in levels]
+  ours = np.asarray(
+    jax.jit(image_ops.apply_op)(
+      jnp.asarray(images), jnp.full(len(levels), image_ops.OP_INDEX[op]), jnp.asarray(magnitudes, jnp.float32)
+    )
+  )
+  ties = 0
+  for image, got, level in zip(images, ours, levels):
+    value = _sop_value(op, level)
+    want = np.asarray(_sop_pil(Image.fromarray(image), op, value))
+    source = _pil_source_positions(op, value, size)
+    near = (np.abs(source - np.round(source)) < window).any(axis=-1)
+    differ = (want != got).any(axis=-1)
+    assert not (differ & ~near).any(), (op, level, int((differ & ~near).sum()))
+    ties += int(near.sum())
+  assert ties <= 0.01 * len(levels) * size * size, (op, ties)

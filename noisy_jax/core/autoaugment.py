@@ -13,7 +13,8 @@ operations equal torchvision's on uint8 tensors (nearest interpolation, fill 0):
   * Cutout (DeVries & Taylor, 2017): a square hole of side `size` (16 for CIFAR) at a uniform centre, filled with 0.
 The magnitude tables are torchvision's `_augmentation_space` in float32 (its torch.linspace reproduced bit for bit):
 shear 0..0.3, translate 0..150/331 of the side (pixels, truncated), rotate 0..30 degrees, brightness / color /
-contrast / sharpness 0..0.9 (factor 1 + m), posterize 8 - round(bin / ((bins - 1) / 4)) bits, solarize 255..0.
+contrast / sharpness 0..0.9 (factor 1 + m), posterize 8 - round(bin / ((bins - 1) / 4)) bits, solarize 255..0 as
+v2 gives it (`solarize_thresholds`).
 
 Randomness, as in `noisy_jax.core.augment`: each example's draws are 32-bit words bits(fold_in(key, index), (n,))
 of its integer index in the training set, so an image depends on (key, index) only, not on its batch or on how the
@@ -31,7 +32,12 @@ hole (0); the trainer's strong view (noisy_jax.train.views) applies it after nor
 
 `autoaugment_cifar10_tf` reads the same sub-policies (AUTOAUGMENT_CIFAR10_TF: one level differs) with the TF
 reference code's level -> magnitude mapping (`tf_magnitude`), the AutoAugment that SOP's code applies through PIL; the
-operations are the same image_ops ones, with those magnitudes.
+operations are the same image_ops ones, with those magnitudes. They equal SOP's PIL calls except (tests/
+test_autoaugment.py): Brightness, Color, Contrast, Sharpness and AutoContrast within one level (PIL rounds,
+torchvision's uint8 arithmetic truncates); Rotate and Shear at nearest-pixel ties, where PIL's fixed-point source
+position (steps of 2^-16 px) and the float32 one fall on either side of a pixel boundary they lie within ~1e-3 px of
+(on 64 x 64 images: 0-2 pixels of 4,096 per Rotate level, and 91 at shear level 4, 0.12, whose rows land exactly on
+boundaries; none at the other levels).
 
 Implementation: the stages run in a `lax.scan` of `image_ops.apply_op`, which computes every operation on the whole
 batch and keeps, for each example, the one it drew (no Python loop over examples; its cost is that of all the
@@ -125,6 +131,19 @@ def _torch_linspace_float32(start: float, end: float, steps: int) -> np.ndarray:
   return np.where(i < steps // 2, first, second).astype(np.float32)
 
 
+def solarize_thresholds(num_bins: int) -> np.ndarray:
+  """float32 [num_bins]: Solarize's thresholds as torchvision v2 applies them to uint8 tensors, RN32(255 x l_k) with
+  l = torch.linspace(1, 0, num_bins) in float32 and the product in float64 (`_apply_image_or_video_transform`:
+  `bound * magnitude`; the tensor comparison then rounds it to float32).
+
+  v1's table, torch.linspace(255, 0, num_bins), differs at 31 bins: 119, 102 and 51 (bins 16, 18 and 24) where v2
+  gives 119.00001, 102.00001 and 51.000004, so v2 leaves those levels unsolarized there and v1 does not. v2 on a PIL
+  image compares the float64 product (PIL's lookup table keeps i < threshold), and so also leaves 170 and 85 at
+  AutoAugment's bins 3 and 6 (170.0000051, 85.0000025) where its tensor path, v1 and this table solarize them.
+  """
+  return np.float32(255.0 * _torch_linspace_float32(1.0, 0.0, num_bins).astype(np.float64))
+
+
 def magnitude_table(num_bins: int, image_size: tuple[int, int]) -> dict[str, tuple[np.ndarray | None, bool]]:
   """torchvision's `_augmentation_space(num_bins, (H, W))`: op -> (float32 magnitudes [num_bins] or None, signed).
 
@@ -147,7 +166,7 @@ def magnitude_table(num_bins: int, image_size: tuple[int, int]) -> dict[str, tup
     "Contrast": (linspace(0.9), True),
     "Sharpness": (linspace(0.9), True),
     "Posterize": (posterize_bits.astype(np.float32), False),
-    "Solarize": (linspace(0.0, start=255.0), False),
+    "Solarize": (solarize_thresholds(num_bins), False),
     "AutoContrast": (None, False),
     "Equalize": (None, False),
     "Invert": (None, False),
