@@ -10,12 +10,11 @@ updated by the one loss L = sum_{i kept} l_i / n (one optimiser over both; the p
 `loss_jocor`). The KL terms reach both networks (neither softmax is detached, as in the original's
 `F.kl_div(log_softmax(z1), softmax(z2))`): training pulls the two predictions together ("agreement").
 
-config.method: `forget_rate` tau (required; the original's default is the noise rate, half of it for asymmetric
-noise: algorithm/jocor.py), `co_lambda` lambda (default
-0.1, main.py's; its README calls 0.9 best for CIFAR-10 at 20% / 50% symmetric and 40% asymmetric noise, 0.65 at 80%,
-0.85 for CIFAR-100), `num_gradual` T_k (10), `exponent` c (1), `ramp` ('paper' | 'original'). The original trains
-with Co-teaching's Adam plan (optimizer 'coteaching_adam': lr 0.001, decay from epoch 80 on CIFAR-10 and MNIST, 100
-on CIFAR-100).
+config.method: `forget_rate` tau (required; the original's default is the noise rate, half of it for asymmetric noise:
+algorithm/jocor.py), `co_lambda` lambda (default 0.1, main.py's; its README calls 0.9 best for CIFAR-10 at 20% / 50%
+symmetric and 40% asymmetric noise, 0.65 at 80%, 0.85 for CIFAR-100), `num_gradual` T_k (10), `exponent` c (1), `ramp`
+('paper' | 'original'). The original trains with Co-teaching's Adam plan (optimizer 'coteaching_adam': lr 0.001, decay
+from epoch 80 on CIFAR-10 and MNIST, 100 on CIFAR-100).
 
 Where the original (hongxin001/JoCoR) differs, noisy_jax follows the paper and names the difference:
 - The ramp: main.py's linspace reaches tau one epoch early (ramp='original' reproduces it), and its loop starts at
