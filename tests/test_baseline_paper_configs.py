@@ -318,7 +318,14 @@ def test_disc_paper_values(arg):
   assert (config.noise.type, config.noise.rate, config.noise.exact) == (noise, float(arg.split(",")[2]), True)
   assert (config.model.name, config.num_epochs, config.batch_size) == ("resnet18", 200, 128)
   assert (config.augment.crop_padding, config.augment.flip) == (4, True)
-  assert config.augment.strong.to_dict() == {"policy": "randaugment", "num_ops": 2, "magnitude": 9, "cutout": 4}
+  # the original's own pool, RandAugmentwogeo(n=2, m=5 / 10) with its CutoutAbs built in
+  magnitude = 10 if arg.startswith("cifar100") else 5
+  assert config.augment.strong.to_dict() == {
+    "policy": "disc_randaugment",
+    "num_ops": 2,
+    "magnitude": magnitude,
+    "cutout": 0,
+  }
   assert config.dataset_kwargs.validation_size == 0
   if optimizer == "sgd":  # SGD lr 0.1, no momentum, weight decay 1e-3, x0.1 at 80 and 160 (MultiStepLR)
     lrs = _lr_per_epoch(config.optimizer, 200)
@@ -427,7 +434,7 @@ def test_smoke_sop_asymmetric(mock_tfds):
 
 
 def test_smoke_disc_adam(mock_tfds):
-  """DISC with ResNet-18's class of one block per stage, both views (RandAugment + Cutout), the Adam plan, and no
+  """DISC with ResNet-18's class of one block per stage, both views (DISC's own pool + CutoutAbs), the Adam plan, and no
   warm-up (start_epoch 0 here) so the single epoch runs the mixup passes of the purified rows."""
   config = _tiny(disc_paper.get_config("cifar100,symmetric,0.8"), {"widths": (4, 8), "blocks_per_stage": (1, 1)})
   config.method.start_epoch = 0

@@ -214,6 +214,9 @@ def test_baselines_config():
     4,
   )
   assert tuple(sym.runs.disc.optimizer.lr_boundaries) == (16, 32) and sym.runs.disc.optimizer.momentum == 0.0
+  # DISC's own strong view (RandAugmentwogeo, CIFAR-10's m = 5, its CutoutAbs built in)
+  disc_view = {"policy": "disc_randaugment", "num_ops": 2, "magnitude": 5, "cutout": 0}
+  assert sym.runs.disc.augment.strong.to_dict() == disc_view
   with pytest.raises(ValueError, match="sym60"):
     baselines.get_config("sym50")
   # Every run's settings build what the trainer builds from them (the method, its optimiser, its strong view). The

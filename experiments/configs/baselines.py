@@ -58,8 +58,14 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        lamd_h 0.2 and threshold momentum 0.95; at 40% asymmetric lamd_h 1, momentum 0.95; sigma 0.5,
                        mixup alpha 5), its SGD (lr 0.1, no momentum, weight decay 1e-3) and warm-up scaled to the
                        run's 40 epochs (x0.1 at 16 and 32 as its 80 and 160 of 200; 4 warm-up epochs as its 20),
-                       and its strong view as disc_paper.py gives it (torchvision's RandAugment, 2 operations at
-                       magnitude 9, then Cutout 4: the original's int(0.15 x side) of 28 pixels), no crop, no flip;
+                       and its strong view as disc_paper.py gives it for CIFAR-10: the original's own pool
+                       (RandAugmentwogeo, policy 'disc_randaugment': 2 of its 16 PIL operations, each run with
+                       probability 1/2 at a level of 1..4, then its grey CutoutAbs of int(0.15 x 28) = 4 on the
+                       uint8 image, as int(0.15 x 32) = 4 on CIFAR: a 5-pixel hole), no crop, no flip (so the
+                       original's order, crop and flip before the pool, changes nothing here). On one-channel
+                       digits the pool's Color is the identity and Invert swaps ink and background; at these levels
+                       TranslateX/Y move nothing and ShearX/Y at most a pixel. disc_paper.TORCHVISION_STRONG_VIEW
+                       (torchvision's RandAugment, 2 operations at magnitude 9, then Cutout 4) is the former view;
   promix               ProMix's two networks, each with its pseudo head, with run.sh's CIFAR-10 rows for the noise
                        (promix_paper.py: at 60% symmetric its 50% row, rho 0.5; at 40% asymmetric its row, rho 0.5,
                        and the warm-up's confidence penalty; tau 0.99, debias 0.8), its SGD (lr 0.05, momentum 0.9,
@@ -169,6 +175,7 @@ def disc_run(symmetric: bool, rate: float) -> ml_collections.ConfigDict:
     "lamd_h": disc_paper.HIGH_NOISE_LAMD_H if high else 1.0,
     "mixup_alpha": disc_paper.MIXUP_ALPHA,
   }
+  # the original's CIFAR-10 pool (m = 5) with its CutoutAbs of int(0.15 x 28) = 4 built in: no separate Cutout
   run.augment = {"crop_padding": 0, "flip": False, "strong": dict(disc_paper.STRONG_VIEW)}
   return run
 

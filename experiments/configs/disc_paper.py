@@ -29,20 +29,23 @@ configs/DISC_CIFAR.py; main.py's arguments; datasets/noise_datasets.py; datasets
                                                                        DISC_CIFAR.py epoch_decay_start 120
   weak view: random crop after 4-pixel padding + horizontal flip       code randaugment.py
                                                                        TransformFixMatch_CIFAR10 (weak)
-  strong view: the same crop and flip, then 2 random operations and Cutout (see below)
-                                                                       code TransformFixMatch_CIFAR10 (strong):
-                                                                       RandAugmentwogeo(n=2, m=5)
+  strong view: the same crop and flip, then RandAugmentwogeo: 2 operations of its pool of 16, each run with
+              probability 1/2 at a level of 1..m-1, then a grey CutoutAbs of int(0.15 x 32) = 4 (a 5-pixel hole);
+              m = 5 for CIFAR-10, 10 for CIFAR-100 (policy 'disc_randaugment', noisy_jax.core.disc_randaugment:
+              PIL's arithmetic, pixel for pixel)                       code TransformFixMatch_CIFAR10 / _CIFAR100
+                                                                       (strong): RandAugmentwogeo(n=2, m=5 / 10)
   normalisation: per channel                                           code noise_datasets.py (fixed CIFAR-10
                                                                        statistics; here the training split's)
   no validation split                                                  code main.py (train and test loaders only)
 
 Stated deviations:
-- The strong view. The code's RandAugmentwogeo draws 2 operations (with replacement) from its own pool of 16 (PIL
-  AutoContrast, Brightness, Color, Contrast, Cutout, Equalize, Invert, Posterize, Rotate, Sharpness, ShearX/Y,
-  Solarize, SolarizeAdd, TranslateX/Y, with its own ranges), applies each with probability 1/2 at a level drawn from
-  1..4 of 10, then a gray 4-pixel Cutout (int(32 x 0.15)) on the image. That pool is not implemented here; the row
-  uses torchvision's RandAugment (2 operations, magnitude bin 9 of 31: its default) and Cutout 4 on the normalised
-  image (noisy_jax.train.views; hole = the normalisation mean, near the code's gray).
+- The strong view's order. The code flips and crops (reflection padding) first and runs the pool and its CutoutAbs
+  on the cropped image; here (noisy_jax.train.views) the pool and CutoutAbs run on the uint8 image first, then the
+  crop and flip on the normalised one, so the hole and the pool's black fill move with the crop, and the crop's
+  border (the mean, below) is not touched by the pool. The same operations and draws otherwise.
+  TORCHVISION_STRONG_VIEW, the view these rows used before (torchvision's RandAugment, 2 operations at magnitude bin
+  9 of 31, then Cutout 4 on the normalised image), stays available: --config.augment.strong.policy=randaugment
+  --config.augment.strong.magnitude=9 --config.augment.strong.cutout=4.
 - The crop pads with zeros (noisy_jax.core.augment); the code pads by reflection.
 - Learning rate of the Adam rows: the code sets an epoch's lr and beta1 after the previous epoch (`train` ends with
   adjust_learning_rate(epoch)), one epoch later than Co-teaching's plan that 'coteaching_adam' reproduces.
@@ -76,7 +79,10 @@ ADAM_DECAY_START = 120  # code DISC_CIFAR.py epoch_decay_start
 SGD_LR = 0.1  # code DISC.__init__
 SGD_WEIGHT_DECAY = 1e-3  # code DISC.__init__
 SGD_MILESTONES = (80, 160)  # code DISC.__init__ MultiStepLR
-STRONG_VIEW = {"policy": "randaugment", "num_ops": 2, "magnitude": 9, "cutout": 4}  # see the deviations
+# code TransformFixMatch_CIFAR10: RandAugmentwogeo(n=2, m=5), its CutoutAbs included (so no Cutout after normalising)
+STRONG_VIEW = {"policy": "disc_randaugment", "num_ops": 2, "magnitude": 5, "cutout": 0}
+MAGNITUDE = {"cifar10": 5, "cifar100": 10}  # code TransformFixMatch_CIFAR10 m=5, TransformFixMatch_CIFAR100 m=10
+TORCHVISION_STRONG_VIEW = {"policy": "randaugment", "num_ops": 2, "magnitude": 9, "cutout": 4}  # the former default
 
 
 def parse(arg: str | None) -> tuple[str, str, float]:
@@ -106,7 +112,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   base.paper_data(
     config, dataset, noise_type=noise_type, rate=rate, noise_dataset=dataset if noise_type == "asymmetric" else ""
   )
-  config.augment.strong = ml_collections.ConfigDict(STRONG_VIEW)
+  config.augment.strong = ml_collections.ConfigDict(dict(STRONG_VIEW, magnitude=MAGNITUDE[dataset]))
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.num_epochs = NUM_EPOCHS

@@ -53,10 +53,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from noisy_jax.core import disc_randaugment as disc_pool
 from noisy_jax.core import image_ops
 
 STRONG_AUGMENT_FIELDS = ("policy", "num_ops", "magnitude", "num_magnitude_bins", "cutout")
-POLICIES = ("autoaugment_cifar10", "autoaugment_cifar10_tf", "randaugment", "none")
+POLICIES = ("autoaugment_cifar10", "autoaugment_cifar10_tf", "randaugment", "disc_randaugment", "none")
 
 AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, images [B,H,W,C], indices [B]) -> images
 
@@ -465,6 +466,9 @@ def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
   num_magnitude_bins = fields.get("num_magnitude_bins", 31)
   if policy == "randaugment":
     _check_randaugment(num_ops, magnitude, num_magnitude_bins)
+  if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
+    num_ops, magnitude = fields.get("num_ops", disc_pool.NUM_OPS), fields.get("magnitude", disc_pool.MAGNITUDE)
+    disc_pool._check_pool(num_ops, magnitude)
   size = _check_cutout(fields.get("cutout", 0))
   if policy == "none" and size == 0:
     return None
@@ -485,6 +489,12 @@ def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
         key, images, indices, num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins
       )
 
+  elif policy == "disc_randaugment":
+    read.update(num_ops=num_ops, magnitude=magnitude)
+
+    def policy_fn(key, images, indices):
+      return disc_pool.disc_randaugment(key, images, indices, num_ops=num_ops, magnitude=magnitude)
+
   return StrongParts(policy_fn, size, read)
 
 
@@ -494,9 +504,10 @@ def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
   config: None or a mapping (dict, ml_collections.ConfigDict) with fields
     policy: "autoaugment_cifar10" (torchvision's AutoAugment CIFAR-10 policy), "autoaugment_cifar10_tf" (the
       same sub-policies with the TF reference code's magnitudes, as SOP+'s code applies them: `tf_magnitude`),
-      "randaugment" or "none" (default "none");
+      "randaugment", "disc_randaugment" (DISC's own pool and its CutoutAbs: noisy_jax.core.disc_randaugment) or
+      "none" (default "none");
     num_ops, magnitude, num_magnitude_bins: RandAugment's N, M and bins (defaults 2, 9, 31; read by randaugment
-      only);
+      only); for disc_randaugment its n and m (defaults 2, 5: levels 1..m-1);
     cutout: the side of a Cutout hole applied after the policy (int >= 0, default 0 = none; 16 for CIFAR).
   The policy draws from fold_in(key, 1) and Cutout from fold_in(key, 2), so a weak view drawn from `key` itself
   (noisy_jax.core.augment) is independent of the strong one. Returns None when the config asks for nothing. (The

@@ -16,7 +16,9 @@ example from (key, row): a view does not depend on the batch's split over device
 without a strong one (`augment(k, normalize(codes), rows)`).
 
 config.augment.strong (noisy_jax.core.autoaugment.STRONG_AUGMENT_FIELDS): policy 'autoaugment_cifar10' |
-'randaugment' | 'none', num_ops, magnitude, num_magnitude_bins, cutout.
+'randaugment' | 'disc_randaugment' | 'none', num_ops, magnitude, num_magnitude_bins, cutout. 'disc_randaugment'
+(DISC's pool, noisy_jax.core.disc_randaugment) ends with its own grey CutoutAbs on the uint8 image, before the crop and
+flip; its original crops and flips first (experiments/configs/disc_paper.py names the difference).
 """
 
 from __future__ import annotations
