@@ -36,12 +36,12 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from experiments import predict as predict_cli
 from noisy_jax.core import _checks
 from noisy_jax.core import label_issues
-from noisy_jax.data import disk
-from noisy_jax.experiment import export
 from noisy_jax.experiment import feature_issues
+
+# experiments.predict, noisy_jax.data.disk and noisy_jax.experiment.export (JAX, Flax, orbax: ~2 s to import) are
+# imported by `embed_folder` only: --features needs none of them (tests/test_feature_issues.py checks it).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +127,10 @@ def embed_folder(images: str, model: str) -> tuple[np.ndarray, np.ndarray, list[
     FileNotFoundError: naming --images or --model when it does not exist (or holds no exported model).
     ValueError: an image file outside a class folder, a folder without images, images the network cannot take.
   """
+  from experiments import predict as predict_cli  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import export  # pylint: disable=g-import-not-at-top
+
   if not os.path.isdir(images):
     raise FileNotFoundError(f"--images={images!r}: no such folder (a folder DIR/LABEL/... of image files).")
   loaded = export.load_model(model)

@@ -219,6 +219,43 @@ def test_argmax_flags_equal_cleanlabs_predicted_neq_given(clusters, cluster_prob
   np.testing.assert_array_equal(ours, theirs)
 
 
+def confident_by_loop(probs, given, eps=1e-6):
+  """The 'confident' rule re-computed example by example (noisy_jax.core.label_issues' docstring): per-class
+  thresholds t_k = max(2 eps, mean P[i, k] over the examples given k), confident classes P[i, k] >= t_k - eps, the
+  guess (the one confident class, or the most probable of all when several are), flagged when the guess is not the
+  given label and the given label is not within eps of the most probable."""
+  n, c = probs.shape
+  t = [max(2 * eps, np.mean([probs[i, k] for i in range(n) if given[i] == k])) for k in range(c)]
+  flagged = np.zeros(n, bool)
+  for i, y in enumerate(given):
+    confident = [k for k in range(c) if probs[i, k] >= t[k] - eps]
+    guess = confident[0] if len(confident) == 1 else int(np.argmax(probs[i]))
+    given_near_max = int(np.argmax(probs[i] + eps * (np.arange(c) == y))) == y
+    flagged[i] = bool(confident) and guess != y and not given_near_max
+  return flagged
+
+
+def test_confident_flags_equal_cleanlabs_confident_learning(clusters, cluster_probs):
+  """cleanlab's find_label_issues(filter_by='confident_learning') flags the same examples as our 'confident' rule,
+  and so does a loop over the examples: on the probe's and the kNN vote's P of the clusters, and on a kNN vote of
+  random labels (multiples of 1/10, many ties), where the rule noisy_jax had before (the most probable confident
+  class, no eps, no reduction) flagged 15 examples differently."""
+  cleanlab_filter = pytest.importorskip("cleanlab.filter")
+  rng = np.random.default_rng(0)
+  features, random_given = rng.normal(size=(200, 8)), rng.integers(0, 4, 200)
+  cases = {
+    "probe": (cluster_probs["probe"], clusters[1]),
+    "knn": (cluster_probs["knn"], clusters[1]),
+    "knn, random labels": (feature_issues.knn_probabilities(features, random_given, k=10), random_given),
+  }
+  for name, (probs, given) in cases.items():
+    ours = flags_by_index(feature_issues.run_issues(probs, given, evidence=name, rule="confident"))
+    theirs = cleanlab_filter.find_label_issues(given, probs, filter_by="confident_learning", n_jobs=1)
+    np.testing.assert_array_equal(ours, theirs, err_msg=name)
+    np.testing.assert_array_equal(ours, confident_by_loop(probs, given), err_msg=name)
+    assert 0 < ours.sum() < len(given), name
+
+
 def test_run_issues_are_label_issues_find_with_evidence():
   rng = np.random.default_rng(2)
   probs, given = rng.dirichlet(np.ones(3), size=50), rng.integers(0, 3, 50)
@@ -360,6 +397,62 @@ def test_command_exits_with_the_message(tmp_path):
   assert done.returncode != 0
   assert "--k=100; allowed: 1 <= k <= N - 1 = 59" in done.stderr, done.stderr[-3000:]
   assert not (tmp_path / "out").exists()
+
+
+def test_probe_limits_the_threads_during_the_fit(monkeypatch):
+  """Every BLAS/OpenMP pool threadpoolctl sees holds `threads` threads while LogisticRegression fits (1 by default;
+  the pools are set to 2 around the call, so a probe that did not limit them would see 2), and the pools are
+  restored afterwards; threads=None leaves them alone."""
+  import threadpoolctl  # pylint: disable=g-import-not-at-top
+  from sklearn import linear_model  # pylint: disable=g-import-not-at-top
+
+  seen = []
+  fit = linear_model.LogisticRegression.fit
+
+  def recording_fit(self, *args, **kwargs):
+    seen.append({(pool["user_api"], pool["filepath"]): pool["num_threads"] for pool in threadpoolctl.threadpool_info()})
+    return fit(self, *args, **kwargs)
+
+  monkeypatch.setattr(linear_model.LogisticRegression, "fit", recording_fit)
+  features, given, _ = planted_clusters(n=60, d=4, c=3)
+  with threadpoolctl.threadpool_limits(limits=2):
+    feature_issues.probe_probabilities(features, given, num_folds=3)
+    after = [pool["num_threads"] for pool in threadpoolctl.threadpool_info()]
+    feature_issues.probe_probabilities(features, given, num_folds=3, threads=None)
+  assert len(seen) == 6 and "blas" in {api for api, _ in seen[0]}, seen  # NumPy's and SciPy's BLAS at least
+  assert all(set(pools.values()) == {1} for pools in seen[:3]), seen[:3]
+  assert after == [2] * len(after) and all(set(pools.values()) == {2} for pools in seen[3:]), (after, seen[3:])
+  with pytest.raises(ValueError, match="threads=0"):
+    feature_issues.probe_probabilities(features, given, num_folds=3, threads=0)
+
+
+@pytest.mark.parametrize("method", ["probe", "knn"])
+def test_features_path_imports_no_jax(tmp_path, method):
+  """`python -m experiments.label_issues_from_features --features=... --labels=...` (its __main__, through absl's
+  app.run) writes the CSV without importing JAX, Flax or orbax (about 2 s per call): they are imported for
+  --images only."""
+  paths, _, _ = write_inputs(tmp_path)
+  argv = [
+    "label_issues_from_features",
+    f"--features={paths['features']}",
+    f"--labels={paths['labels']}",
+    f"--workdir={tmp_path / 'out'}",
+    f"--method={method}",
+    "--num_folds=3",
+  ]
+  script = (
+    "import runpy, sys\n"
+    f"sys.argv = {argv!r}\n"
+    "try:\n"
+    "  runpy.run_module('experiments.label_issues_from_features', run_name='__main__', alter_sys=True)\n"
+    "except SystemExit as exit:\n"
+    "  assert not exit.code, exit.code\n"
+    "print('heavy:', sorted({m.split('.')[0] for m in sys.modules} & {'jax', 'jaxlib', 'flax', 'orbax'}))\n"
+  )
+  done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "heavy: []" in done.stdout, done.stdout[-3000:]
+  assert (tmp_path / "out" / label_issues.CSV_FILE).exists()
 
 
 def test_images_embedded_by_an_exported_network(tmp_path):

@@ -11,12 +11,17 @@ report's sha256), detected without training on mnist5k at all:
              through runs.run_single and its export (noisy_jax.experiment.export); the embedding of mnist5k's
              3,600 training images is `LoadedModel.embed` (the 128 inputs of the head, digits' normalisation).
   pixels     the raw 784 pixel codes / 255, as a control: what the detectors get from no network.
-Detectors (noisy_jax.experiment.feature_issues.find, score 'self_confidence', rule 'argmax'): 'probe' (5-fold
-out-of-sample logistic regression on standardised features) and 'knn' (cosine kNN vote, k = 10, self excluded).
-Metrics: label_issues_vs_cleanlab._metrics (F1 of the flagged set, AP and AUROC of the ranking). Wall seconds: the
-digits network's training (once, compilation included), the embedding (once), each detector (per setting).
+Detectors (noisy_jax.experiment.feature_issues.find, score 'self_confidence'): 'probe' (5-fold out-of-sample
+logistic regression on standardised features; scikit-learn's BLAS/OpenMP pools at --probe_threads, default 1 as the
+probe's own) and 'knn' (cosine kNN vote, k = 10, self excluded); each flagged set by both rules of
+noisy_jax.core.label_issues on the same P: 'argmax' (another class more probable) and 'confident' (confident
+learning's per-class thresholds, as cleanlab's find_label_issues(filter_by='confident_learning')). Metrics:
+label_issues_vs_cleanlab._metrics (flagged, precision, recall and F1 of each flagged set, AP and AUROC of the
+ranking). Wall seconds: the digits network's training (once, compilation included), the embedding (once), each
+detector (per setting: P and the argmax rule's records; the confident rule on the same P adds milliseconds).
 
   python -m experiments.benchmarks.label_issues_from_frozen_features [--epochs 20] [--settings sym20,...]
+      [--probe_threads 1]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ FEATURE_DENSE_SIZE = 128
 DIGITS_EPOCHS = 20
 DETECTORS = ("probe", "knn")
 SCORE, RULE = "self_confidence", "argmax"
+RULES = ("argmax", "confident")
 
 
 def digits_as_mnist():
@@ -93,8 +99,9 @@ def given_labels(setting: str, *, epochs: int, seed: int):
   return dataset, np.asarray(given, np.int64), np.asarray(dataset.y_train, np.int64), report
 
 
-def run(settings, *, epochs: int, seed: int) -> tuple[dict, dict]:
+def run(settings, *, epochs: int, seed: int, probe_threads: int | None = 1) -> tuple[dict, dict]:
   """(results per setting, costs): metrics of each (features, detector) and the wall seconds of each part."""
+  from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import export  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import feature_issues  # pylint: disable=g-import-not-at-top
 
@@ -117,19 +124,24 @@ def run(settings, *, epochs: int, seed: int) -> tuple[dict, dict]:
       for detector in DETECTORS:
         start = time.perf_counter()
         probs, issues = feature_issues.find(
-          x, given, method=detector, num_classes=10, seed=seed, score=SCORE, rule=RULE
+          x, given, method=detector, num_classes=10, seed=seed, score=SCORE, rule=RULE, threads=probe_threads
         )
         seconds = time.perf_counter() - start
         found = {
           "quality": {SCORE: vs_cleanlab._quality_by_index(issues)},  # pylint: disable=protected-access
-          "flags": {RULE: vs_cleanlab._flags_by_index(issues)},  # pylint: disable=protected-access
+          "flags": {
+            RULE: vs_cleanlab._flags_by_index(issues),  # pylint: disable=protected-access
+            "confident": label_issues.flag(probs, given, rule="confident"),  # by index, as the flags above
+          },
         }
         metrics = vs_cleanlab._metrics(found, planted, clean, given, probs)  # pylint: disable=protected-access
         metrics["seconds"] = seconds
         out["detectors"][f"{source}_{detector}"] = metrics
+        flagged = metrics["flagged"]
         print(
-          f"[{setting}] {source} {detector}: F1 {metrics['flagged'][RULE]['f1']:.3f}, "
-          f"AP {metrics['ranking'][SCORE]['average_precision']:.3f}, {seconds:.1f} s",
+          f"[{setting}] {source} {detector}: F1 {flagged['argmax']['f1']:.3f} (argmax), "
+          f"{flagged['confident']['f1']:.3f} (confident), AP {metrics['ranking'][SCORE]['average_precision']:.3f}, "
+          f"{seconds:.2f} s",
           flush=True,
         )
     results[setting] = out
@@ -140,21 +152,26 @@ def _table(results) -> str:
   rows = []
   for setting, out in results.items():
     for name, metrics in out["detectors"].items():
-      flagged, ranking = metrics["flagged"][RULE], metrics["ranking"][SCORE]
+      ranking = metrics["ranking"][SCORE]
+      by_rule = [
+        f"{flagged[key]:{spec}}"
+        for flagged in (metrics["flagged"][rule] for rule in RULES)
+        for key, spec in (("flagged", "d"), ("precision", ".3f"), ("recall", ".3f"), ("f1", ".3f"))
+      ]
       rows.append(
         [
           setting,
           out["noise"]["planted_errors"],
           name,
-          f"{flagged['precision']:.3f}",
-          f"{flagged['recall']:.3f}",
-          f"{flagged['f1']:.3f}",
+          *by_rule,
           f"{ranking['auroc']:.3f}",
           f"{ranking['average_precision']:.3f}",
-          f"{metrics['seconds']:.1f}",
+          f"{metrics['seconds']:.2f}",
         ]
       )
-  header = ["setting", "planted", "features_detector", "precision", "recall", "F1", "AUROC", "AP", "seconds"]
+  short = {"argmax": "argmax", "confident": "conf"}
+  by_rule = [f"{short[rule]}_{key}" for rule in RULES for key in ("flagged", "precision", "recall", "F1")]
+  header = ["setting", "planted", "features_detector", *by_rule, "AUROC", "AP", "seconds"]
   return common.format_table(header, rows)
 
 
@@ -164,6 +181,9 @@ def main(argv=None):
   parser.add_argument("--settings", default=",".join(vs_cleanlab.SETTINGS), help="comma-separated subset")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--threads", type=int, default=0, help="cores for JAX (default 0: every core)")
+  parser.add_argument(
+    "--probe_threads", type=int, default=1, help="the probe's BLAS/OpenMP threads (default 1; 0: the libraries' own)"
+  )
   args = parser.parse_args(argv)
   settings = [s.strip() for s in args.settings.split(",") if s.strip()]
   unknown = sorted(set(settings) - set(vs_cleanlab.SETTINGS))
@@ -173,16 +193,27 @@ def main(argv=None):
   args.repeats, args.warmup, args.quick = 1, 0, False
   start = time.perf_counter()
   # The noisy labels are those of label_issues_vs_cleanlab at its default E (its noise does not depend on E).
-  results, costs = run(settings, epochs=args.epochs, seed=args.seed)
+  probe_threads = args.probe_threads or None
+  results, costs = run(settings, epochs=args.epochs, seed=args.seed, probe_threads=probe_threads)
   costs["total_seconds"] = time.perf_counter() - start
   common.report(
     "label_issues_from_frozen_features",
     args=args,
     threads=threads,
-    settings={"digits_epochs": args.epochs, "seed": args.seed, "score": SCORE, "rule": RULE, **costs},
+    settings={
+      "digits_epochs": args.epochs,
+      "seed": args.seed,
+      "score": SCORE,
+      "rules": list(RULES),
+      "probe_threads": probe_threads or "libraries' default",
+      **costs,
+    },
     results=results,
     tables=[_table(results)],
-    notes=["planted errors = given label != clean label, as label_issues_vs_cleanlab plants them."],
+    notes=[
+      "planted errors = given label != clean label, as label_issues_vs_cleanlab plants them.",
+      "argmax_* / conf_*: the flagged set of the 'argmax' / 'confident' rule (noisy_jax.core.label_issues).",
+    ],
   )
 
 

@@ -10,9 +10,17 @@ Label quality q_i in [0, 1], low = suspect (`SCORES`):
 Suggested label: s_i = argmax_k P[i, k]; the given label where it ties the maximum (else the lowest class id).
 Flagged set (`FLAG_RULES`):
   'argmax'        is_issue_i = [s_i != y_i]: another class is strictly more probable than the given one.
-  'confident'     confident learning's per-class thresholds (Northcutt et al., JAIR 2021): t_k = mean of P[i, k]
-                  over the examples given label k; example i is confidently in class k* = the most probable among
-                  the classes with P[i, k] >= t_k, and is_issue_i = [k* exists and k* != y_i].
+  'confident'     confident learning's per-class thresholds (Northcutt et al., JAIR 2021), exactly as cleanlab 2.9
+                  computes find_label_issues(filter_by='confident_learning'), with eps = 1e-6 (`CONFIDENT_EPS`):
+                    t_k = max(2 eps, mean of P[i, k] over the examples given label k), the class's threshold (a
+                          class no example is given: t_k = inf, never confident);
+                    K_i = {k : P[i, k] >= t_k - eps}, the classes example i is confidently in;
+                    g_i = the one class of K_i when |K_i| = 1; argmax_k P[i, k] over all classes when |K_i| >= 2;
+                    is_issue_i = [|K_i| >= 1 and g_i != y_i and argmax_k (P[i, k] + eps [k = y_i]) != y_i]
+                  (the last term: never flag a given label within eps of the most probable). argmax: lowest id on
+                  ties. Source (cleanlab 2.9.0): cleanlab/count.py get_confident_thresholds (t, lines 1450-1457),
+                  compute_confident_joint (K, g and the flagged |K_i| >= 1, g_i != y_i: lines 581-597 and 616-618),
+                  _reduce_issues (lines 211-218), applied by cleanlab/filter.py find_label_issues (lines 425-435).
 `rank` orders the examples by q ascending (ties by index: a stable sort), most suspect first.
 The scores and rules are cleanlab's (2.9): `cleanlab.rank.get_label_quality_scores` gives the same q, and
 `cleanlab.filter.find_label_issues` with filter_by='predicted_neq_given' / 'confident_learning' flags the same
@@ -57,6 +65,7 @@ from noisy_jax.core import _checks
 
 SCORES = ("self_confidence", "normalized_margin")
 FLAG_RULES = ("argmax", "confident")
+CONFIDENT_EPS = 1e-6  # cleanlab's FLOATING_POINT_COMPARISON (cleanlab/internal/constants.py), see 'confident'
 CSV_FILE = "label_issues.csv"
 CSV_COLUMNS = ("index", "source", "given_label", "suggested_label", "label_quality", "is_issue", "method_evidence")
 # History recorded for methods that keep none (config.label_issues.history_length = -1, 'auto'): every epoch of the
@@ -118,17 +127,29 @@ def suggested_labels(probs, given) -> np.ndarray:
   return np.where(probs[np.arange(len(given)), given] >= probs.max(axis=1), given, best)
 
 
+def confident_thresholds(probs, given) -> np.ndarray:
+  """t [C] of the 'confident' rule: t_k = max(2 eps, mean_{i: y_i = k} P[i, k]), inf for a class no example is given
+  (cleanlab's get_confident_thresholds, which uses 2 there: the same for probabilities <= 1); float64."""
+  probs, given = _check(probs, given)
+  c = probs.shape[1]
+  order = np.argsort(given, kind="stable")  # each class's rows in index order, as a boolean mask selects them
+  groups = np.split(probs[order, given[order]], np.cumsum(np.bincount(given, minlength=c))[:-1])
+  means = np.array([group.mean() if len(group) else np.inf for group in groups])  # np.mean: cleanlab's rounding
+  return np.maximum(means, 2 * CONFIDENT_EPS)
+
+
 def flag(probs, given, *, rule: str = "argmax") -> np.ndarray:
   """is_issue [N] bool by `rule` (see `FLAG_RULES` in the module docstring)."""
   _checks.check_choice("flag rule", rule, FLAG_RULES)
   probs, given = _check(probs, given)
   if rule == "argmax":
     return suggested_labels(probs, given) != given
-  c = probs.shape[1]
-  thresholds = np.array([probs[given == k, k].mean() if np.any(given == k) else np.inf for k in range(c)])
-  above = probs >= thresholds[None, :]
-  confident_class = np.where(above, probs, -np.inf).argmax(axis=1)
-  return above.any(axis=1) & (confident_class != given)
+  confident = probs >= confident_thresholds(probs, given) - CONFIDENT_EPS  # [N, C]: k in K_i
+  count = confident.sum(axis=1)
+  guess = np.where(count > 1, probs.argmax(axis=1), confident.argmax(axis=1))  # g_i
+  near = probs.copy()
+  near[np.arange(len(given)), given] += CONFIDENT_EPS
+  return (count > 0) & (guess != given) & (near.argmax(axis=1) != given)
 
 
 def records(given, suggested, quality, is_issue) -> np.ndarray:

@@ -16,7 +16,10 @@ that read its own label.
            Uncertainty in Dataset Labels", JAIR 70, 2021; cleanlab's `estimate_cv_predicted_probabilities` does
            the same). A class absent from a fold's training examples gets probability 0 in that fold (the fitted
            classes' probabilities sum to 1 on their own; each row is renormalised to sum exactly 1); a fold trained
-           on one class gives probability 1 to it.
+           on one class gives probability 1 to it. The fits and predictions run with scikit-learn's BLAS and OpenMP
+           pools limited to `threads` (default 1, threadpoolctl): on a busy 2-core machine the 5-fold probe of
+           mnist5k's 3,600 x 128 embedding took 17 s with every thread and 0.6 s with one
+           (experiments/benchmarks/results/2026-11-29-label-issues-frozen-features-*.txt).
   'knn'    `knn_probabilities`, a vote of the k nearest neighbours, nothing trained: SimiFeat's local vote (Zhu,
            Dong & Liu, "Detecting Corrupted Labels Without Training a Model to Predict", ICML 2022,
            arXiv:2110.06283; also in Docta). Cosine similarity S = Z Z^T of the L2-normalised features
@@ -31,11 +34,13 @@ that read its own label.
            rows, never an N x N matrix at once.
 
 From P, `run_issues` gives the same records and evidence as a training run's (noisy_jax.core.label_issues: its
-score, suggested label and flag rules, its CSV through `label_issues.write_csv`), with the detector named in the
-evidence column (`method_evidence`), e.g. "linear probe, 5-fold out of sample: p(given) 0.031, p(suggested) 0.912".
+score, suggested label and flag rules, 'argmax' or confident learning's per-class thresholds 'confident', its CSV
+through `label_issues.write_csv`), with the detector named in the evidence column (`method_evidence`), e.g.
+"linear probe, 5-fold out of sample: p(given) 0.031, p(suggested) 0.912".
 The command is `python -m experiments.label_issues_from_features`.
 
-NumPy, plus scikit-learn for the probe (the `data` extra; imported when the probe runs). No JAX.
+NumPy, plus scikit-learn and threadpoolctl for the probe (the `data` extra; imported when the probe runs). No JAX:
+the command imports neither JAX nor orbax unless it embeds images (--images).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ DEFAULT_NUM_FOLDS = 5
 DEFAULT_K = 10
 DEFAULT_INVERSE_REGULARIZATION = 1.0  # scikit-learn's default C: penalty ||W||^2 / 2 against the summed log loss
 DEFAULT_MAX_ITER = 1000  # lbfgs iterations per fold (scikit-learn's default of 100 stops early on wide embeddings)
+DEFAULT_PROBE_THREADS = 1  # BLAS/OpenMP threads of the probe's fits (threadpoolctl); None: the libraries' default
 KNN_BLOCK_BYTES = 32 * 2**20  # float32 similarities held at once by the kNN vote: a block of rows x N
 
 
@@ -124,6 +130,7 @@ def probe_probabilities(
   seed: int = 0,
   inverse_regularization: float = DEFAULT_INVERSE_REGULARIZATION,
   max_iter: int = DEFAULT_MAX_ITER,
+  threads: int | None = DEFAULT_PROBE_THREADS,
 ) -> np.ndarray:
   """Out-of-sample class probabilities P [N, C] (float64) of a K-fold linear probe (module docstring, 'probe').
 
@@ -139,6 +146,8 @@ def probe_probabilities(
     seed: random_state of the fold shuffle (the lbfgs fit itself is deterministic).
     inverse_regularization: scikit-learn's C of LogisticRegression, the inverse L2 strength (larger: weaker).
     max_iter: lbfgs iterations per fold.
+    threads: threads of scikit-learn's BLAS and OpenMP pools during the fits and predictions
+      (threadpoolctl.threadpool_limits; the pools are restored afterwards); None: leave them as they are.
   """
   features, labels, num_classes = check_inputs(features, labels, num_classes)
   n = len(labels)
@@ -150,21 +159,25 @@ def probe_probabilities(
     from sklearn import model_selection  # pylint: disable=g-import-not-at-top
     from sklearn import pipeline  # pylint: disable=g-import-not-at-top
     from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
+    import threadpoolctl  # pylint: disable=g-import-not-at-top  (a dependency of scikit-learn)
   except ImportError as error:
     raise ImportError(f"the linear probe needs scikit-learn ({error}): pip install -e '.[data]'") from error
+  if threads is not None and threads < 1:
+    raise ValueError(f"threads={threads}; allowed: >= 1, or None (the libraries' default).")
   folds = model_selection.StratifiedKFold(n_splits=num_folds, shuffle=True, random_state=seed)
   probs = np.zeros((n, num_classes), np.float64)
-  for train_rows, held_out_rows in folds.split(features, labels):
-    seen = np.unique(labels[train_rows])
-    if len(seen) == 1:  # nothing to separate: the one class seen is certain
-      probs[held_out_rows, seen[0]] = 1.0
-      continue
-    probe = pipeline.make_pipeline(
-      preprocessing.StandardScaler(),
-      linear_model.LogisticRegression(C=inverse_regularization, max_iter=max_iter),
-    )
-    probe.fit(features[train_rows], labels[train_rows])
-    probs[np.ix_(held_out_rows, probe.classes_)] = probe.predict_proba(features[held_out_rows])
+  with threadpoolctl.threadpool_limits(limits=threads):
+    for train_rows, held_out_rows in folds.split(features, labels):
+      seen = np.unique(labels[train_rows])
+      if len(seen) == 1:  # nothing to separate: the one class seen is certain
+        probs[held_out_rows, seen[0]] = 1.0
+        continue
+      probe = pipeline.make_pipeline(
+        preprocessing.StandardScaler(),
+        linear_model.LogisticRegression(C=inverse_regularization, max_iter=max_iter),
+      )
+      probe.fit(features[train_rows], labels[train_rows])
+      probs[np.ix_(held_out_rows, probe.classes_)] = probe.predict_proba(features[held_out_rows])
   return probs / probs.sum(axis=1, keepdims=True)
 
 
@@ -264,6 +277,7 @@ def find(
   inverse_regularization: float = DEFAULT_INVERSE_REGULARIZATION,
   score: str = "self_confidence",
   rule: str = "argmax",
+  threads: int | None = DEFAULT_PROBE_THREADS,
 ) -> tuple[np.ndarray, label_issues.RunIssues]:
   """Label issues from embeddings: (P [N, C], `run_issues` of P), P from `probe_probabilities` or
   `knn_probabilities`.
@@ -279,6 +293,7 @@ def find(
     inverse_regularization: the probe's C (inverse L2 strength).
     score: label quality, one of label_issues.SCORES.
     rule: flag rule, one of label_issues.FLAG_RULES.
+    threads: the probe's BLAS/OpenMP threads (`probe_probabilities`).
   """
   _checks.check_choice("method", method, METHODS)
   _checks.check_choice("score", score, label_issues.SCORES)
@@ -291,6 +306,7 @@ def find(
       num_folds=num_folds,
       seed=seed,
       inverse_regularization=inverse_regularization,
+      threads=threads,
     )
   else:
     probs = knn_probabilities(features, labels, num_classes=num_classes, k=k)
