@@ -486,31 +486,22 @@ def _blurred(images: jax.Array) -> jax.Array:
   return ((2 * total + 13) // 26).astype(jnp.float32)
 
 
-def _interior(height: int, width: int) -> np.ndarray:
-  """bool [1, H, W, 1]: True off the first and last row and column."""
-  rows = (np.arange(height) > 0) & (np.arange(height) < height - 1)
-  columns = (np.arange(width) > 0) & (np.arange(width) < width - 1)
-  return (rows[:, None] & columns[None, :])[None, :, :, None]
-
-
 def sharpness(images: jax.Array, magnitude: jax.Array) -> jax.Array:
   """torchvision `F.adjust_sharpness(img, 1 + m)`: interior pixels fma(blurred - x, -m, x), clamped and truncated.
 
-  Border pixels (first and last row and column) are kept, as torchvision keeps them; images with a side <= 2 are
-  returned unchanged. The blurred interior is padded back to [B, H, W, C] and the border chosen by a mask: an
-  in-place write of the interior (`.at[:, 1:-1, 1:-1].set`) came out wrong from XLA:CPU once its result was
-  reshaped or stacked inside a larger program (tests/test_image_ops.py composes every operation in one jit).
+  Border pixels (first and last row and column) are kept, as torchvision keeps them, by a mask (XLA:CPU miscompiled
+  an in-place interior write in larger programs); images with a side <= 2 are returned unchanged.
   """
   images = jnp.asarray(images)
   _check_images(images)
-  height, width = images.shape[1:3]
-  if min(height, width) <= 2:
+  if min(images.shape[1:3]) <= 2:
     return images
   m = _expand(_per_example(magnitude, images.shape[0]))
   values = images.astype(jnp.float32)
   blurred = jnp.pad(_blurred(images), ((0, 0), (1, 1), (1, 1), (0, 0)))
   sharpened = _to_uint8(_fma_small(blurred - values, -m, values))
-  return jnp.where(_interior(height, width), sharpened, images)
+  rows, columns = (np.arange(n) % (n - 1) != 0 for n in images.shape[1:3])  # off the first and last row / column
+  return jnp.where((rows[:, None] & columns[None, :])[None, :, :, None], sharpened, images)
 
 
 # ---------------------------------------------------------------------------------------------------------------
