@@ -305,6 +305,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  from experiments import cli  # pylint: disable=g-import-not-at-top  (the entry point only: imports no JAX)
+
   define_flags()
   flags.mark_flags_as_required(["workdir"])
-  app.run(main)
+  cli.run(main)

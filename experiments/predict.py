@@ -29,6 +29,8 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from experiments import cli
+from noisy_jax.core import errors
 from noisy_jax.data import disk
 from noisy_jax.data import image_files
 from noisy_jax.data import images
@@ -48,7 +50,7 @@ def image_paths(folder: str) -> list[str]:
       if not name.startswith(".") and name.lower().endswith(images.IMAGE_EXTENSIONS):
         found.append(os.path.relpath(os.path.join(root, name), folder))
   if not found:
-    raise ValueError(
+    raise errors.InputError(
       f"input folder {folder!r} holds no image file ({', '.join(images.IMAGE_EXTENSIONS)}, searched recursively)."
     )
   return sorted(found)
@@ -58,12 +60,12 @@ def read_folder(folder: str, loaded: export.LoadedModel):
   """(relative paths, image_files.ImageFiles) of the images under `folder`, decoded as the run's loader does."""
   shape, data = loaded.input_shape, loaded.info["data"]
   if len(shape) != 3 or shape[-1] not in (1, 3):
-    raise ValueError(
+    raise errors.InputError(
       f"this model takes inputs of shape {shape}, not images [H, W, 1 or 3]; give an .npz with an "
       f"array x of shape [N, {', '.join(map(str, shape))}]."
     )
   if data["pixel_max"] != 255.0 or loaded.info.get("input_dtype", "uint8") != "uint8":
-    raise ValueError(
+    raise errors.InputError(
       f"this model was trained on {loaded.info.get('input_dtype')} inputs with full intensity "
       f"{data['pixel_max']:g} (dataset {data.get('dataset')!r}), but image files decode to uint8 "
       "codes 0..255; give an .npz with the inputs encoded as the training data was."
@@ -80,7 +82,7 @@ def read_npz(path: str):
   with disk.open_npz(path) as archive:
     key = next((k for k in NPZ_KEYS if k in archive.files), None)
     if key is None:
-      raise ValueError(
+      raise errors.InputError(
         f"npz file {path!r} has the arrays {sorted(archive.files)}; it needs one named "
         f"{', '.join(NPZ_KEYS[:-1])} or {NPZ_KEYS[-1]} (read in that order of preference)."
       )
@@ -96,7 +98,7 @@ def read_input(path: str, loaded: export.LoadedModel):
   elif os.path.isfile(path):
     names, x = read_npz(path)
   else:
-    raise FileNotFoundError(f"input {path!r} does not exist: give a folder of images or an .npz file.")
+    raise errors.MissingInputError(f"input {path!r} does not exist: give a folder of images or an .npz file.")
   loaded.check_inputs(x)
   return names, x
 
@@ -145,7 +147,7 @@ def run(workdir: str, input_path: str, *, which: str = "final", output: str | No
       if size
       else "no resizing: the run read its images at their own size"
     )
-    raise ValueError(
+    raise errors.InputError(
       f"an input image does not fit this model, which takes {w}x{h} "
       f"{'grayscale' if c == 1 else 'RGB'} images ({how}): {e}"
     ) from e
@@ -187,4 +189,4 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["workdir", "input"])
-  app.run(main)
+  cli.run(main)

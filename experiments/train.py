@@ -16,6 +16,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from experiments import cli
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import sweep
 from noisy_jax.parallel import distributed
@@ -62,4 +63,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  cli.run(main)

@@ -1,10 +1,17 @@
-"""Argument validation shared by the library: clear ValueErrors naming the bad value."""
+"""Argument validation shared by the library: clear ValueErrors naming the bad value.
+
+A value outside its range or its choices (`check_range`, `check_choice`) is an input to correct, most often a config
+value: errors.InputError (a ValueError), which the commands print without a traceback. A malformed array
+(`check_labels`, `check_same_shape`) stays a plain ValueError.
+"""
 
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
+
+from noisy_jax.core import errors
 
 
 def is_concrete(value) -> bool:
@@ -17,7 +24,7 @@ def is_concrete(value) -> bool:
 
 
 def check_range(name: str, value, low, high, *, low_open: bool = False, high_open: bool = False) -> None:
-  """Raises ValueError unless low <(=) value <(=) high (skipped for traced values).
+  """Raises errors.InputError (a ValueError) unless low <(=) value <(=) high (skipped for traced values).
 
   Works for scalars and arrays (every element is checked).
   """
@@ -29,13 +36,13 @@ def check_range(name: str, value, low, high, *, low_open: bool = False, high_ope
   if not (np.all(ok_low) and np.all(ok_high)) or np.any(np.isnan(arr)):
     interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     shown = value if isinstance(value, numbers.Number) else arr[~(ok_low & ok_high)][:5]
-    raise ValueError(f"{name}={shown!r} is outside the allowed range {interval}.")
+    raise errors.InputError(f"{name}={shown!r} is outside the allowed range {interval}.")
 
 
 def check_choice(name: str, value, allowed) -> None:
-  """Raises ValueError unless value is one of `allowed`, listing them."""
+  """Raises errors.InputError (a ValueError) unless value is one of `allowed`, listing them."""
   if value not in allowed:
-    raise ValueError(f"Unknown {name} {value!r}; allowed: {', '.join(map(repr, sorted(allowed)))}.")
+    raise errors.InputError(f"Unknown {name} {value!r}; allowed: {', '.join(map(repr, sorted(allowed)))}.")
 
 
 def check_labels(name: str, labels, num_classes: int) -> np.ndarray:

@@ -17,9 +17,11 @@ carry `class_names` and per-row sources (file path or record id) so that results
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.data import animal10n
 from noisy_jax.data import clothing1m
 from noisy_jax.data import disk
@@ -60,13 +62,56 @@ DATASETS: dict[str, Callable[..., Dataset]] = {
 ON_DISK = frozenset({"image_folder", "clothing1m", "mini_webvision", "animal10n"})
 
 
+# What a loader's required argument names, for the message of a call without it: (dataset, argument) -> text.
+ARGUMENT_HELP = {
+  ("clothing1m", "root"): (
+    f"DIR, the folder holding {clothing1m.ROOT_HOLDS}. Clothing1M is a manual download: "
+    "https://github.com/Cysu/noisy_label (layout: noisy_jax/data/clothing1m.py)"
+  ),
+  ("mini_webvision", "root"): (
+    f"DIR, the folder holding {webvision.ROOT_HOLDS}. WebVision 1.0 is a manual download: "
+    "https://data.vision.ee.ethz.ch/cvl/webvision/ (layout: noisy_jax/data/webvision.py)"
+  ),
+  ("animal10n", "root"): (
+    f"DIR, the folder holding {animal10n.ROOT_HOLDS}. ANIMAL-10N is a manual download: "
+    "https://dm.kaist.ac.kr/datasets/animal-10n/ (layout: noisy_jax/data/animal10n.py)"
+  ),
+  ("npz", "path"): f"FILE.npz, an archive of the arrays {', '.join(disk.NPZ_REQUIRED)} (optional: "
+  f"{', '.join(disk.NPZ_OPTIONAL)})",
+  ("tfds", "name"): "NAME, a TFDS dataset's name (tfds.builder(NAME))",
+}
+
+
+def missing_arguments(name: str, kwargs) -> dict[str, str]:
+  """{argument: what it names (ARGUMENT_HELP, else '')} of the required arguments of `name`'s loader that `kwargs`
+  lacks: for the Clothing1M, mini-WebVision and ANIMAL-10N releases the folder `root`, which no config can know.
+
+  Raises:
+    errors.InputError (a ValueError): for an unknown name, listing the known ones.
+  """
+  _checks.check_choice("dataset", name, DATASETS)
+  parameters = inspect.signature(DATASETS[name]).parameters.values()
+  named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+  return {
+    p.name: ARGUMENT_HELP.get((name, p.name), "")
+    for p in parameters
+    if p.kind in named and p.default is inspect.Parameter.empty and p.name not in kwargs
+  }
+
+
 def load(name: str, /, **kwargs) -> Dataset:
   """Loads the dataset registered as `name` in DATASETS; `kwargs` go to its loader.
 
   Raises:
-    ValueError: for an unknown name, listing the known ones.
+    errors.InputError (a ValueError): for an unknown name, listing the known ones.
+    errors.MissingInputError (a FileNotFoundError): without a required argument of the loader (`missing_arguments`:
+      a folder to read), saying what it must name.
   """
-  _checks.check_choice("dataset", name, DATASETS)
+  missing = missing_arguments(name, kwargs)
+  if missing:
+    raise errors.MissingInputError(
+      f"dataset {name!r} needs " + "; ".join(f"{arg}={text or '...'}" for arg, text in missing.items()) + "."
+    )
   return DATASETS[name](**kwargs)
 
 
@@ -77,6 +122,7 @@ __all__ = [
   "STANDARDIZE_MODES",
   "from_arrays",
   "load",
+  "missing_arguments",
   "standardize",
   "stratified_split",
 ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 
+from noisy_jax.core import errors
 from noisy_jax.data import arrays
 from noisy_jax.data import bad_files
 from noisy_jax.data import disk
@@ -37,6 +38,8 @@ from noisy_jax.data import images
 CLASS_NAMES = ("cat", "lynx", "wolf", "coyote", "cheetah", "jaguar", "chimpanzee", "orangutan", "hamster", "guinea pig")
 SPLIT_FOLDERS = {"train": "training", "test": "testing"}
 _FILE_NAME = re.compile(r"([0-9]+)_(.+)")
+# What ROOT must hold, for the message of a run that names none (noisy_jax.data.missing_arguments).
+ROOT_HOLDS = "ANIMAL-10N's image release: ROOT/training/<label>_<id>.jpg and ROOT/testing/<label>_<id>.jpg"
 _HOW_TO_GET = (
   "ANIMAL-10N is a manual download (https://dm.kaist.ac.kr/datasets/animal-10n/): unpack its "
   "training/ and testing/ image folders into ROOT; see noisy_jax/data/animal10n.py for the layout."
@@ -61,29 +64,29 @@ def list_files(root: str) -> disk.Listing:
       sub-folder, or an empty split folder.
   """
   if not os.path.isdir(root):
-    raise FileNotFoundError(f"ANIMAL-10N root {root!r} is not a folder. {_HOW_TO_GET}")
+    raise errors.MissingInputError(f"ANIMAL-10N root {root!r} is not a folder. {_HOW_TO_GET}")
   listing = {}
   for split, folder_name in SPLIT_FOLDERS.items():
     folder = os.path.join(root, folder_name)
     if not os.path.isdir(folder):
-      raise FileNotFoundError(f"ANIMAL-10N: the folder {folder!r} is missing. {_HOW_TO_GET}")
+      raise errors.MissingInputError(f"ANIMAL-10N: the folder {folder!r} is missing. {_HOW_TO_GET}")
     names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
     for name in names:
       path = os.path.join(folder, name)
       if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
-        raise ValueError(
+        raise errors.InputError(
           f"{path!r} is not an image file: ANIMAL-10N's {folder_name}/ holds only "
           f"<label>_<id>{'|'.join(images.IMAGE_EXTENSIONS)} files."
         )
       match = _FILE_NAME.fullmatch(name)
       if match is None:
-        raise ValueError(
+        raise errors.InputError(
           f"{path!r}: an ANIMAL-10N file name is '<label>_<id>.jpg' with the class id 0..9 before the first '_'."
         )
       if int(match.group(1)) >= len(CLASS_NAMES):
-        raise ValueError(f"{path!r}: label {match.group(1)} is not an ANIMAL-10N class id (0..9).")
+        raise errors.InputError(f"{path!r}: label {match.group(1)} is not an ANIMAL-10N class id (0..9).")
     if not names:
-      raise ValueError(f"ANIMAL-10N: the folder {folder!r} holds no image. {_HOW_TO_GET}")
+      raise errors.InputError(f"ANIMAL-10N: the folder {folder!r} holds no image. {_HOW_TO_GET}")
     listing[split] = [
       (f"{folder_name}/{name}", CLASS_NAMES[int(_FILE_NAME.fullmatch(name).group(1))])
       for name in sorted(names, key=_order)

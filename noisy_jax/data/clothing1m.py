@@ -49,6 +49,7 @@ from typing import Iterator
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.data import arrays
 from noisy_jax.data import bad_files
 from noisy_jax.data import disk
@@ -65,6 +66,11 @@ SPLITS = {
   "clean_val": ("clean_val_key_list.txt", CLEAN_LABELS_FILE),
   "clean_test": ("clean_test_key_list.txt", CLEAN_LABELS_FILE),
 }
+# What ROOT must hold, for the message of a run that names none (noisy_jax.data.missing_arguments).
+ROOT_HOLDS = (
+  "the Clothing1M release: category_names_eng.txt, noisy_label_kv.txt, clean_label_kv.txt and the four "
+  "*_key_list.txt files (in ROOT or ROOT/annotations) and the JPEGs under ROOT/images/0 .. images/9"
+)
 _HOW_TO_GET = (
   "Clothing1M is a manual download (request it at https://github.com/Cysu/noisy_label), then untar "
   "images/0.tar .. images/9.tar inside ROOT/images; see noisy_jax/data/clothing1m.py for the layout."
@@ -111,11 +117,11 @@ def annotation_dir(root: str) -> str:
     FileNotFoundError: naming `root` when it is not a folder, or category_names_eng.txt when neither place has it.
   """
   if not os.path.isdir(root):
-    raise FileNotFoundError(f"Clothing1M root {root!r} is not a folder. {_HOW_TO_GET}")
+    raise errors.MissingInputError(f"Clothing1M root {root!r} is not a folder. {_HOW_TO_GET}")
   for folder in (root, os.path.join(root, "annotations")):
     if os.path.isfile(os.path.join(folder, CATEGORY_FILE)):
       return folder
-  raise FileNotFoundError(
+  raise errors.MissingInputError(
     f"Clothing1M: {CATEGORY_FILE} is missing from {root!r} (looked in {root!r} and "
     f"{os.path.join(root, 'annotations')!r}). {_HOW_TO_GET}"
   )
@@ -133,9 +139,11 @@ def check_layout(root: str, splits=tuple(SPLITS)) -> str:
   needed = [CATEGORY_FILE] + sorted({f for split in splits for f in SPLITS[split]})
   for name in needed:
     if not os.path.isfile(os.path.join(folder, name)):
-      raise FileNotFoundError(f"Clothing1M: {name} is missing from {folder!r}. {_HOW_TO_GET}")
+      raise errors.MissingInputError(f"Clothing1M: {name} is missing from {folder!r}. {_HOW_TO_GET}")
   if not os.path.isdir(os.path.join(root, "images")):
-    raise FileNotFoundError(f"Clothing1M: the image folder {os.path.join(root, 'images')!r} is missing. {_HOW_TO_GET}")
+    raise errors.MissingInputError(
+      f"Clothing1M: the image folder {os.path.join(root, 'images')!r} is missing. {_HOW_TO_GET}"
+    )
   return folder
 
 
@@ -150,7 +158,7 @@ def _read_labels(path: str) -> dict[str, int]:
   for number, line in enumerate(_read_lines(path), start=1):
     fields = line.rsplit(maxsplit=1)
     if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
-      raise ValueError(f"{path}, line {number}: {line!r} is not '<image key> <integer label>'.")
+      raise errors.InputError(f"{path}, line {number}: {line!r} is not '<image key> <integer label>'.")
     labels[fields[0]] = int(fields[1])
   return labels
 
@@ -159,7 +167,7 @@ def class_names(root: str) -> tuple[str, ...]:
   """The 14 class names, class id = line number of category_names_eng.txt."""
   names = tuple(_read_lines(os.path.join(annotation_dir(root), CATEGORY_FILE)))
   if len(names) != NUM_CLASSES:
-    raise ValueError(f"Clothing1M: {CATEGORY_FILE} lists {len(names)} classes; expected {NUM_CLASSES}.")
+    raise errors.InputError(f"Clothing1M: {CATEGORY_FILE} lists {len(names)} classes; expected {NUM_CLASSES}.")
   return names
 
 
@@ -184,17 +192,17 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
     _checks.check_range("max_examples", max_examples, 1, float("inf"))
     keys = keys[: int(max_examples)]
   if not keys:
-    raise ValueError(f"Clothing1M: {key_file} lists no image.")
+    raise errors.InputError(f"Clothing1M: {key_file} lists no image.")
   given = _read_labels(os.path.join(folder, label_file))
   missing = [k for k in keys if k not in given]
   if missing:
-    raise ValueError(
+    raise errors.InputError(
       f"Clothing1M: {len(missing)} key(s) of {key_file} have no label in {label_file}, e.g. {missing[0]!r}."
     )
   labels = np.array([given[k] for k in keys], np.int64)
   bad = np.flatnonzero((labels < 0) | (labels >= NUM_CLASSES))
   if bad.size:
-    raise ValueError(
+    raise errors.InputError(
       f"Clothing1M: {label_file} gives {keys[bad[0]]!r} (listed in {key_file}) the label "
       f"{labels[bad[0]]}, outside the class ids 0..{NUM_CLASSES - 1}."
     )
@@ -205,7 +213,9 @@ def load_split(root: str, split: str, *, max_examples: int | None = None) -> Spl
     clean = np.array([clean_given.get(k, -1) for k in keys], np.int64)
   first = os.path.join(root, keys[0])
   if not os.path.isfile(first):
-    raise FileNotFoundError(f"Clothing1M: the first image of {key_file}, {first!r}, does not exist. {_HOW_TO_GET}")
+    raise errors.MissingInputError(
+      f"Clothing1M: the first image of {key_file}, {first!r}, does not exist. {_HOW_TO_GET}"
+    )
   return Split(
     name=split,
     root=root,
@@ -271,7 +281,7 @@ def load(
     rows = load_split(root, name, max_examples=max_examples)
     missing = file_lists.first_missing(root, rows.keys)
     if missing is not None:
-      raise FileNotFoundError(
+      raise errors.MissingInputError(
         f"Clothing1M: image {rows.path(missing)!r} does not exist; it is key {missing + 1} "
         f"of {SPLITS[name][0]}. {_HOW_TO_GET}"
       )

@@ -59,6 +59,7 @@ import zipfile
 
 import numpy as np
 
+from noisy_jax.core import errors
 from noisy_jax.data import arrays
 from noisy_jax.data import bad_files
 from noisy_jax.data import image_files
@@ -89,33 +90,33 @@ def list_folder(root: str) -> Listing:
       inside one, or an empty class folder.
   """
   if not os.path.isdir(root):
-    raise FileNotFoundError(f"image folder root {root!r} is not a folder.")
+    raise errors.MissingInputError(f"image folder root {root!r} is not a folder.")
   listing = {}
   for split in _visible(os.listdir(root)):
     folder = os.path.join(root, split)
     if not os.path.isdir(folder):
       continue  # a README or a manifest next to the split folders
     if split not in SPLITS:
-      raise ValueError(f"{folder!r} is not a split folder: the splits are {', '.join(SPLITS)} (val optional).")
+      raise errors.InputError(f"{folder!r} is not a split folder: the splits are {', '.join(SPLITS)} (val optional).")
     listing[split] = []
     for label in _visible(os.listdir(folder)):
       class_folder = os.path.join(folder, label)
       if not os.path.isdir(class_folder):
-        raise ValueError(f"{class_folder!r} is a file, but images belong in class folders: {folder}/LABEL/.")
+        raise errors.InputError(f"{class_folder!r} is a file, but images belong in class folders: {folder}/LABEL/.")
       files = _visible(os.listdir(class_folder))
       if not files:
-        raise ValueError(f"class folder {class_folder!r} is empty; remove it or put its images there.")
+        raise errors.InputError(f"class folder {class_folder!r} is empty; remove it or put its images there.")
       for name in files:
         path = os.path.join(class_folder, name)
         if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
-          raise ValueError(
+          raise errors.InputError(
             f"{path!r} is not an image file: a class folder holds only {', '.join(images.IMAGE_EXTENSIONS)} files."
           )
         listing[split].append((f"{split}/{label}/{name}", label))
     if not listing[split]:
-      raise ValueError(f"split folder {folder!r} has no class folder.")
+      raise errors.InputError(f"split folder {folder!r} has no class folder.")
   if "train" not in listing:
-    raise FileNotFoundError(
+    raise errors.MissingInputError(
       f"{os.path.join(root, 'train')!r} is missing: an image folder needs "
       f"ROOT/train/LABEL/ images (val and test are optional)."
     )
@@ -133,28 +134,30 @@ def read_manifest(manifest: str) -> Listing:
       without training rows.
   """
   if not os.path.isfile(manifest):
-    raise FileNotFoundError(f"manifest {manifest!r} does not exist.")
+    raise errors.MissingInputError(f"manifest {manifest!r} does not exist.")
   base = os.path.dirname(manifest)
   listing = {}
   with open(manifest, newline="", encoding="utf-8") as f:
     reader = csv.DictReader(f)
     columns = [c.strip() for c in reader.fieldnames or ()]
     if "path" not in columns or "label" not in columns or set(columns) - {"path", "label", "split"}:
-      raise ValueError(f"manifest {manifest!r} has the columns {columns}; expected path,label and optionally split.")
+      raise errors.InputError(
+        f"manifest {manifest!r} has the columns {columns}; expected path,label and optionally split."
+      )
     reader.fieldnames = columns
     for row in reader:
       line = f"{manifest}, line {reader.line_num}"
       path, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
       split = (row.get("split") or "").strip() if "split" in columns else "train"
       if not path or not label:
-        raise ValueError(f"{line}: a row needs a path and a label, got {row!r}.")
+        raise errors.InputError(f"{line}: a row needs a path and a label, got {row!r}.")
       if split not in SPLITS:
-        raise ValueError(f"{line}: split {split!r} is not one of {', '.join(SPLITS)}.")
+        raise errors.InputError(f"{line}: split {split!r} is not one of {', '.join(SPLITS)}.")
       if not os.path.isfile(os.path.join(base, path)):
-        raise FileNotFoundError(f"{line}: image file {os.path.join(base, path)!r} does not exist.")
+        raise errors.MissingInputError(f"{line}: image file {os.path.join(base, path)!r} does not exist.")
       listing.setdefault(split, []).append((path, label))
   if "train" not in listing:
-    raise ValueError(
+    raise errors.InputError(
       f"manifest {manifest!r} has no train row; give rows the split train (or leave out the split "
       "column: every row is then a training row)."
     )
@@ -173,14 +176,14 @@ def _class_ids(listing: Listing, classes: Sequence[str] | None, where: str) -> t
   """(class names, {split: int64 [N] ids}); a label outside the class list is a ValueError naming it and its file."""
   names = class_order(label for _, label in listing["train"]) if classes is None else tuple(map(str, classes))
   if len(set(names)) != len(names):
-    raise ValueError(f"classes={names!r} lists a class twice.")
+    raise errors.InputError(f"classes={names!r} lists a class twice.")
   index = {name: c for c, name in enumerate(names)}
   ids = {}
   for split, rows in listing.items():
     for source, label in rows:
       if label not in index:
         shown = ", ".join(map(repr, names[:20])) + (", ..." if len(names) > 20 else "")
-        raise ValueError(
+        raise errors.InputError(
           f"{where}: label {label!r} of {source!r} is not in the class list ({shown}), which "
           f"{'is `classes`' if classes is not None else 'comes from the training split'}."
         )
@@ -205,7 +208,7 @@ def assemble(
   carved stratified from train with `seed`. Shared by image_folder, npz and tfds_data.by_name."""
   if "val" in x:
     if validation_size:
-      raise ValueError(
+      raise errors.InputError(
         f"validation_size={validation_size!r} carves a validation split from train, but {where} "
         "has a val split already: drop one of them."
       )
@@ -272,7 +275,7 @@ def image_folder(
   """
   bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   if (root is None) == (manifest is None):
-    raise ValueError(
+    raise errors.MissingInputError(
       f"image_folder needs root=DIR or manifest=FILE.csv, exactly one; got root={root!r}, "
       f"manifest={manifest!r}. On the command line: --config.dataset_kwargs.root=DIR (or "
       "--config.dataset_kwargs.manifest=FILE.csv) with experiments/configs/own_data.py."
@@ -325,9 +328,9 @@ def from_listing(
   on_bad_file, max_bad_fraction = bad_files.check_options(on_bad_file, max_bad_fraction)
   skip = on_bad_file == "skip"
   if channels is not None and channels not in (1, 3):
-    raise ValueError(f"channels={channels!r} must be None (from the images), 1 (grayscale) or 3 (RGB).")
+    raise errors.InputError(f"channels={channels!r} must be None (from the images), 1 (grayscale) or 3 (RGB).")
   if not listing.get("train"):
-    raise ValueError(f"{where}: the train split has no image; a dataset needs training images.")
+    raise errors.InputError(f"{where}: the train split has no image; a dataset needs training images.")
   class_names, y = _class_ids(listing, classes, where)
   if order_by_class:
     for split in listing:
@@ -340,7 +343,9 @@ def from_listing(
     pixels = {split: _decode_all(paths[split], image_size, skip) for split in listing}
     failed = {split: {i: p for i, p in enumerate(pixels[split]) if isinstance(p, str)} for split in listing}
     if sum(map(len, failed.values())) == sum(map(len, pixels.values())):
-      raise ValueError(f"{where}: no image file can be decoded; the first: {next(iter(failed['train'].values()))}")
+      raise errors.InputError(
+        f"{where}: no image file can be decoded; the first: {next(iter(failed['train'].values()))}"
+      )
     good = [(p, path) for split in listing for p, path in zip(pixels[split], paths[split]) if not isinstance(p, str)]
     images.check_same_size([p for p, _ in good], [path for _, path in good])  # across splits, naming the files
     color = images.is_color([p for p, _ in good]) if channels is None else channels == 3
@@ -410,7 +415,7 @@ def _first_decodable(paths: Sequence[str], image_size: int | None) -> str:
       return path
     except (images.BadImageFile, FileNotFoundError) as e:
       first_error = first_error or e
-  raise ValueError(f"no training file can be decoded; the first: {first_error}")
+  raise errors.InputError(f"no training file can be decoded; the first: {first_error}")
 
 
 def open_npz(path: str):
@@ -418,9 +423,9 @@ def open_npz(path: str):
   try:
     archive = np.load(path, allow_pickle=False)
   except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-    raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
+    raise errors.InputError(f"cannot read {path!r} as a .npz archive: {e}") from e
   if not hasattr(archive, "files"):
-    raise ValueError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
+    raise errors.InputError(f"{path!r} holds a single array (.npy), not a .npz archive of named arrays.")
   return archive
 
 
@@ -438,26 +443,26 @@ def npz(
     ValueError: naming the file for an unreadable archive or missing / unknown arrays; from_arrays' checks.
   """
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"npz file {path!r} does not exist.")
+    raise errors.MissingInputError(f"npz file {path!r} does not exist.")
   with open_npz(path) as archive:
     try:
       loaded = {key: archive[key] for key in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-      raise ValueError(f"cannot read {path!r} as a .npz archive: {e}") from e
+      raise errors.InputError(f"cannot read {path!r} as a .npz archive: {e}") from e
   missing, unknown = set(NPZ_REQUIRED) - set(loaded), set(loaded) - set(NPZ_REQUIRED) - set(NPZ_OPTIONAL)
   if missing or unknown:
-    raise ValueError(
+    raise errors.InputError(
       f"npz file {path!r} has the arrays {sorted(loaded)}: it needs {', '.join(NPZ_REQUIRED)} "
       f"(optional: {', '.join(NPZ_OPTIONAL)}); missing {sorted(missing)}, unknown {sorted(unknown)}."
     )
   for split in ("val", "test"):
     if (f"x_{split}" in loaded) != (f"y_{split}" in loaded):
-      raise ValueError(f"npz file {path!r} has only one of x_{split} and y_{split}; give both or neither.")
+      raise errors.InputError(f"npz file {path!r} has only one of x_{split} and y_{split}; give both or neither.")
   class_names = None
   if "class_names" in loaded:
     class_names = tuple(str(n) for n in np.asarray(loaded["class_names"]).ravel())
     if num_classes is not None and num_classes != len(class_names):
-      raise ValueError(f"num_classes={num_classes!r} but {path!r} lists {len(class_names)} class_names.")
+      raise errors.InputError(f"num_classes={num_classes!r} but {path!r} lists {len(class_names)} class_names.")
     num_classes = len(class_names)
   x = {split: loaded[f"x_{split}"] for split in SPLITS if f"x_{split}" in loaded}
   y = {split: loaded[f"y_{split}"] for split in SPLITS if f"y_{split}" in loaded}

@@ -13,6 +13,8 @@ import os
 import re
 from typing import Sequence
 
+from noisy_jax.core import errors
+
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
@@ -24,7 +26,7 @@ def read_path_labels(path: str) -> list[tuple[int, str, int]]:
     ValueError: naming `path` and the line for a line that is not '<path> <integer label>'.
   """
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"list file {path!r} does not exist.")
+    raise errors.MissingInputError(f"list file {path!r} does not exist.")
   rows = []
   with open(path, encoding="utf-8") as f:
     for number, line in enumerate(f, start=1):
@@ -33,7 +35,7 @@ def read_path_labels(path: str) -> list[tuple[int, str, int]]:
         continue
       fields = line.rsplit(maxsplit=1)
       if len(fields) != 2 or not _INTEGER.fullmatch(fields[1]):
-        raise ValueError(f"{path}, line {number}: {line!r} is not '<image path> <integer label>'.")
+        raise errors.InputError(f"{path}, line {number}: {line!r} is not '<image path> <integer label>'.")
       rows.append((number, fields[0], int(fields[1])))
   return rows
 

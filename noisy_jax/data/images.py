@@ -22,11 +22,13 @@ from typing import Sequence
 
 import numpy as np
 
+from noisy_jax.core import errors
+
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")  # what an image folder may hold (case-insensitive)
 _GRAY_MODES = ("1", "L", "LA")
 
 
-class BadImageFile(ValueError):
+class BadImageFile(errors.InputError):
   """A file that pillow cannot decode into 8-bit pixels (not an image, truncated, 16-bit or float, ...); the
   message names the file. What dataset_kwargs on_bad_file='skip' skips (noisy_jax.data.bad_files)."""
 
@@ -89,7 +91,7 @@ def decode_file(path: str, image_size: int | None = None) -> np.ndarray:
   from PIL import Image  # pylint: disable=g-import-not-at-top
 
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"image file {path!r} does not exist.")
+    raise errors.MissingInputError(f"image file {path!r} does not exist.")
   undecodable = (OSError, SyntaxError, ValueError)  # pillow's UnidentifiedImageError is an OSError
   try:
     image = Image.open(path)

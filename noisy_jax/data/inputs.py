@@ -25,6 +25,7 @@ import os
 import jax
 import numpy as np
 
+from noisy_jax.core import errors
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.core import pseudo_labels as pseudo_labels_lib
 
@@ -110,6 +111,28 @@ def dataset_kwargs(config) -> dict:
   return {k: v for k, v in kwargs.items() if v is not None}
 
 
+def check_arguments(config, flag_prefix: str = "--config.") -> None:
+  """Stops a run whose dataset lacks a required argument of its loader (data.missing_arguments: the folder of the
+  Clothing1M, mini-WebVision or ANIMAL-10N release, which no config can know), before anything is read, naming the
+  flag that gives it (`flag_prefix` + 'dataset_kwargs.ARG'; a comparison's data settings are under 'shared.') and
+  what it must name.
+
+  Raises:
+    errors.MissingInputError (a FileNotFoundError): naming the flag.
+  """
+  from noisy_jax import data  # pylint: disable=g-import-not-at-top
+
+  missing = data.missing_arguments(config.dataset, dataset_kwargs(config))
+  if missing:
+    raise errors.MissingInputError(
+      "; ".join(
+        f"dataset {config.dataset!r} needs its {arg}: set {flag_prefix}dataset_kwargs.{arg}={text or '...'}"
+        for arg, text in missing.items()
+      )
+      + "."
+    )
+
+
 def load_dataset(config):
   """The dataset of `config` as stored (not normalised: the trainer does that on the device, `normalizer`).
 
@@ -122,6 +145,7 @@ def load_dataset(config):
   """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
 
+  check_arguments(config)
   kwargs = dataset_kwargs(config)
   if config.get("input", "auto") != "resident" and config.dataset in data.ON_DISK:
     kwargs.setdefault("decode", False)

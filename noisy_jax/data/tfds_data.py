@@ -38,6 +38,7 @@ import dataclasses
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.data import arrays
 
 SPLIT_SEED = 20180611  # the validation carving's seed: part of the dataset's definition (as in embedded.py)
@@ -118,11 +119,11 @@ def _data_source(tfds_name: str, split: str, data_dir):
     return builder.as_data_source(split=split)
   except (NotImplementedError, ValueError, FileNotFoundError, AssertionError) as e:
     if not builder.is_prepared():
-      raise FileNotFoundError(
+      raise errors.MissingInputError(
         f"TFDS dataset {tfds_name!r} is not prepared in {builder.data_dir}.\n"
         f"{_prepare_instructions(tfds_name, data_dir)}"
       ) from e
-    raise ValueError(
+    raise errors.InputError(
       f"TFDS dataset {tfds_name!r} in {builder.data_dir} cannot be read without TensorFlow: it is "
       f"stored as {builder.info.file_format}, random access needs array_record.\n"
       f"{_prepare_instructions(tfds_name, data_dir)}"
@@ -136,7 +137,9 @@ def _fit_image(image, image_size: int, where: str) -> np.ndarray:
 
   image = np.asarray(image, np.uint8)
   if image.ndim != 3 or image.shape[-1] not in (1, 3):
-    raise ValueError(f"{where}: image of shape {image.shape}; resizing needs [H, W, 1] or [H, W, 3] uint8 pixels.")
+    raise errors.InputError(
+      f"{where}: image of shape {image.shape}; resizing needs [H, W, 1] or [H, W, 3] uint8 pixels."
+    )
   fitted = np.asarray(
     images_lib.resize_and_crop(Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image), image_size), np.uint8
   )
@@ -157,11 +160,11 @@ def read_split(
   source = _data_source(tfds_name, split, data_dir)
   num = len(source)
   if num == 0:
-    raise ValueError(f"TFDS split {tfds_name}:{split} has 0 examples.")
+    raise errors.InputError(f"TFDS split {tfds_name}:{split} has 0 examples.")
   first = source[0]
   missing = [k for k in (image_key, *label_keys) if k not in first]
   if missing:
-    raise ValueError(f"TFDS dataset {tfds_name!r} has no feature(s) {missing}; it has {sorted(first)}.")
+    raise errors.InputError(f"TFDS dataset {tfds_name!r} has no feature(s) {missing}; it has {sorted(first)}.")
 
   def pixels(example, i):
     image = example[image_key]
@@ -174,7 +177,7 @@ def read_split(
     example = first if i == 0 else source[i]
     image = pixels(example, i)
     if np.shape(image) != shape:
-      raise ValueError(
+      raise errors.InputError(
         f"TFDS {tfds_name}:{split}[0] has an image of shape {shape} but [{i}] one of "
         f"{np.shape(image)}; pass image_size=S (in dataset_kwargs) to resize every image's shorter "
         "side to S and centre-crop S x S."
@@ -219,7 +222,7 @@ def load(
   noise_keys = {"cifar10_n": CIFAR10N_NOISE_KEYS, "cifar100_n": CIFAR100N_NOISE_KEYS}.get(name)
   if noise_keys is None:
     if noise_key is not None:
-      raise ValueError(f"noise_key={noise_key!r} is only for 'cifar10_n' and 'cifar100_n', not {name!r}.")
+      raise errors.InputError(f"noise_key={noise_key!r} is only for 'cifar10_n' and 'cifar100_n', not {name!r}.")
     label_keys = ("label",)
   else:
     noise_key = next(iter(noise_keys)) if noise_key is None else noise_key

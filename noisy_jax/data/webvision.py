@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 
+from noisy_jax.core import errors
 from noisy_jax.data import arrays
 from noisy_jax.data import bad_files
 from noisy_jax.data import disk
@@ -50,6 +51,11 @@ SYNSETS = os.path.join("info", "synsets.txt")
 TEST_IMAGES = "val_images_256"
 ALL_CLASSES = 1000
 MINI_CLASSES = 50
+# What ROOT must hold, for the message of a run that names none (noisy_jax.data.missing_arguments).
+ROOT_HOLDS = (
+  f"WebVision 1.0's lists {TRAIN_LIST} and {TEST_LIST} (info.tar), the Google images where the training list "
+  f"places them (google_resized_256.tar) and the validation images in ROOT/{TEST_IMAGES} (val_images_256.tar)"
+)
 _HOW_TO_GET = (
   "WebVision 1.0 is a manual download (https://data.vision.ee.ethz.ch/cvl/webvision/): the resized "
   "Google images, the validation images and the info/ lists; see noisy_jax/data/webvision.py for the "
@@ -69,7 +75,7 @@ def class_names(root: str, num_classes: int = MINI_CLASSES) -> tuple[str, ...]:
   with open(path, encoding="utf-8") as f:
     lines = [line.strip() for line in f if line.strip()]
   if len(lines) < num_classes:
-    raise ValueError(f"{path!r} names {len(lines)} classes, fewer than num_classes={num_classes}.")
+    raise errors.InputError(f"{path!r} names {len(lines)} classes, fewer than num_classes={num_classes}.")
   return tuple(lines[:num_classes])
 
 
@@ -84,11 +90,11 @@ def read_list(root: str, list_file: str, num_classes: int, *, folder: str = "") 
   """
   path = os.path.join(root, list_file)
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"mini-WebVision: the list file {path!r} does not exist. {_HOW_TO_GET}")
+    raise errors.MissingInputError(f"mini-WebVision: the list file {path!r} does not exist. {_HOW_TO_GET}")
   rows = []
   for number, listed, label in file_lists.read_path_labels(path):
     if not 0 <= label < ALL_CLASSES:
-      raise ValueError(
+      raise errors.InputError(
         f"{path}, line {number}: label {label} of {listed!r} is outside WebVision's class ids 0..{ALL_CLASSES - 1}."
       )
     if label < num_classes:
@@ -96,7 +102,7 @@ def read_list(root: str, list_file: str, num_classes: int, *, folder: str = "") 
   missing = file_lists.first_missing(root, [listed for _, listed, _ in rows])
   if missing is not None:
     number, listed, _ = rows[missing]
-    raise FileNotFoundError(f"{path}, line {number}: image {os.path.join(root, listed)!r} does not exist.")
+    raise errors.MissingInputError(f"{path}, line {number}: image {os.path.join(root, listed)!r} does not exist.")
   return [(listed, label) for _, listed, label in rows]
 
 
@@ -138,15 +144,17 @@ def mini_webvision(
   """
   bad_files.check_options(on_bad_file, max_bad_fraction)  # before any file is listed
   if isinstance(num_classes, bool) or not isinstance(num_classes, int) or not 1 <= num_classes <= ALL_CLASSES:
-    raise ValueError(f"num_classes={num_classes!r} must be an integer in 1..{ALL_CLASSES} (50: mini-WebVision).")
+    raise errors.InputError(f"num_classes={num_classes!r} must be an integer in 1..{ALL_CLASSES} (50: mini-WebVision).")
   if not os.path.isdir(root):
-    raise FileNotFoundError(f"mini-WebVision root {root!r} is not a folder. {_HOW_TO_GET}")
+    raise errors.MissingInputError(f"mini-WebVision root {root!r} is not a folder. {_HOW_TO_GET}")
   names = class_names(root, num_classes)
   listing = {}
   for split, list_file, folder in (("train", TRAIN_LIST, ""), ("test", TEST_LIST, TEST_IMAGES)):
     rows = read_list(root, list_file, num_classes, folder=folder)
     if not rows:
-      raise ValueError(f"{os.path.join(root, list_file)!r} has no row with a label below num_classes={num_classes}.")
+      raise errors.InputError(
+        f"{os.path.join(root, list_file)!r} has no row with a label below num_classes={num_classes}."
+      )
     listing[split] = [(listed, names[label]) for listed, label in rows]
   return disk.from_listing(
     "mini_webvision",

@@ -17,11 +17,13 @@ from absl import logging
 import ml_collections
 import numpy as np
 
+from noisy_jax.core import errors
 from noisy_jax.data import inputs
+from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.experiment.runs import run_single, total_epochs  # pylint: disable=g-importing-member
+from noisy_jax.experiment.runs import check_before_data, run_single, total_epochs  # pylint: disable=g-importing-member
 
 
 TABLE_COLUMNS = (  # (summary key, header, format)
@@ -145,14 +147,18 @@ def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -
     config: a comparison's or a single run's config.
     workdir: where the runs write (None: nowhere).
     only: names of `config.runs` to run, in the config's order (rows to add or re-measure); None runs them all.
-      ValueError naming the unknown ones and the config's runs, or when the config is not a comparison.
+      errors.InputError (a ValueError) naming the unknown ones and the config's runs, or when the config is not a
+      comparison.
+
+  Before the data are read and before anything is written, every run is checked (runs.check_before_data), and its
+  pretrained weights again against the data's inputs and classes once they are read.
   """
   if only is not None and "runs" not in config:
-    raise ValueError(f"only={list(only)} selects runs of a comparison, and this config has no `runs`.")
+    raise errors.InputError(f"only={list(only)} selects runs of a comparison, and this config has no `runs`.")
   if only is not None:
     unknown = [name for name in only if name not in config.runs]
     if unknown or not only:
-      raise ValueError(f"no run(s) {unknown or list(only)} in the config; its runs: {', '.join(config.runs)}.")
+      raise errors.InputError(f"no run(s) {unknown or list(only)} in the config; its runs: {', '.join(config.runs)}.")
   if "runs" not in config:
     progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
     summary = run_single(config, workdir, log_fn=progress, resume_fn=progress.restored)
@@ -163,13 +169,19 @@ def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -
   title = config.get("title") or (
     f"{config.shared.dataset}, {config.shared.noise.rate:.0%} {config.shared.noise.type} noise"
   )
+  names = [name for name in config.runs if only is None or name in only]
+  weights = {
+    name: check_before_data(merged_run_config(config, name, seeds[0]), dataset_arguments=False) for name in names
+  }
+  inputs.check_arguments(config.shared, flag_prefix="--config.shared.")
   start = time.perf_counter()
   dataset = inputs.load_dataset(config.shared)
+  for name in names:  # the weights again, for the data's inputs and classes, before anything is written
+    pretrained.check(merged_run_config(config, name, seeds[0]), dataset, weights[name])
   if workdir and distributed.is_main_process():
     inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
   mesh = mesh_lib.make_mesh(config.shared.get("num_devices") or None)
   results, summaries, first_seed_histories = {}, {}, {}
-  names = [name for name in config.runs if only is None or name in only]
   progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in names) * len(seeds))
   for name in names:
     per_seed = []

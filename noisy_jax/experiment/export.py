@@ -58,6 +58,7 @@ import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.data import image_files
 from noisy_jax.data import normalization as normalization_lib
 from noisy_jax.parallel import xla_options
@@ -368,10 +369,10 @@ class LoadedModel:
   _embed: Callable | None = dataclasses.field(default=None, repr=False)
 
   def check_inputs(self, x) -> None:
-    """Raises ValueError naming both shapes unless x is [N, *input_shape]."""
+    """Raises errors.InputError (a ValueError) naming both shapes unless x is [N, *input_shape]."""
     shape = tuple(int(d) for d in np.shape(x))
     if len(shape) != len(self.input_shape) + 1 or shape[1:] != self.input_shape:
-      raise ValueError(
+      raise errors.InputError(
         f"inputs of shape {shape} (examples of shape {shape[1:]}), but this model takes examples of "
         f"shape {self.input_shape}: give x as [N, {', '.join(map(str, self.input_shape))}]."
       )
@@ -417,7 +418,7 @@ def resolve(path: str, which: str = "final") -> str:
   if os.path.isfile(os.path.join(path, MODEL_FILE)):
     return path
   if not os.path.isdir(path):
-    raise FileNotFoundError(
+    raise errors.MissingInputError(
       f"{path} does not exist: give a run's workdir (written by {PRODUCED_BY}) or a model export directory."
     )
   directory = model_dir(path, which)
@@ -430,7 +431,7 @@ def resolve(path: str, which: str = "final") -> str:
     if runs
     else ""
   )
-  raise FileNotFoundError(
+  raise errors.MissingInputError(
     f"no exported model at {directory} ({MODEL_FILE} missing). A model is written by "
     f"{PRODUCED_BY}; runs made before model export existed have none.{hint}"
   )
@@ -457,7 +458,7 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
   with open(os.path.join(directory, MODEL_FILE)) as f:
     info = json.load(f)
   if info.get("format_version") != FORMAT_VERSION:
-    raise ValueError(
+    raise errors.InputError(
       f"{directory}/{MODEL_FILE} has format_version={info.get('format_version')!r}; this version "
       f"reads only {FORMAT_VERSION}."
     )

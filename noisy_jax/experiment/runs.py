@@ -107,19 +107,23 @@ def run_single(
   for methods with weight averages (ELR+) "stage1_ema_params".
 
   Raises:
-    ValueError: before anything is read, when config.model.pretrained is pretrained.REQUIRED
-      (`pretrained.check_given`).
+    noisy_jax.core.errors.InputError: before the data are read and before anything is written, as
+      `check_before_data`; once the data are read, before anything is written, pretrained weights that do not fit
+      the network built for them (pretrained.check).
   """
-  pretrained.check_given(config)  # before the data are read: a run that cannot start says so at once
+  weights = check_before_data(config, dataset_arguments=dataset is None)
   start = time.perf_counter()
-  dataset = load_dataset(config) if dataset is None else dataset
+  if dataset is None:
+    dataset = load_dataset(config)
+  weights = pretrained.check(config, dataset, weights)  # for the data's inputs and classes (a grayscale folder)
   mesh = mesh_lib.make_mesh(config.get("num_devices") or None) if mesh is None else mesh
   root = jax.random.PRNGKey(int(config.seed))
   stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
-  init_variables = pretrained.initializer(config)
+  # Checked again for the data's inputs and classes (a grayscale folder and an RGB file), before anything is written.
+  init_variables = pretrained.initializer(config, weights)
   transition, transition_summary = None, None
   if registry.get(config.method.name).needs_transition:
     transition, transition_summary = correction_transition(
@@ -349,6 +353,23 @@ def run_single(
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
+
+
+def check_before_data(config, *, dataset_arguments: bool = True):
+  """What stops a run of `config` that needs no data, checked in the order a user meets it, before the data are
+  read (hours for Clothing1M) and before anything is written: config.model.pretrained left at REQUIRED, an unknown
+  model name, the dataset's missing folder (`dataset_arguments`: inputs_lib.check_arguments), a weights file that
+  is missing, unreadable or does not fit the network (pretrained.check, on the network's shapes). Returns the
+  weights (pretrained.StoredWeights; None: random initialisation).
+
+  Raises:
+    noisy_jax.core.errors.InputError, MissingInputError: the message says what to give instead.
+  """
+  pretrained.check_given(config)
+  models.check_name(config.model.name)
+  if dataset_arguments:
+    inputs_lib.check_arguments(config)
+  return pretrained.check(config)
 
 
 def streamed_skipped_rows(dataset, skipped_files: bad_files.Log | None) -> np.ndarray:

@@ -347,6 +347,8 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   sweep, fields, values = sweep_grid.check_sweep(config)
   members = sweep_grid.make_members(config)
   seeds = tuple(sweep.seeds)
+  if dataset is None:  # a sweep that cannot start says so before the data are read
+    runs.check_before_data(config)
   dataset = inputs.load_dataset(config) if dataset is None else dataset
   base_config = members[0].config
   if not sweep.sequential and inputs.input_mode(base_config, dataset) == "streaming":

@@ -76,6 +76,13 @@ def resolve(name: str, input_shape) -> str:
   return "small_cnn" if min(shape[:2]) < RESNET_MIN_SIZE else "preact_resnet32"
 
 
+def check_name(name: str) -> None:
+  """Raises errors.InputError (a ValueError) listing the models unless `name` is 'auto' or one of MODELS: a config's
+  model name, checked before its data are read."""
+  if name != AUTO:
+    _checks.check_choice("model", name, MODELS)
+
+
 def get(name: str, *, num_classes: int, **kwargs) -> nn.Module:
   """Builds the model registered as `name` in MODELS with `num_classes` outputs; kwargs set its other fields
   (`dtype` defaults to precision.float_dtype(): float32, or float64 with x64 on).
@@ -111,6 +118,7 @@ __all__ = [
   "ResNet50",
   "SmallCNN",
   "WithPseudoHead",
+  "check_name",
   "classifier_name",
   "get",
   "resolve",
