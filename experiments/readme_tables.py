@@ -598,7 +598,7 @@ BASELINE_RUNS = (
   ("jocor", "JoCoR (2 networks)"),
   ("elr_plus", "ELR+ (2 networks)"),
   ("dividemix", "DivideMix (2 networks)"),
-  ("disc", "DISC (RandAugment + Cutout view)"),
+  ("disc", "DISC (its own RandAugment pool view)"),
   ("promix", "ProMix (2 networks, RandAugment + Cutout view)"),
 )
 
