@@ -37,6 +37,7 @@ from absl import flags
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.core import label_issues
 from noisy_jax.experiment import feature_issues
 
@@ -61,21 +62,23 @@ def load_array(path: str, flag: str) -> np.ndarray:
   """The array of the .npy file at `path`; FileNotFoundError or ValueError naming `--flag=path` when it is missing or
   holds anything else (an .npz archive, pickled objects, text)."""
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"--{flag}={path!r}: no such file (an .npy array is expected).")
+    raise errors.MissingInputError(f"--{flag}={path!r}: no such file (an .npy array is expected).")
   try:
     loaded = np.load(path, allow_pickle=False)
   except (ValueError, OSError) as error:
-    raise ValueError(f"--{flag}={path!r} is not a NumPy .npy array of numbers ({error}).") from error
+    raise errors.InputError(f"--{flag}={path!r} is not a NumPy .npy array of numbers ({error}).") from error
   if not isinstance(loaded, np.ndarray):
     loaded.close()
-    raise ValueError(f"--{flag}={path!r} is an .npz archive; give one array saved with np.save (.npy).")
+    raise errors.InputError(f"--{flag}={path!r} is an .npz archive; give one array saved with np.save (.npy).")
   return loaded
 
 
 def read_lines(path: str, flag: str) -> list[str]:
   """The lines of a UTF-8 text file (line ends removed); FileNotFoundError naming `--flag=path`."""
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"--{flag}={path!r}: no such file (a text file with one entry per line is expected).")
+    raise errors.MissingInputError(
+      f"--{flag}={path!r}: no such file (a text file with one entry per line is expected)."
+    )
   with open(path, encoding="utf-8") as f:
     return f.read().splitlines()
 
@@ -86,10 +89,10 @@ def parse_class_names(value: str | None) -> list[str] | None:
     return None
   names = read_lines(value, "class_names") if os.path.isfile(value) else [name.strip() for name in value.split(",")]
   if not names or any(not name for name in names):
-    raise ValueError(f"--class_names={value!r} holds an empty name; every class needs one.")
+    raise errors.InputError(f"--class_names={value!r} holds an empty name; every class needs one.")
   repeated = sorted({name for name in names if names.count(name) > 1})
   if repeated:
-    raise ValueError(f"--class_names={value!r} names {repeated} more than once; every class needs its own name.")
+    raise errors.InputError(f"--class_names={value!r} names {repeated} more than once; every class needs its own name.")
   return names
 
 
@@ -99,7 +102,9 @@ def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k:
   n = len(labels)
   if method == "knn":
     if not 1 <= k <= n - 1:
-      raise ValueError(f"--k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (N = {n} examples; none is its own neighbour).")
+      raise errors.InputError(
+        f"--k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (N = {n} examples; none is its own neighbour)."
+      )
     return
   counts = np.bincount(labels)
   present = np.flatnonzero(counts)
@@ -112,7 +117,7 @@ def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k:
       if fewest >= 2
       else "no number of folds can both hold it out and train on it; use --method=knn"
     )
-    raise ValueError(
+    raise errors.InputError(
       f"--num_folds={num_folds}, with {fewest} example(s) of {name}, the smallest class: each fold must hold "
       f"examples out and keep some of every class to train on (a training fold without a class scores its examples "
       f"0); {allowed}."
@@ -132,12 +137,12 @@ def embed_folder(images: str, model: str) -> tuple[np.ndarray, np.ndarray, list[
   from noisy_jax.experiment import export  # pylint: disable=g-import-not-at-top
 
   if not os.path.isdir(images):
-    raise FileNotFoundError(f"--images={images!r}: no such folder (a folder DIR/LABEL/... of image files).")
+    raise errors.MissingInputError(f"--images={images!r}: no such folder (a folder DIR/LABEL/... of image files).")
   loaded = export.load_model(model)
   paths, files = predict_cli.read_folder(images, loaded)
   loose = [p for p in paths if os.sep not in p]
   if loose:
-    raise ValueError(
+    raise errors.InputError(
       f"--images={images!r}: {os.path.join(images, loose[0])} is not inside a class folder; the layout is "
       "DIR/LABEL/FILE, the LABEL folder naming the file's given class."
     )
@@ -173,15 +178,17 @@ def run(
   _checks.check_choice("--score", score, label_issues.SCORES)
   _checks.check_choice("--rule", rule, label_issues.FLAG_RULES)
   if not inverse_regularization > 0:
-    raise ValueError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
+    raise errors.InputError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
   from_folder = bool(images or model)
   if from_folder == bool(features_path or labels_path) or (from_folder and not (images and model)):
-    raise ValueError(
+    raise errors.InputError(
       "give either --features and --labels (arrays), or --images and --model (a folder embedded by a run's network); "
       f"got --features={features_path!r}, --labels={labels_path!r}, --images={images!r}, --model={model!r}."
     )
   if from_folder and (class_names or sources_path):
-    raise ValueError("--images takes its class names and sources from the folder: drop --class_names and --sources.")
+    raise errors.InputError(
+      "--images takes its class names and sources from the folder: drop --class_names and --sources."
+    )
   if from_folder:
     raw_features, raw_labels, folder_sources, names = embed_folder(images, model)
     where = (f"--images={images!r}", f"--images={images!r}", f"--images={images!r} ({len(names)} class folders)")
@@ -205,7 +212,7 @@ def run(
   if sources_path:
     sources = read_lines(sources_path, "sources")
     if len(sources) != len(labels):
-      raise ValueError(
+      raise errors.InputError(
         f"--sources={sources_path!r} has {len(sources)} lines for {len(labels)} examples; one line per example."
       )
   check_method_settings(method, labels, num_folds=num_folds, k=k, class_names=names)
@@ -282,25 +289,22 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   values = flags.FLAGS
-  try:
-    summary = run(
-      values.features,
-      values.labels,
-      values.workdir,
-      method=values.method,
-      num_folds=values.num_folds,
-      k=values.k,
-      seed=values.seed,
-      inverse_regularization=values.inverse_regularization,
-      score=values.score,
-      rule=values.rule,
-      sources_path=values.sources,
-      class_names=values.class_names,
-      images=values.images,
-      model=values.model,
-    )
-  except (FileNotFoundError, ValueError) as error:
-    raise SystemExit(f"label_issues_from_features: {error}") from error
+  summary = run(  # a wrong input raises errors.InputError, which cli.run prints without a traceback
+    values.features,
+    values.labels,
+    values.workdir,
+    method=values.method,
+    num_folds=values.num_folds,
+    k=values.k,
+    seed=values.seed,
+    inverse_regularization=values.inverse_regularization,
+    score=values.score,
+    rule=values.rule,
+    sources_path=values.sources,
+    class_names=values.class_names,
+    images=values.images,
+    model=values.model,
+  )
   print(format_summary(summary, score=values.score, rule=values.rule))
 
 

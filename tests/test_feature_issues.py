@@ -455,6 +455,26 @@ def test_features_path_imports_no_jax(tmp_path, method):
   assert (tmp_path / "out" / label_issues.CSV_FILE).exists()
 
 
+def test_command_prints_a_wrong_input_alone(tmp_path):
+  """A missing --features file at the command line: `error: MESSAGE` on stderr, one line and no traceback, exit
+  status 2 (experiments/cli.py), nothing written."""
+  paths, _, _ = write_inputs(tmp_path)
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.label_issues_from_features",
+    f"--features={tmp_path / 'nowhere.npy'}",
+    f"--labels={paths['labels']}",
+    f"--workdir={tmp_path / 'out'}",
+  ]
+  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert done.returncode == 2, done.stderr[-3000:]
+  assert done.stderr.strip().splitlines() == [
+    f"error: --features={str(tmp_path / 'nowhere.npy')!r}: no such file (an .npy array is expected)."
+  ], done.stderr[-3000:]
+  assert not (tmp_path / "out").exists()
+
+
 def test_images_embedded_by_an_exported_network(tmp_path):
   """--images=DIR --model=EXPORT: every file of DIR/LABEL/ gets a row, its class is its folder's, and the CSV is
   feature_issues.find of the network's embeddings (LoadedModel.embed) of the same images, as arrays. The network is

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import errors
 from noisy_jax.core import label_issues
 
 METHODS = ("probe", "knn")
@@ -83,28 +84,32 @@ def check_inputs(
   """
   features, labels = np.asarray(features), np.asarray(labels)
   if features.ndim != 2:
-    raise ValueError(f"{features_name} must be a 2-D array [N, D] (one embedding per row); got shape {features.shape}.")
+    raise errors.InputError(
+      f"{features_name} must be a 2-D array [N, D] (one embedding per row); got shape {features.shape}."
+    )
   if not (np.issubdtype(features.dtype, np.floating) or np.issubdtype(features.dtype, np.integer)):
-    raise ValueError(f"{features_name} must hold real numbers; got dtype {features.dtype}.")
+    raise errors.InputError(f"{features_name} must hold real numbers; got dtype {features.dtype}.")
   if labels.ndim != 1:
-    raise ValueError(f"{labels_name} must be a 1-D array [N] of class ids; got shape {labels.shape}.")
+    raise errors.InputError(f"{labels_name} must be a 1-D array [N] of class ids; got shape {labels.shape}.")
   if not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(
+    raise errors.InputError(
       f"{labels_name} must be integer class ids; got dtype {labels.dtype} (save them as integers, e.g. "
       "labels.astype(np.int64))."
     )
   n = features.shape[0]
   if labels.shape[0] != n:
-    raise ValueError(
+    raise errors.InputError(
       f"{features_name} has {n} rows but {labels_name} has {labels.shape[0]} labels; one label per row is needed."
     )
   if n == 0 or features.shape[1] == 0:
-    raise ValueError(f"{features_name} is empty (shape {features.shape}); it needs N >= 1 rows of D >= 1 values.")
+    raise errors.InputError(
+      f"{features_name} is empty (shape {features.shape}); it needs N >= 1 rows of D >= 1 values."
+    )
   features = features.astype(np.float64)
   finite = np.isfinite(features)
   if not finite.all():
     row, column = np.argwhere(~finite)[0]
-    raise ValueError(
+    raise errors.InputError(
       f"{features_name} holds non-finite values ({features[row, column]} at row {row}, column {column}; "
       f"rows with one: {int(np.sum(~finite.all(axis=1)))}); every value must be finite."
     )
@@ -114,7 +119,7 @@ def check_inputs(
   bad = (labels < 0) | (labels >= num_classes)
   if bad.any():
     where = int(np.argmax(bad))
-    raise ValueError(
+    raise errors.InputError(
       f"{labels_name}: label {labels[where]} (row {where}) is outside the class ids [0, {num_classes}) allowed by "
       f"{num_classes_name}; {int(bad.sum())} labels out of range in all."
     )
@@ -152,7 +157,7 @@ def probe_probabilities(
   features, labels, num_classes = check_inputs(features, labels, num_classes)
   n = len(labels)
   if not 2 <= num_folds <= n:
-    raise ValueError(f"num_folds={num_folds}; allowed: 2 <= num_folds <= N = {n}.")
+    raise errors.InputError(f"num_folds={num_folds}; allowed: 2 <= num_folds <= N = {n}.")
   _checks.check_range("inverse_regularization", inverse_regularization, 0, np.inf, low_open=True)
   try:
     from sklearn import linear_model  # pylint: disable=g-import-not-at-top
@@ -163,7 +168,7 @@ def probe_probabilities(
   except ImportError as error:
     raise ImportError(f"the linear probe needs scikit-learn ({error}): pip install -e '.[data]'") from error
   if threads is not None and threads < 1:
-    raise ValueError(f"threads={threads}; allowed: >= 1, or None (the libraries' default).")
+    raise errors.InputError(f"threads={threads}; allowed: >= 1, or None (the libraries' default).")
   folds = model_selection.StratifiedKFold(n_splits=num_folds, shuffle=True, random_state=seed)
   probs = np.zeros((n, num_classes), np.float64)
   with threadpoolctl.threadpool_limits(limits=threads):
@@ -200,11 +205,11 @@ def knn_probabilities(
   features, labels, num_classes = check_inputs(features, labels, num_classes)
   n = len(labels)
   if not 1 <= k <= n - 1:
-    raise ValueError(f"k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (an example is not its own neighbour).")
+    raise errors.InputError(f"k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (an example is not its own neighbour).")
   if block_rows is None:
     block_rows = max(1, KNN_BLOCK_BYTES // (4 * n))
   if block_rows < 1:
-    raise ValueError(f"block_rows={block_rows}; allowed: >= 1.")
+    raise errors.InputError(f"block_rows={block_rows}; allowed: >= 1.")
   norms = np.linalg.norm(features, axis=1, keepdims=True)
   unit = (features / np.where(norms > 0, norms, 1.0)).astype(np.float32)
   probs = np.zeros((n, num_classes), np.float64)
