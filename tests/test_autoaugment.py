@@ -267,7 +267,7 @@ def test_nothing_asked_gives_none():
     (
       {"policy": "autoaugment"},
       r"policy='autoaugment'; allowed: 'autoaugment_cifar10', 'autoaugment_cifar10_tf', 'randaugment', "
-      r"'disc_randaugment', 'none'",
+      r"'disc_randaugment', 'promix_randaugment', 'none'",
     ),
     ({"polcy": "randaugment"}, r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"),
     ({"policy": "randaugment", "magnitude": 31}, r"magnitude=31 must be an int bin in \[0, 30\]"),

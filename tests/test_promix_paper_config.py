@@ -92,20 +92,19 @@ def test_promix_paper_values(arg):
   assert (config.num_epochs, config.batch_size) == (601, BATCH_SIZE)
   assert config.model.to_dict() == {"name": "resnet18", "kwargs": {"pseudo_head": True}, "pretrained": "none"}
   assert (config.augment.crop_padding, config.augment.flip, config.normalization) == (4, True, "per_channel")
+  # ProMix's own pool with its Cutout (RandomAugment(3, 5)); magnitude and bins only serve a switch by flags.
   assert config.augment.strong.to_dict() == {
-    "policy": "randaugment",
+    "policy": "promix_randaugment",
     "num_ops": 3,
-    "magnitude": 15,
+    "magnitude": 5,
     "num_magnitude_bins": 31,
-    "cutout": 16,
+    "cutout": 0,
   }
   # The strong view's fields as the trainer reads them (noisy_jax.core.autoaugment.strong_parts), defaults included.
   assert autoaugment.strong_parts(config.augment.strong).config == {
-    "policy": "randaugment",
+    "policy": "promix_randaugment",
     "num_ops": 3,
-    "magnitude": 15,
-    "num_magnitude_bins": 31,
-    "cutout": 16,
+    "cutout": 0,
   }
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.nesterov, opt.weight_decay) == (LR, MOMENTUM, False, WEIGHT_DECAY)
@@ -157,6 +156,16 @@ def test_bad_strings_name_the_bad_part(arg, message):
     promix_paper.get_config(arg)
 
 
+def test_torchvision_strong_view_by_the_docstrings_flags():
+  """The flags the docstring gives for the former view turn STRONG_VIEW into TORCHVISION_STRONG_VIEW."""
+  flags = re.findall(r"--config\.augment\.strong\.(\w+)=(\w+)", promix_paper.__doc__)
+  assert [name for name, _ in flags] == ["policy", "magnitude", "cutout"]
+  config = promix_paper.get_config()
+  for name, value in flags:
+    setattr(config.augment.strong, name, value if name == "policy" else int(value))
+  assert config.augment.strong.to_dict() == promix_paper.TORCHVISION_STRONG_VIEW
+
+
 def test_docstring_commands_and_default_load():
   found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.]+)", promix_paper.__doc__)
   assert found and all(name == "promix_paper" for name, _ in found)
@@ -169,10 +178,9 @@ def test_docstring_commands_and_default_load():
 def test_smoke_promix_asymmetric_original():
   """The asymmetric row with `original` (warm-up penalty with the clamp, the code's FMix spectrum) on ResNet-18's
   class shrunk to its stem, one BasicBlock of width 4 and the pseudo head: one warm-up epoch (pretrain_ep 1), CSS,
-  then one ProMix epoch (2 steps of 32 over 40 mock CIFAR-10 examples). The strong view keeps the row's Cutout 16 but
-  not its RandAugment, which made this run a quarter longer (about 15 s more, on a 2-core CPU, mostly compiling the
-  ProMix step); the policy runs in DISC's smoke test (tests/test_baseline_paper_configs.py) and in
-  tests/test_autoaugment.py, and this row's fields are checked above."""
+  then one ProMix epoch (2 steps of 32 over 40 mock CIFAR-10 examples). The strong view is a Cutout 16 alone, not the
+  row's pool: a policy made this run a quarter longer (about 15 s more, on a 2-core CPU, mostly compiling the ProMix
+  step); the pool runs in tests/test_promix_randaugment.py, and this row's fields are checked above."""
   config = promix_paper.get_config("cifar10,asymmetric,0.4,original")
   config.num_epochs = 2
   config.method.pretrain_ep = 1
@@ -180,7 +188,7 @@ def test_smoke_promix_asymmetric_original():
   config.num_devices = 1
   config.checkpoint_every = 0
   config.model.kwargs = {"widths": (4,), "blocks_per_stage": (1,), "pseudo_head": True}
-  config.augment.strong.policy = "none"
+  config.augment.strong.policy, config.augment.strong.cutout = "none", 16
   with tfds.testing.mock_data(num_examples=40):
     summary = runs.run_single(config)
   assert (summary["method"], summary["model"]) == ("promix", "WithPseudoHead")

@@ -54,9 +54,11 @@ and main loop; utils/utils.py adjust_learning_rate; dataloader_cifarn.py; utils/
   mixup lam ~ Beta(4, 4); FMix() alpha 1, decay power 3              code Train_promix.py train; utils/fmix.py
   weak view: random horizontal flip + random crop after 4-pixel padding
                                                                      code dataloader_cifarn.py transform_train
-  strong view: 3 random operations and a Cutout before the weak view's flip and crop (see below)
+  strong view: 3 of the pool's 14 PIL operations at uniform magnitudes, then its gray Cutout, on the uint8 image
+           before the weak view's flip and crop (policy 'promix_randaugment', STRONG_VIEW; see below)
                                                                      code dataloader_cifarn.py transform_train_s
-                                                                     (RandomAugment(3, 5) inserted first)
+                                                                     (RandomAugment(3, 5) inserted first);
+                                                                     utils/randaug.py
   normalisation: per channel                                         code dataloader_cifarn.py (fixed CIFAR-10 /
                                                                      CIFAR-100 statistics; here the training
                                                                      split's own)
@@ -64,20 +66,20 @@ and main loop; utils/utils.py adjust_learning_rate; dataloader_cifarn.py; utils/
                                                                      and test only)
 
 Stated deviations:
-- The strong view. The code's RandomAugment(3, 5) (utils/randaug.py; its m = 5 is unused) draws 3 operations with
-  replacement from a pool of 14 (AutoContrast, Brightness, Color, Contrast, Equalize, Identity, Posterize, Rotate,
-  Sharpness, ShearX/Y, Solarize, TranslateX/Y) on the PIL image, each at a magnitude drawn uniformly over the whole
-  range of the operation (rotate -30..30 degrees, shear -0.3..0.3, translate -0.3..0.3 of the side, Brightness /
-  Color / Contrast / Sharpness factor 0.05..0.95, Posterize int(4..8) bits, Solarize threshold 0..256), then a gray
-  (125, 123, 114) Cutout of side uniform in [0, 16) pixels. That pool is not implemented here; the row uses
-  torchvision's RandAugment (policy 'randaugment', noisy_jax.core.autoaugment), which has the same 14 operations drawn
-  the same way, with num_ops 3 and magnitude bin 15 of 31: a fixed magnitude at the middle of torchvision's ranges,
-  which is the mean size of the code's uniform draws (rotate 15 degrees, shear 0.15, Solarize threshold 127.5,
-  Posterize 6 bits against the code's mean of 5.5, translate 7 pixels against its mean 4.8, Brightness-like factors
-  1 +- 0.45 against the code's 0.05..0.95, which only ever weakens), signed operations negated with probability 1/2.
-  Cutout: a fixed 16-pixel square (the code's largest) on the normalised image after the crop and flip
-  (noisy_jax.train.views; its hole the normalisation mean, near the code's gray), where the code's side is uniform in
-  [0, 16) (a third of the area on average) and its hole is cut before the crop and flip.
+- The strong view's randomness and grey images. The code's RandomAugment(3, 5) and its Cutout (utils/randaug.py) are
+  policy 'promix_randaugment' (noisy_jax.core.promix_randaugment): 3 of its 14 PIL operations with replacement, each
+  at a magnitude uniform over its whole range, then the gray (125, 123, 114) square of side floor(16 u) + 1 at the
+  corner int(max(0, uniform(1, 32) - side / 2)) (np.random.uniform(32) draws on (1, 32]), cut on the uint8 image
+  before the crop and flip as there; every operation equals the code's PIL call pixel for pixel
+  (tests/test_promix_randaugment.py). It differs in its uniforms, 24-bit (torch.rand's) where Python's random() has
+  53 bits, each magnitude rounded to float32, and drawn per example from the run's key; in Color and Contrast's gray
+  image, Pillow 6.2's (the code's requirements.txt), which Pillow >= 7.0 rounds one level up at times; on one-channel
+  images (mnist5k), where the code's Cutout fails (PIL refuses a 3-tuple fill on mode "L") and the hole here is 123.
+  TORCHVISION_STRONG_VIEW, the view these rows used before (torchvision's RandAugment with the same 14 operations, 3
+  of them at magnitude bin 15 of 31, the middle of its ranges: rotate 15 degrees, shear 0.15, Brightness-like factors
+  1 +- 0.45 where the code's 0.05..0.95 only weaken, signed operations negated with probability 1/2; then a 16-pixel
+  Cutout, the code's largest, on the normalised image after the crop and flip), stays available:
+  --config.augment.strong.policy=randaugment --config.augment.strong.magnitude=15 --config.augment.strong.cutout=16.
 - The crop pads with the normalisation mean (zeros after normalising, noisy_jax.core.augment); the code's
   RandomCrop(32, padding=4) pads the PIL image with black.
 - Noise: drawn with the exact rate here (noise.exact: exactly the rate of each class, evenly over the targets); the
@@ -131,7 +133,18 @@ TEMPERATURE = 0.5  # code Train_promix.py --T
 MIXUP_ALPHA = 4.0  # code Train_promix.py train: np.random.beta(4, 4)
 FMIX_ALPHA = 1.0  # code utils/fmix.py FMix(alpha=1)
 FMIX_DECAY_POWER = 3.0  # code utils/fmix.py FMix(decay_power=3)
-STRONG_VIEW = {"policy": "randaugment", "num_ops": 3, "magnitude": 15, "num_magnitude_bins": 31, "cutout": 16}
+# code dataloader_cifarn.py: RandomAugment(3, 5) (its m = 5 is never read), its Cutout included (no Cutout after
+# normalising); magnitude and num_magnitude_bins are there for a switch to TORCHVISION_STRONG_VIEW by flags.
+STRONG_VIEW = {"policy": "promix_randaugment", "num_ops": 3, "magnitude": 5, "num_magnitude_bins": 31, "cutout": 0}
+# torchvision's RandAugment at the middle of its ranges, then Cutout 16 on the normalised image: the former default,
+# with which baselines.py's ProMix rows were measured.
+TORCHVISION_STRONG_VIEW = {
+  "policy": "randaugment",
+  "num_ops": 3,
+  "magnitude": 15,
+  "num_magnitude_bins": 31,
+  "cutout": 16,
+}
 
 
 def parse(arg: str | None) -> tuple[str, str, float | str, bool]:

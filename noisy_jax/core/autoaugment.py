@@ -55,9 +55,17 @@ import jax.numpy as jnp
 
 from noisy_jax.core import disc_randaugment as disc_pool
 from noisy_jax.core import image_ops
+from noisy_jax.core import promix_randaugment as promix_pool
 
 STRONG_AUGMENT_FIELDS = ("policy", "num_ops", "magnitude", "num_magnitude_bins", "cutout")
-POLICIES = ("autoaugment_cifar10", "autoaugment_cifar10_tf", "randaugment", "disc_randaugment", "none")
+POLICIES = (
+  "autoaugment_cifar10",
+  "autoaugment_cifar10_tf",
+  "randaugment",
+  "disc_randaugment",
+  "promix_randaugment",
+  "none",
+)
 
 AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, images [B,H,W,C], indices [B]) -> images
 
@@ -469,6 +477,8 @@ def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
   if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
     num_ops, magnitude = fields.get("num_ops", disc_pool.NUM_OPS), fields.get("magnitude", disc_pool.MAGNITUDE)
     disc_pool._check_pool(num_ops, magnitude)
+  if policy == "promix_randaugment":  # RandomAugment's n (promix_randaugment.py; its m is never read)
+    num_ops = promix_pool._check_num_ops(fields.get("num_ops", promix_pool.NUM_OPS))
   size = _check_cutout(fields.get("cutout", 0))
   if policy == "none" and size == 0:
     return None
@@ -495,6 +505,12 @@ def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
     def policy_fn(key, images, indices):
       return disc_pool.disc_randaugment(key, images, indices, num_ops=num_ops, magnitude=magnitude)
 
+  elif policy == "promix_randaugment":
+    read.update(num_ops=num_ops)
+
+    def policy_fn(key, images, indices):
+      return promix_pool.promix_randaugment(key, images, indices, num_ops=num_ops)
+
   return StrongParts(policy_fn, size, read)
 
 
@@ -504,10 +520,12 @@ def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
   config: None or a mapping (dict, ml_collections.ConfigDict) with fields
     policy: "autoaugment_cifar10" (torchvision's AutoAugment CIFAR-10 policy), "autoaugment_cifar10_tf" (the
       same sub-policies with the TF reference code's magnitudes, as SOP+'s code applies them: `tf_magnitude`),
-      "randaugment", "disc_randaugment" (DISC's own pool and its CutoutAbs: noisy_jax.core.disc_randaugment) or
-      "none" (default "none");
+      "randaugment", "disc_randaugment" (DISC's own pool and its CutoutAbs: noisy_jax.core.disc_randaugment),
+      "promix_randaugment" (ProMix's own pool and its grey Cutout: noisy_jax.core.promix_randaugment) or "none"
+      (default "none");
     num_ops, magnitude, num_magnitude_bins: RandAugment's N, M and bins (defaults 2, 9, 31; read by randaugment
-      only); for disc_randaugment its n and m (defaults 2, 5: levels 1..m-1);
+      only); for disc_randaugment its n and m (defaults 2, 5: levels 1..m-1); for promix_randaugment its n
+      (default 3);
     cutout: the side of a Cutout hole applied after the policy (int >= 0, default 0 = none; 16 for CIFAR).
   The policy draws from fold_in(key, 1) and Cutout from fold_in(key, 2), so a weak view drawn from `key` itself
   (noisy_jax.core.augment) is independent of the strong one. Returns None when the config asks for nothing. (The

@@ -35,7 +35,8 @@ with rows of the epoch's order marked invalid (BatchNorm sees them; no loss does
 is smaller; (2) in the warm-up the pseudo head has no gradient but this package's coupled weight decay still shrinks
 it (PyTorch's SGD skips parameters without a gradient); (3) the networks' projection heads (`head`, whose output no
 loss of the original reads) are not built; (4) the strong view is config.augment.strong's (paper configs:
-experiments/configs/promix_paper.py), not the original's own RandomAugment pool.
+experiments/configs/promix_paper.py, whose default is the original's own RandomAugment pool and Cutout, policy
+'promix_randaugment', noisy_jax.core.promix_randaugment).
 
 Evaluation, as the original's "Acc Mean": the mean of the two networks' primary-head logits.
 """
@@ -188,7 +189,7 @@ def make_epoch_fn(
   if strong_view is None:
     raise ValueError(
       "ProMix trains on a weak and a strong view of each example: set config.augment.strong, e.g. "
-      "--config.augment.strong=\"{'policy': 'randaugment', 'num_ops': 3, 'magnitude': 5, 'cutout': 16}\"."
+      "--config.augment.strong=\"{'policy': 'promix_randaugment', 'num_ops': 3}\" (the original's pool and Cutout)."
     )
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size

@@ -16,9 +16,11 @@ example from (key, row): a view does not depend on the batch's split over device
 without a strong one (`augment(k, normalize(codes), rows)`).
 
 config.augment.strong (noisy_jax.core.autoaugment.STRONG_AUGMENT_FIELDS): policy 'autoaugment_cifar10' |
-'randaugment' | 'disc_randaugment' | 'none', num_ops, magnitude, num_magnitude_bins, cutout. 'disc_randaugment'
-(DISC's pool, noisy_jax.core.disc_randaugment) ends with its own grey CutoutAbs on the uint8 image, before the crop and
-flip; its original crops and flips first (experiments/configs/disc_paper.py names the difference).
+'randaugment' | 'disc_randaugment' | 'promix_randaugment' | 'none', num_ops, magnitude, num_magnitude_bins, cutout.
+'disc_randaugment' (DISC's pool, noisy_jax.core.disc_randaugment) ends with its own grey CutoutAbs on the uint8 image,
+before the crop and flip; its original crops and flips first (experiments/configs/disc_paper.py names the difference).
+'promix_randaugment' (ProMix's pool, noisy_jax.core.promix_randaugment) ends with its grey Cutout on the uint8 image
+too, before the crop and flip, as its original does.
 """
 
 from __future__ import annotations
