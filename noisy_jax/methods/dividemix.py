@@ -51,6 +51,7 @@ import numpy as np
 from noisy_jax.core import _checks
 from noisy_jax.core import losses
 from noisy_jax.core import precision
+from noisy_jax.train import method as method_lib
 
 # Epochs of normalised losses averaged at 90% noise (Train_cifar.py: history[-5:].mean(0) when args.r == 0.9).
 LOSS_HISTORY_WINDOW = 5
@@ -357,6 +358,35 @@ def negative_entropy(logits, *, axis_name=None, where=None) -> jax.Array:
   if axis_name is not None:
     total, count = jax.lax.psum(total, axis_name), jax.lax.psum(count, axis_name)
   return total / jnp.maximum(count, 1.0)
+
+
+def pair_warmup_objective(*, penalty: bool, clamp_logits: bool = False):
+  """The warm-up objective of two networks trained side by side (DivideMix's and ProMix's warm-up epochs), as an
+  extended objective (noisy_jax.train.method): sum over the pair m of CE(logits[m], soft labels), each the mean over
+  the global batch's valid rows, plus `negative_entropy(logits[m])` with `penalty` (the confidence penalty of the
+  asymmetric-noise rows). Per-example weights are ignored: the warm-up trains on every given label.
+
+  Args:
+    penalty: add the confidence penalty.
+    clamp_logits: penalise max(logits, 1e-12) instead of the logits (ProMix's original, `penalty_clamps_logits`).
+
+  Returns:
+    objective(logits [2, B, C], soft_labels [B, C], weights, valid [B], axis_name, *, rows, epoch) -> (loss, rows).
+  """
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+    del weights, epoch
+    loss = 0.0
+    for m in range(2):
+      loss = loss + method_lib.weighted_batch_mean(
+        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
+      )
+      if penalty:
+        penalised = jnp.maximum(logits[m], 1e-12) if clamp_logits else logits[m]
+        loss = loss + negative_entropy(penalised, axis_name=axis_name, where=valid)
+    return loss, rows
+
+  return objective
 
 
 # ---------------------------------------------------------------------------------------------------------------

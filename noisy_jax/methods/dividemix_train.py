@@ -47,7 +47,6 @@ from noisy_jax.core import _checks
 from noisy_jax.core import gmm
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
@@ -56,8 +55,8 @@ from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
-from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
+from noisy_jax.train import update as update_lib
 
 CLEAN_PROB = "dividemix_clean_prob"
 LOSS_HISTORY = "dividemix_loss_history"
@@ -210,15 +209,11 @@ def make_epoch_fn(
       loss = lx + lamb * lu
       if settings.penalty:
         loss = loss + dm.uniform_prior_penalty(logits, axis_name=axis)
-      return loss, new_stats
+      return loss, (new_stats, None)
 
-    (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(own.params)
-    grads = lax.pmean(grads, axis)
-    new_stats = lax.pmean(new_stats, axis)
     # The schedule at this epoch's rate for every step of it: the count set to the epoch's first step each time
     # (an epoch of more than steps_per_epoch steps would otherwise cross into the next epoch's rate).
-    own = own.replace(opt_state=optim.at_epoch(own.opt_state, (epoch - 1) * steps_per_epoch))
-    own = own.apply_gradients(grads=grads, batch_stats=new_stats)
+    own, loss, _, _ = update_lib.update(own, loss_fn, axis_name=axis, schedule_count=(epoch - 1) * steps_per_epoch)
     state = jax.tree.map(lambda s, o: s.at[m].set(o), state, own)
     # Reported: the loss, and how often view 1 of a labelled row is predicted as its given label (before the update).
     correct = lax.psum(jnp.sum(jnp.argmax(z_x1, -1) == jnp.argmax(soft, -1)).astype(dtype), axis)
@@ -294,17 +289,6 @@ def method(settings: DividemixSettings) -> method_lib.Method:
   _checks.check_choice("lu_reduction", settings.lu_reduction, dm.LU_REDUCTIONS)
   window = int(settings.loss_window)
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
-    del weights, epoch
-    loss = 0.0
-    for m in range(2):
-      loss = loss + method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits[m], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
-      )
-      if settings.warmup_penalty:
-        loss = loss + dm.negative_entropy(logits[m], axis_name=axis_name, where=valid)
-    return loss, rows
-
   def member_update(table, member_probs, epoch, num_examples):
     return divide(
       table, member_probs, epoch=epoch, warm_up=int(settings.warm_up), window=window, num_examples=num_examples
@@ -324,7 +308,7 @@ def method(settings: DividemixSettings) -> method_lib.Method:
 
   return method_lib.Method(
     name="dividemix",
-    objective=objective,
+    objective=dm.pair_warmup_objective(penalty=settings.warmup_penalty),
     extended=True,
     init_rows=lambda key, rows, classes: init_rows(rows, window),
     row_update=lambda rows, rows_out, grads: rows_out,

@@ -68,8 +68,8 @@ from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
-from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
+from noisy_jax.train import update as update_lib
 
 TARGETS = "elr_plus_targets"
 AUGMENT_STREAM = 0x656C7270  # the fold of the epoch key that ELR+'s augmentation and mixup draw from
@@ -174,13 +174,10 @@ def make_epoch_fn(
       per_example = elr_lib.elr_plus_loss(
         logits, y_mix, q, lam=settings.lam, coef=coef, reweight_labels=settings.reweight_labels
       )
-      return lax.psum(jnp.sum(per_example), axis) / batch_size, new_stats
+      return lax.psum(jnp.sum(per_example), axis) / batch_size, (new_stats, None)
 
-    (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(own.params)
-    grads = lax.pmean(grads, axis)  # of the psum-ed global mean: each device's D-fold share, averaged
-    new_stats = lax.pmean(new_stats, axis)
-    own = own.replace(opt_state=optim.at_epoch(own.opt_state, (epoch - 1) * fit_steps_per_epoch + step))
-    own = own.apply_gradients(grads=grads, batch_stats=new_stats)
+    count = (epoch - 1) * fit_steps_per_epoch + step
+    own, loss, _, _ = update_lib.update(own, loss_fn, axis_name=axis, schedule_count=count)
     decay = elr_lib.ema_decay(
       s, ema_update=settings.ema_update, ema_alpha=settings.ema_alpha, ramp_length=settings.ema_step
     )

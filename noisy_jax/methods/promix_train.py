@@ -55,7 +55,6 @@ from noisy_jax.core import _checks
 from noisy_jax.core import fmix as fmix_lib
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import disc
@@ -68,8 +67,8 @@ from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
-from noisy_jax.train import optim
 from noisy_jax.train import pair_epochs
+from noisy_jax.train import update as update_lib
 
 SELECTED = "promix_selected"
 FMIX_SPECTRA = ("paper", "original")
@@ -308,13 +307,12 @@ def make_epoch_fn(
         )  # fmt: skip
         total = total + loss
         stats[k] = chain[-1]
-      return total, (members_lib.stack(stats), probs, selected)
+      return total, (members_lib.stack(stats), (probs, selected))
 
-    (loss, (new_stats, probs, selected)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    grads = lax.pmean(grads, axis)
-    new_stats = lax.pmean(new_stats, axis)
-    state = state.replace(opt_state=optim.at_epoch(state.opt_state, (epoch - 1) * fit_steps_per_epoch + step))
-    state = jax.vmap(lambda st, g, b: st.apply_gradients(grads=g, batch_stats=b))(state, grads, new_stats)
+    count = (epoch - 1) * fit_steps_per_epoch + step
+    state, loss, (probs, selected), _ = update_lib.update(
+      state, loss_fn, axis_name=axis, pair=True, schedule_count=count
+    )
     new_priors = []
     for k in range(2):
       pi = members_lib.take(priors, k)
@@ -374,18 +372,6 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
   if int(num_epochs) < 1:
     raise ValueError(f"ProMix needs the run's epochs: num_epochs={num_epochs!r} must be >= 1.")
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
-    del weights, epoch
-    loss = 0.0
-    for k in range(2):
-      loss = loss + method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits[k], soft_labels), jnp.ones_like(valid, logits.dtype), valid, axis_name
-      )
-      if settings.warmup_penalty:
-        penalised = jnp.maximum(logits[k], 1e-12) if settings.penalty_clamps_logits else logits[k]
-        loss = loss + dividemix.negative_entropy(penalised, axis_name=axis_name, where=valid)
-    return loss, rows
-
   def member_update(table, member_probs, epoch, num_examples):
     budgets = jnp.asarray(_budgets(settings, num_epochs, num_examples, member_probs.shape[-1]))
     budget = budgets[jnp.minimum(epoch, budgets.shape[0] - 1)]
@@ -406,7 +392,9 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
 
   return method_lib.Method(
     name="promix",
-    objective=objective,
+    objective=dividemix.pair_warmup_objective(
+      penalty=settings.warmup_penalty, clamp_logits=settings.penalty_clamps_logits
+    ),
     extended=True,
     init_rows=lambda key, rows, classes: init_rows(rows),
     row_update=lambda rows, rows_out, grads: rows_out,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import jax
 from jax import lax
 import jax.numpy as jnp
@@ -14,6 +13,7 @@ from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import state as state_lib
+from noisy_jax.train import update as update_lib
 
 
 def train_step(
@@ -82,7 +82,7 @@ def train_step(
   if pair:
     forward = members_lib.map_members(forward, member_map)
 
-  def loss_fn(params, rows):
+  def loss_fn(params, rows=rows):
     logits, batch_stats = forward(params, state.batch_stats)
     views = {}
     if strong_images is not None:  # [..., 2b, C]: the weak view's rows, then the strong view's
@@ -103,25 +103,13 @@ def train_step(
       loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch, **views)
     else:
       loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
-    return loss, (logits, chained[-1], rows_out)
+    return loss, (chained[-1], (logits, rows_out))
 
-  argnums = (0, 1) if method.rows_trainable else 0
-  (loss, (logits, batch_stats, rows_out)), grads = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)(
-    state.params, rows
+  state, loss, (logits, rows_out), row_grads = update_lib.update(
+    state, loss_fn, axis_name=axis_name, pair=pair, rows=rows if method.rows_trainable else None
   )
-  grads, row_grads = grads if method.rows_trainable else (grads, None)
-  if axis_name is not None:
-    grads = lax.pmean(grads, axis_name)
-    batch_stats = lax.pmean(batch_stats, axis_name)
-    if row_grads is not None:
-      # Differentiating a psum-ed loss under pmap semantics gives each device D times its rows' gradient (the
-      # parameters' D-fold gradients are averaged by the pmean above); the rows are this device's own: divide.
-      row_grads = jax.tree.map(lambda g: g / lax.psum(1, axis_name), row_grads)
-  if pair:  # each network its own update (a global-norm clip, if any, per network)
-    state = jax.vmap(lambda s, g, b: s.apply_gradients(grads=g, batch_stats=b))(state, grads, batch_stats)
+  if pair:
     logits = jnp.mean(logits, axis=0)  # the pair's prediction: the mean of the two networks' logits
-  else:
-    state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
 
   probs = jax.nn.softmax(logits)
   write_rows = None
