@@ -271,7 +271,7 @@ def test_bad_sweep_specs_structural():
   with pytest.raises(ValueError, match=r"Unknown field\(s\) \['colour'\] in config.sweep"):
     sweep_grid.check_sweep(config)
   config = sweep_config(dict(JOINT_OPT, stage2=True), (("method.alpha", (1.0,)),))
-  with pytest.raises(ValueError, match="trains a second stage, which sweeps do not run"):
+  with pytest.raises(ValueError, match=r"trains 2 stages \(stage1, stage2\), which sweeps do not run"):
     sweep_grid.check_sweep(config)
   config = sweep_config(TRUNCATED_LQ, (("method.prune_start", (2, 3)),))
   with pytest.raises(ValueError, match="'method.prune_start' cannot vary.*method.q, method.k"):

@@ -12,37 +12,37 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import jax
-from jax.sharding import Mesh
 import jax.numpy as jnp
+from jax.sharding import Mesh
 import ml_collections
 import numpy as np
 
+from noisy_jax import models
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.data import bad_files
 from noisy_jax.data import inputs as inputs_lib
+from noisy_jax.data.inputs import load_dataset  # pylint: disable=g-importing-member
+from noisy_jax.data.inputs import noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
-from noisy_jax.methods import plain_loss
+from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
+from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
-from noisy_jax.train import checkpoint as checkpoint_lib
-from noisy_jax.data.inputs import load_dataset, noisy_training_labels  # pylint: disable=g-importing-member
-from noisy_jax import models
-from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import xla_options
+from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.train import loop
 from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
-
 
 # The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
 # a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
@@ -85,26 +85,30 @@ def run_single(
   resume_fn: Callable | None = None,
   keep_arrays: bool = False,
 ) -> dict:
-  """Runs one method with one seed: noise injection, stage 1, stage 2 (Joint Optimization); returns a summary.
+  """Runs one method with one seed: noise injection, then the method's stages in order; returns a summary.
 
-  The summary holds the final and best accuracies, the label-table metrics, the realised noise and the history of
-  per-epoch records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to
-  `summary.json` there, and with `config.checkpoint_every` > 0 (default checkpoint.DEFAULT_EVERY) each stage is
-  checkpointed under `workdir/checkpoints/STAGE` (noisy_jax.train.checkpoint): a run started again in the same workdir
-  resumes from the newest checkpoint (a finished stage 1 is restored, not retrained) and rewrites metrics.jsonl with
-  every epoch once.
-  The network the run delivers (stage 2's for Joint Optimization, else stage 1's) is exported to
-  `workdir/model/final` and `workdir/model/best_val` (noisy_jax.experiment.export; read back with export.load_model).
-  `workdir/label_issues.csv` (noisy_jax.core.label_issues.from_run) holds one row per training example; when the
-  validation split was carved from the training files of a run with labels as given (`carved_validation_scored`),
-  its rows follow, scored from the final delivered network's softmax (out of sample: `carved_validation_probs`),
-  with index N_train + j for validation row j and method_evidence CARVED_VALIDATION_EVIDENCE.
+  The stages (noisy_jax.methods.spec.Stage, from the method's spec) are trained one after the other with
+  noisy_jax.train.loop.fit: the method's own (stage 1), and for some methods a stage before it (loss correction's
+  estimation run) or after it (Joint Optimization's stage 2). The summary holds the final and best accuracies of
+  the delivering stage, each stage's own, the label-table metrics, the realised noise and the history of per-epoch
+  records. When `workdir` is given, per-epoch records go to `metrics.jsonl` and the summary to `summary.json`
+  there, and with `config.checkpoint_every` > 0 (default checkpoint.DEFAULT_EVERY) each stage but an auxiliary one
+  is checkpointed under `workdir/checkpoints/STAGE` (noisy_jax.train.checkpoint): a run started again in the same
+  workdir resumes from the newest checkpoint (a finished stage is restored, not retrained) and rewrites
+  metrics.jsonl with every epoch once.
+  The network of the delivering stage is exported to `workdir/model/final` and `workdir/model/best_val`
+  (noisy_jax.experiment.export; read back with export.load_model). `workdir/label_issues.csv`
+  (noisy_jax.core.label_issues.from_run, from the method and label table of the stage that scores labels) holds one
+  row per training example; when the validation split was carved from the training files of a run with labels as
+  given (`carved_validation_scored`), its rows follow, scored from the final delivered network's softmax (out of
+  sample: `carved_validation_probs`), with index N_train + j for validation row j and method_evidence
+  CARVED_VALIDATION_EVIDENCE.
 
   log_fn: called with each epoch's record as it is trained. resume_fn: called with the records of the epochs a
   resumed stage restored from its checkpoint (they do not reach log_fn), e.g. reporting.Progress.restored.
-  keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): "stage1"
-  (variables of the stage-1 network), "label_table" (the stage-1 LabelTable), for two-stage methods "stage2", and
-  for methods with weight averages (ELR+) "stage1_ema_params".
+  keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): the variables
+  of each stage's network under its name ("stage1", "stage2"), "label_table" (the label-scoring stage's
+  LabelTable), and for methods with weight averages (ELR+) "stage1_ema_params".
 
   Raises:
     noisy_jax.core.errors.InputError: before the data are read and before anything is written, as
@@ -124,52 +128,12 @@ def run_single(
   model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
   # Checked again for the data's inputs and classes (a grayscale folder and an RGB file), before anything is written.
   init_variables = pretrained.initializer(config, weights)
-  transition, transition_summary = None, None
-  if registry.get(config.method.name).needs_transition:
-    transition, transition_summary = correction_transition(
-      config, dataset, noisy, clean, model=model, mesh=mesh, key=stage2_key, init_variables=init_variables
-    )
-  method = registry.make(
-    config.method,
-    num_classes=dataset.num_classes,
-    transition=transition,
-    num_epochs=int(config.num_epochs),
-    num_examples=len(noisy),
-  )
-  # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself
-  # (noisy_jax.core.label_issues).
+  spec = registry.get(config.method.name)
+  stages = spec_lib.check_stages(spec.stages(config.method), spec.name)
+  transition, transition_summary = correction_transition(config, dataset) if spec.needs_transition else (None, None)
   issue_score, issue_rule = label_issues.settings(config)
-  # (Not for a method with its own evidence, Method.label_evidence: DivideMix's and ELR+'s epoch programs record
-  # nothing, DISC's state holds each example's last predictions.)
-  extra_history = (
-    label_issues.history_length(config, method, num_examples=len(noisy), num_classes=dataset.num_classes)
-    if workdir
-    else 0
-  )
-  if method.program.own or method.label_evidence is not None:
-    extra_history = 0
-  if extra_history:
-    method = dataclasses.replace(method, history_length=extra_history)
-  if table_sharding.configured(
-    config,
-    num_examples=len(noisy),
-    num_classes=dataset.num_classes,
-    history_length=method.history_length,
-    num_devices=mesh.devices.size,
-  ):
-    # Built already split over the devices: no device or host ever holds the whole table.
-    table = table_sharding.create(
-      noisy, dataset.num_classes, history_length=method.history_length, mesh=mesh, axis=mesh_lib.AXIS
-    )
-  else:
-    table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
-  if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
-    rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
-    table = table_sharding.add_method_rows(
-      table, lambda rows: method.init_rows(rows_key, rows, dataset.num_classes), mesh=mesh, axis=mesh_lib.AXIS
-    )
 
-  jsonl, scalar_writer, checkpoint_dirs = None, None, {"stage1": None, "stage2": None}
+  jsonl, scalar_writer, checkpointed = None, None, False
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
   # part in the checkpoints (orbax coordinates the write of the global arrays).
   writes = bool(workdir) and distributed.is_main_process()
@@ -178,9 +142,13 @@ def run_single(
     if writes:
       scalar_writer = reporting.ScalarWriter(workdir)
       inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
-    if int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0:
-      checkpoint_dirs = {s: checkpoint_lib.stage_dir(workdir, s) for s in checkpoint_dirs}
-  skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dirs["stage1"])
+    checkpointed = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0
+
+  def checkpoint_dir(stage):
+    return checkpoint_lib.stage_dir(workdir, stage.name) if checkpointed and not stage.auxiliary else None
+
+  first_recorded = next(stage for stage in stages if not stage.auxiliary)
+  skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dir(first_recorded))
 
   def write_jsonl(record):
     nonlocal jsonl
@@ -205,101 +173,93 @@ def run_single(
     if resume_fn is not None:
       resume_fn(records)
 
+  keys = {0: stage1_key, 1: stage2_key}
+  products, trained = {}, {}
   try:
-    stage1_state, table, history, stage1_best = loop.fit(
-      model=model,
-      method=method,
-      table=table,
-      dataset=dataset,
-      clean_train_labels=clean,
-      config=config,
-      key=stage1_key,
-      mesh=mesh,
-      stage="stage1",
-      log_fn=log,
-      checkpoint_dir=checkpoint_dirs["stage1"],
-      on_resume=on_resume,
-      init_variables=init_variables,
-      skipped_files=skipped_files,
-    )
-    summary = {
-      "method": method.name,
-      "model": type(model).__name__,
-      "seed": int(config.seed),
-      "stage1": summary_of(history),
-    }
-    summary["stage1"].update(
-      {k: v for k, v in history[-1].items() if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))}
-    )
-    final_history = history
-    arrays = {"stage1": state_lib.variables_of(stage1_state), "label_table": table}
-    if jax.tree.leaves(stage1_state.ema_params):
-      arrays["stage1_ema_params"] = stage1_state.ema_params
-    if method.stage2:
-      stage2_config = ml_collections.ConfigDict(config.to_dict())
-      stage2_config.update(config.stage2)
-      stage2_table = label_table_lib.create(noisy, dataset.num_classes).replace(
-        soft_labels=jnp.asarray(jax.device_get(table.soft_labels))
+    previous = None
+    for stage in stages:
+      context = spec_lib.Context(
+        num_classes=dataset.num_classes,
+        num_epochs=int(config.num_epochs),
+        transition=transition,
+        num_examples=len(noisy),
+        products=dict(products),
       )
-      stage2_state, _, final_history, stage2_best = loop.fit(
+      method = registry.build(config.method, context) if stage.build is None else stage.build(config.method, context)
+      if stage.scores_labels and workdir and not (method.program.own or method.label_evidence is not None):
+        # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (not for a method
+        # with its own evidence, Method.label_evidence: DivideMix's and ELR+'s epoch programs record nothing, DISC's
+        # state holds each example's last predictions).
+        extra_history = label_issues.history_length(
+          config, method, num_examples=len(noisy), num_classes=dataset.num_classes
+        )
+        if extra_history:
+          method = dataclasses.replace(method, history_length=extra_history)
+      stage_config = config_of_stage(config, stage)
+      key = keys.get(stage.key_stream, None)
+      key = jax.random.fold_in(stage2_key, stage.key_stream) if key is None else key
+      state, table, history, best = loop.fit(
         model=model,
-        method=plain_loss.method("cross_entropy"),
-        table=stage2_table,
+        method=method,
+        table=stage_table(stage, previous, noisy, dataset.num_classes, method, config, mesh, stage1_key),
         dataset=dataset,
         clean_train_labels=clean,
-        config=stage2_config,
-        key=stage2_key,
+        config=stage_config,
+        key=key,
         mesh=mesh,
-        stage="stage2",
-        log_fn=log,
-        checkpoint_dir=checkpoint_dirs["stage2"],
-        on_resume=on_resume,
+        stage=stage.name,
+        log_fn=None if stage.auxiliary else log,
+        checkpoint_dir=checkpoint_dir(stage),
+        on_resume=None if stage.auxiliary else on_resume,
         init_variables=init_variables,
-        skipped_files=skipped_files,
+        skipped_files=None if stage.auxiliary else skipped_files,
       )
-      arrays["stage2"] = state_lib.variables_of(stage2_state)
-      summary["stage2"] = summary_of(final_history)
-      history = history + final_history
+      if stage.product is not None:
+        probs = training_probs(stage_config, dataset, model, state_lib.variables_of(state), mesh=mesh)
+        products.update(stage.product(probs, config.method))
+      previous = trained[stage.name] = StageResult(stage, stage_config, method, state, table, history, best)
   finally:
     if jsonl is not None:
       jsonl.close()
     if scalar_writer is not None:
       scalar_writer.close()
-  # --- Model export (noisy_jax.experiment.export): the network the run delivers, WORKDIR/model/{final,best_val}
-  # ---------- Stage 2's for two-stage methods (Joint Optimization), stage 1's otherwise; normalised as that stage
-  # trained.
-  if writes:
-    delivered = "stage2" if method.stage2 else "stage1"
-    export_config = stage2_config if method.stage2 else config
-    normalize = inputs_lib.normalizer(export_config, dataset)
-    for which, variables in (("final", arrays[delivered]), ("best_val", stage2_best if method.stage2 else stage1_best)):
-      export_lib.save_run(
-        export_lib.model_dir(workdir, which),
-        variables=variables,
-        config=export_config,
-        dataset=dataset,
-        normalization=normalize,
-        meta={
-          "method": method.name,
-          "stage": delivered,
-          "seed": int(config.seed),
-          "which": which,
-          "config": checkpoint_lib.config_json(export_config),
-        },
-        num_networks=1 if method.stage2 else method.num_networks,
+  own = next(r for r in trained.values() if r.stage.build is None)  # the method's own training
+  delivered = next(r for r in trained.values() if r.stage.delivers)
+  scoring = next(r for r in trained.values() if r.stage.scores_labels)
+  if spec.needs_transition and transition_summary is None:  # estimated by an earlier stage
+    transition_summary = estimated_transition_summary(products, trained)
+  summary = {"method": own.method.name, "model": type(model).__name__, "seed": int(config.seed)}
+  arrays = {"label_table": scoring.table}
+  history = []
+  for result in trained.values():
+    if result.stage.auxiliary:
+      continue
+    summary[result.stage.name] = summary_of(result.history)
+    if result.stage.scores_labels:
+      summary[result.stage.name].update(
+        {
+          k: v
+          for k, v in result.history[-1].items()
+          if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))
+        }
       )
-  # --- end of model export -------------------------------------------------------------------------------------
+    arrays[result.stage.name] = state_lib.variables_of(result.state)
+    if jax.tree.leaves(result.state.ema_params):
+      arrays[f"{result.stage.name}_ema_params"] = result.state.ema_params
+    history = history + result.history
+  if writes:
+    export_delivered(workdir, delivered, dataset, method_name=own.method.name, seed=int(config.seed))
   carved_probs = None
   if workdir and carved_validation_scored(config, dataset):  # on every process: the prediction is a global program
     carved_probs = carved_validation_probs(
-      stage2_config if method.stage2 else config,
+      delivered.config,
       dataset,
       model,
-      arrays["stage2" if method.stage2 else "stage1"],
-      num_networks=1 if method.stage2 else method.num_networks,
+      arrays[delivered.stage.name],
+      num_networks=delivered.method.num_networks,
       mesh=mesh,
     )
-  summary.update(summary_of(final_history))
+  summary.update(summary_of(delivered.history))
   if transition_summary is not None:
     summary["transition"] = transition_summary
   summary["noise"] = {
@@ -315,7 +275,7 @@ def run_single(
   summary["seconds"] = time.perf_counter() - start
   summary["history"] = history
   if writes:
-    issues = label_issues.from_run(method, table, score=issue_score, rule=issue_rule)
+    issues = label_issues.from_run(scoring.method, scoring.table, score=issue_score, rule=issue_rule)
     unread = streamed_skipped_rows(dataset, skipped_files)
     if issues is not None and len(unread):  # files never read: no verdict (listed in skipped_files.txt)
       issues = label_issues.without(issues, unread)
@@ -348,11 +308,86 @@ def run_single(
       json.dump(summary, f, indent=1)
     if config.get("plots", False):
       reporting.save_curves(
-        history, os.path.join(workdir, "curves.png"), title=f"{method.name}, seed {int(config.seed)}"
+        history, os.path.join(workdir, "curves.png"), title=f"{own.method.name}, seed {int(config.seed)}"
       )
   if keep_arrays:
     summary["arrays"] = arrays
   return summary
+
+
+@dataclasses.dataclass(frozen=True)
+class StageResult:
+  """One trained stage of a run: its declaration, its config, method, final state and label table, its per-epoch
+  history and its best-val variables."""
+
+  stage: spec_lib.Stage
+  config: Any
+  method: Any
+  state: state_lib.TrainState
+  table: label_table_lib.LabelTable
+  history: list
+  best: Any
+
+
+def config_of_stage(config, stage: spec_lib.Stage):
+  """The config a stage trains with: the run's, with the fields of `config[stage.config_section]` replacing it."""
+  if stage.config_section is None:
+    return config
+  stage_config = ml_collections.ConfigDict(config.to_dict())
+  stage_config.update(config[stage.config_section])
+  return stage_config
+
+
+def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage1_key) -> label_table_lib.LabelTable:
+  """The label table a stage starts from. 'noisy': the run's labels, with the method's per-example rows (their key
+  fold_in(stage1_key, METHOD_ROWS_STREAM)), split over the devices when the config asks for it
+  (table_sharding.configured); 'previous': a fresh replicated table holding the previous stage's soft labels."""
+  if stage.table == "previous":
+    return label_table_lib.create(noisy, num_classes).replace(
+      soft_labels=jnp.asarray(jax.device_get(previous.table.soft_labels))
+    )
+  if table_sharding.configured(
+    config,
+    num_examples=len(noisy),
+    num_classes=num_classes,
+    history_length=method.history_length,
+    num_devices=mesh.devices.size,
+  ):
+    # Built already split over the devices: no device or host ever holds the whole table.
+    table = table_sharding.create(
+      noisy, num_classes, history_length=method.history_length, mesh=mesh, axis=mesh_lib.AXIS
+    )
+  else:
+    table = label_table_lib.create(noisy, num_classes, history_length=method.history_length)
+  if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
+    rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
+    table = table_sharding.add_method_rows(
+      table, lambda rows: method.init_rows(rows_key, rows, num_classes), mesh=mesh, axis=mesh_lib.AXIS
+    )
+  return table
+
+
+def export_delivered(workdir: str, delivered: StageResult, dataset, *, method_name: str, seed: int) -> None:
+  """WORKDIR/model/{final,best_val} (noisy_jax.experiment.export): the delivering stage's network, normalised as
+  that stage trained."""
+  normalize = inputs_lib.normalizer(delivered.config, dataset)
+  final = state_lib.variables_of(delivered.state)
+  for which, variables in (("final", final), ("best_val", delivered.best)):
+    export_lib.save_run(
+      export_lib.model_dir(workdir, which),
+      variables=variables,
+      config=delivered.config,
+      dataset=dataset,
+      normalization=normalize,
+      meta={
+        "method": method_name,
+        "stage": delivered.stage.name,
+        "seed": seed,
+        "which": which,
+        "config": checkpoint_lib.config_json(delivered.config),
+      },
+      num_networks=delivered.method.num_networks,
+    )
 
 
 def check_before_data(config, *, dataset_arguments: bool = True):
@@ -425,17 +460,14 @@ def carved_validation_probs(config, dataset, model, variables, *, num_networks: 
   return np.asarray(predict(variables, dataset.x_val), np.float64)
 
 
-def correction_transition(
-  config, dataset, noisy, clean, *, model, mesh, key, init_variables: Callable | None = None
-) -> tuple[np.ndarray, dict]:
-  """The transition matrix T [C, C] of a 'loss_correction' run and what to record of it.
+def correction_transition(config, dataset) -> tuple[np.ndarray | None, dict | None]:
+  """The transition matrix T [C, C] of a 'loss_correction' run and what to record of it, or (None, None) when an
+  earlier stage estimates it (`estimated_transition_summary`).
 
   config.method.transition: 'known': the run's synthetic noise model (noise.make_transition of config.noise);
-  'estimated': a network trained with cross entropy on the same noisy labels, config and epochs (key `key`; not
-  checkpointed: a resumed run trains it again, the same way), then the anchor-point estimate
-  (loss_correction.estimate_transition, `percentile`, `shared_filter`) from its eval-mode softmax of the training
-  split, as the paper's code does; or an explicit [C, C] matrix. `init_variables`: that network's starting weights
-  as the run's (pretrained.initializer), or None.
+  'estimated': made by the method's estimation stage (noisy_jax.methods.loss_correction.ESTIMATE: a network trained
+  with cross entropy on the same noisy labels, config and epochs, then the anchor-point estimate from its
+  eval-mode softmax of the training split); or an explicit [C, C] matrix.
   """
   source = config.method.get("transition", "known")
   num_classes = dataset.num_classes
@@ -451,43 +483,36 @@ def correction_transition(
     )
     return matrix, {"source": "known", "matrix": matrix.tolist()}
   if isinstance(source, str) and source == "estimated":
-    table = label_table_lib.create(noisy, num_classes)
-    state, _, history, _ = loop.fit(
-      model=model,
-      method=plain_loss.method("cross_entropy"),
-      table=table,
-      dataset=dataset,
-      clean_train_labels=clean,
-      config=config,
-      key=key,
-      mesh=mesh,
-      stage="estimate",
-      init_variables=init_variables,
-    )
-    options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
-    predict = predict_lib.make_evaluate(
-      predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
-    )
-    probs = np.asarray(predict(state_lib.variables_of(state), dataset.x_train), np.float64)
-    percentile = config.method.get("percentile", loss_correction.DEFAULT_PERCENTILE)
-    matrix = loss_correction.estimate_transition(
-      probs, percentile=percentile, shared_filter=bool(config.method.get("shared_filter", False))
-    )
-    return matrix, {
-      "source": "estimated",
-      "matrix": matrix.tolist(),
-      "percentile": percentile,
-      "estimate_run": {"epochs": len(history), **summary_of(history)},
-    }
+    return None, None
   if isinstance(source, str):
     raise ValueError(f"method.transition={source!r}; allowed: 'known', 'estimated' or a [C, C] matrix.")
   matrix = noise_lib.check_transition(np.asarray(source, np.float64))
   return matrix, {"source": "given", "matrix": matrix.tolist()}
 
 
+def estimated_transition_summary(products: dict, trained: dict) -> dict:
+  """What a run records of a transition matrix that its estimation stage made: the matrix, the percentile of the
+  anchor filter and the estimation run's epochs and accuracies."""
+  history = trained[loss_correction.ESTIMATE.name].history
+  return {
+    "source": "estimated",
+    "matrix": np.asarray(products[loss_correction.TRANSITION]).tolist(),
+    "percentile": products[loss_correction.PERCENTILE],
+    "estimate_run": {"epochs": len(history), **summary_of(history)},
+  }
+
+
+def training_probs(config, dataset, model, variables, *, mesh: Mesh) -> np.ndarray:
+  """A trained network's eval-mode softmax [N, C] of the training split, float64 (the normalisation and XLA options
+  of `config`, the stage that trained `variables`)."""
+  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
+  predict = predict_lib.make_evaluate(
+    predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
+  )
+  return np.asarray(predict(variables, dataset.x_train), np.float64)
+
+
 def total_epochs(config) -> int:
-  """Epochs of one run of `config`: stage 1, plus stage 2 for methods that have one (Joint Optimization)."""
-  epochs = int(config.num_epochs)
-  if registry.get(config.method.name).has_stage2(config.method):
-    epochs += int(config.stage2.num_epochs)
-  return epochs
+  """Epochs of one run of `config`: those of each stage whose epochs are logged (all but auxiliary ones)."""
+  stages = registry.get(config.method.name).stages(config.method)
+  return sum(int(config_of_stage(config, stage).num_epochs) for stage in stages if not stage.auxiliary)

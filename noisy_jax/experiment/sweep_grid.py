@@ -142,10 +142,11 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
       f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
       "do not map over members: use a comparison config (`runs` + `shared`, one run per seed)."
     )
-  if spec.has_stage2(config.method):
+  stages = spec.stages(config.method)
+  if len(stages) > 1:
     raise ValueError(
-      f"method {spec.name!r} trains a second stage, which sweeps do not run: set method.stage2=False (a sweep "
-      "trains stage 1 only)."
+      f"method {spec.name!r} trains {len(stages)} stages ({', '.join(s.name for s in stages)}), which sweeps do not "
+      "run: a sweep trains the method's own stage only (Joint Optimization: set method.stage2=False)."
     )
   return sweep, fields, values
 

@@ -3,11 +3,14 @@
 The objective is Lc + alpha Lp + beta Le against the table's soft labels (losses.joint_optimization_loss: the class
 prior `prior` [C], 'uniform' by default); every epoch records the softmax of each example into the table's history
 ring of `history_length` epochs; from epoch `begin` on, the labels are relabelled (soft or hard) from the mean of the
-recorded epochs. Stage 2 (a fresh network, cross entropy on the stage-1 labels) is run by noisy_jax.experiment.runs
-when `stage2` (default True).
+recorded epochs. Stage 2, when `stage2` (default True), is the run's second stage (`stages`): a fresh network trained
+with cross entropy on the stage-1 soft labels, with the config's `stage2` fields (epochs, optimiser) over the run's;
+it delivers the run's network, and stage 1's label table gives its label issues.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +19,7 @@ from noisy_jax.core import _checks
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import losses
 from noisy_jax.core import precision
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import method as method_lib
 
@@ -36,7 +40,6 @@ def method(
   history_length: int = 10,
   relabel: str = "soft",
   relabel_k: int = 0,
-  stage2: bool = True,
 ) -> method_lib.Method:
   """Stage 1 of Joint Optimization (module docstring). `prior` is the class prior [C].
 
@@ -71,7 +74,6 @@ def method(
       else (lambda table, probs: label_table_lib.relabel(table, mode=relabel))
     ),
     update_due=lambda epoch: epoch >= begin,
-    stage2=stage2,
   )
 
 
@@ -88,9 +90,26 @@ def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
       history_length=int,
       relabel=str,
       relabel_k=spec_lib.as_is,
-      stage2=bool,
     ),
   )
+
+
+# Stage 2: a fresh network, cross entropy on stage 1's soft labels, with config.stage2's fields; the run's network.
+STAGE2 = spec_lib.Stage(
+  "stage2",
+  key_stream=1,
+  build=lambda method_config, context: plain_loss.method("cross_entropy"),
+  config_section="stage2",
+  table="previous",
+  delivers=True,
+)
+
+
+def stages(method_config) -> tuple[spec_lib.Stage, ...]:
+  """Stage 1 (the labels and their issues), then stage 2 (the network) unless `stage2` is False."""
+  if not bool(method_config.get("stage2", True)):
+    return spec_lib.one_stage(method_config)
+  return (dataclasses.replace(spec_lib.OWN_STAGE, delivers=False), STAGE2)
 
 
 SPEC = spec_lib.MethodSpec(
@@ -123,6 +142,6 @@ SPEC = spec_lib.MethodSpec(
       },
     }
   },
-  has_stage2=lambda method_config: bool(method_config.get("stage2", True)),
+  stages=stages,
   sweep_fields=lambda method_config: ("alpha", "beta"),
 )

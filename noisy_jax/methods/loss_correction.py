@@ -30,6 +30,7 @@ from noisy_jax.core import _checks
 from noisy_jax.core import loss_parts
 from noisy_jax.core import noise
 from noisy_jax.core import precision
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import method as method_lib
 
@@ -134,17 +135,52 @@ def method(*, correction: str, transition) -> method_lib.Method:
 
 
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
-  if context.transition is None:
+  transition = context.products.get(TRANSITION, context.transition)
+  if transition is None:
     raise ValueError(
       "method 'loss_correction' needs its transition matrix: make(..., transition=T); "
       "experiment.runs resolves config.method.transition ('known', 'estimated' or a matrix)."
     )
-  if np.shape(context.transition) != (context.num_classes, context.num_classes):
+  if np.shape(transition) != (context.num_classes, context.num_classes):
     raise ValueError(
-      f"the transition matrix has shape {np.shape(context.transition)}; [C, C] = "
+      f"the transition matrix has shape {np.shape(transition)}; [C, C] = "
       f"[{context.num_classes}, {context.num_classes}] expected."
     )
-  return method(correction=method_config.correction, transition=context.transition)
+  return method(correction=method_config.correction, transition=transition)
+
+
+# What the estimation stage gives the correction: Context.products' names.
+TRANSITION = "transition"
+PERCENTILE = "transition_percentile"
+
+
+def estimated_transition(train_probs: np.ndarray, method_config) -> dict:
+  """The estimation stage's product: the anchor-point T (`estimate_transition`, with config.method's `percentile`
+  and `shared_filter`) of the estimation network's softmax of the training split [N, C], and the percentile."""
+  percentile = method_config.get("percentile", DEFAULT_PERCENTILE)
+  shared_filter = bool(method_config.get("shared_filter", False))
+  matrix = estimate_transition(train_probs, percentile=percentile, shared_filter=shared_filter)
+  return {TRANSITION: matrix, PERCENTILE: percentile}
+
+
+# With transition='estimated': a network trained first with cross entropy on the same labels, config and epochs
+# (the run's second key; not checkpointed: a resumed run trains it again, the same way), whose softmax of the
+# training split gives the anchor-point estimate, as the paper's code does.
+ESTIMATE = spec_lib.Stage(
+  "estimate",
+  key_stream=1,
+  build=lambda method_config, context: plain_loss.method("cross_entropy"),
+  auxiliary=True,
+  product=estimated_transition,
+)
+
+
+def stages(method_config) -> tuple[spec_lib.Stage, ...]:
+  """The correction's own training, after the estimation stage when T is 'estimated'."""
+  source = method_config.get("transition", "known")
+  if isinstance(source, str) and source == "estimated":
+    return (ESTIMATE, spec_lib.OWN_STAGE)
+  return spec_lib.one_stage(method_config)
 
 
 SPEC = spec_lib.MethodSpec(
@@ -158,4 +194,5 @@ SPEC = spec_lib.MethodSpec(
     },
   },
   needs_transition=True,
+  stages=stages,
 )

@@ -93,6 +93,17 @@ def make(
   num_epochs: the run's epochs, for methods whose schedule spans the run (Co-teaching's forget rate).
   num_examples: the training split's size, for methods whose state starts from it (DISC).
   """
+  context = spec_lib.Context(
+    num_classes=int(num_classes),
+    num_epochs=num_epochs,
+    transition=transition,
+    num_examples=None if num_examples is None else int(num_examples),
+  )
+  return build(method_config, context)
+
+
+def build(method_config, context: spec_lib.Context) -> method_lib.Method:
+  """The Method of `config.method` in `context` (its fields checked against the spec's)."""
   spec = get(method_config.name)
   allowed = {"name", *spec.fields}
   unknown = sorted(set(method_config.keys()) - allowed)
@@ -100,10 +111,4 @@ def make(
     raise ValueError(
       f"Unknown field(s) {unknown} in config.method for method {spec.name!r}; allowed: {sorted(allowed)}."
     )
-  context = spec_lib.Context(
-    num_classes=int(num_classes),
-    num_epochs=num_epochs,
-    transition=transition,
-    num_examples=None if num_examples is None else int(num_examples),
-  )
   return spec.build(method_config, context)

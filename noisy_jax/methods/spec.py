@@ -1,13 +1,15 @@
-"""What the registry holds of a method: its config fields, its builder and its tiny test runs (`MethodSpec`).
+"""What the registry holds of a method: its config fields, its builder, its stages and its tiny test runs.
 
 A method module defines `SPEC = MethodSpec(...)`; noisy_jax.methods.registry lists the specs, one line each. The
-trainer never sees a spec: `build` turns `config.method` into the `noisy_jax.train.method.Method` it trains.
+trainer never sees a spec: `build` turns `config.method` into the `noisy_jax.train.method.Method` it trains, and
+`stages` says which trainings a run of the method is (`Stage`: Joint Optimization's second stage, loss correction's
+estimation run); noisy_jax.experiment.runs trains them in order.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -23,12 +25,91 @@ class Context:
     num_epochs: the run's stage-1 epochs (Co-teaching's forget-rate schedule, JoCoR's).
     transition: the resolved [C, C] noise transition matrix for methods with `needs_transition`, else None.
     num_examples: N, the training split's size (DISC's first thresholds, 1/N), when the caller knows it.
+    products: what the run's earlier stages made for the later ones ({name: value}, `Stage.product`).
   """
 
   num_classes: int
   num_epochs: int | None = None
   transition: np.ndarray | None = None
   num_examples: int | None = None
+  products: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+TABLE_STARTS = ("noisy", "previous")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  """One training of a method's run: noisy_jax.experiment.runs trains a method's stages in order, each with
+  noisy_jax.train.loop.fit, resumable from its own checkpoints.
+
+  Attributes:
+    name: its records' `stage`, its checkpoint folder (WORKDIR/checkpoints/NAME), its summary entry and its arrays'
+      key ("stage1" for the method's own training).
+    key_stream: the key it trains with, from the run's seed: 0 the first stage key, 1 the second, n > 1
+      fold_in(second, n).
+    build: None (the method of config.method, built by its spec) or `(method_config, Context) -> Method` (a stage
+      that trains another objective: cross entropy on the first stage's soft labels).
+    config_section: None (the run's config) or the name of the config field whose values replace the run's for
+      this stage ("stage2": its epochs and optimiser).
+    table: where its label table starts: 'noisy' (the run's labels) or 'previous' (a fresh table holding the
+      previous stage's soft labels).
+    auxiliary: a training whose only use is its product: not checkpointed (a resumed run trains it again, the same
+      way), its epochs not logged; its summary is `{"epochs", **summary_of(history)}`.
+    product: None, or `(train_probs [N, C] float64, method_config) -> {name: value}`: made from the stage's eval-mode
+      softmax of the training split and given to the later stages as Context.products (the estimated transition).
+    delivers: this stage's network is the run's: exported, scored on carved validation rows; its history gives the
+      summary's accuracies.
+    scores_labels: its method and label table give label_issues.csv and the summary's label metrics.
+  """
+
+  name: str
+  key_stream: int = 0
+  build: Callable[[Any, "Context"], method_lib.Method] | None = None
+  config_section: str | None = None
+  table: str = "noisy"
+  auxiliary: bool = False
+  product: Callable[[np.ndarray, Any], dict] | None = None
+  delivers: bool = False
+  scores_labels: bool = False
+
+  def __post_init__(self):
+    if self.table not in TABLE_STARTS:
+      raise ValueError(f"stage {self.name!r}: table={self.table!r}; allowed: {TABLE_STARTS}.")
+
+
+# A method's own training, the whole run for most methods.
+OWN_STAGE = Stage("stage1", delivers=True, scores_labels=True)
+
+
+def check_stages(stages: tuple[Stage, ...], method_name: str) -> tuple[Stage, ...]:
+  """`stages` when they make a run (ValueError otherwise): distinct names, exactly one stage that trains the
+  method itself (`build` None), one that delivers and one that scores labels, neither auxiliary, and no 'previous'
+  table in the first stage."""
+  names = [stage.name for stage in stages]
+  problems = []
+  if len(set(names)) != len(names):
+    problems.append(f"repeated names {names}")
+  for what, has in (
+    ("trains the method itself (build None)", lambda s: s.build is None),
+    ("delivers", lambda s: s.delivers),
+    ("scores labels", lambda s: s.scores_labels),
+  ):
+    if sum(1 for s in stages if has(s)) != 1:
+      problems.append(f"not exactly one stage that {what}")
+  if any(s.auxiliary and (s.delivers or s.scores_labels) for s in stages):
+    problems.append("an auxiliary stage delivers or scores labels")
+  if stages and stages[0].table == "previous":
+    problems.append("the first stage starts from a previous stage's table")
+  if problems:
+    raise ValueError(f"method {method_name!r}: its stages {names} do not make a run: {'; '.join(problems)}.")
+  return tuple(stages)
+
+
+def one_stage(method_config) -> tuple[Stage, ...]:
+  """The stages of a method trained once: its own."""
+  del method_config
+  return (OWN_STAGE,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +126,8 @@ class MethodSpec:
       path to one leaf ("optimizer.learning_rate").
     needs_transition: the builder reads `Context.transition` (noisy_jax.experiment.runs resolves
       `config.method.transition` first).
-    has_stage2: `(method_config) -> bool`: whether a run trains a second stage after this method (Joint
-      Optimization).
+    stages: `(method_config) -> tuple[Stage, ...]`, the trainings of a run in order: exactly one stage that builds
+      the method itself (`build` None), one that `delivers` and one that `scores_labels`.
     sweep_fields: None when sweeps (noisy_jax.experiment.sweep) refuse the method (per-example state or two
       networks), else `(method_config) -> paths`: the fields of config.method (dotted paths below it) that may differ
       between a sweep's members (traced: the builder must accept tracers for them, `as_is`).
@@ -57,7 +138,7 @@ class MethodSpec:
   build: Callable[[Any, Context], method_lib.Method]
   tiny: dict[str, dict]
   needs_transition: bool = False
-  has_stage2: Callable[[Any], bool] = lambda method_config: False
+  stages: Callable[[Any], tuple[Stage, ...]] = one_stage
   sweep_fields: Callable[[Any], tuple[str, ...]] | None = None
 
 
