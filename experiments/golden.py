@@ -135,8 +135,9 @@ def data_cases() -> dict[str, dict]:
 
 
 def noise_cases() -> dict[str, dict]:
-  import ml_collections  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
 
@@ -169,6 +170,7 @@ INIT_MODELS = (("mlp", (8, 8, 1)), ("small_cnn", (28, 28, 1)))
 
 def init_cases() -> dict[str, dict]:
   import jax  # pylint: disable=g-import-not-at-top
+
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
 
   out = {}
@@ -220,6 +222,7 @@ def loss_cases(settings: dict[str, tuple] | None = None, *, x64: bool = True) ->
 def _loss_cases(settings):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.core import losses  # pylint: disable=g-import-not-at-top
 
   logits, one_hot, soft = _loss_inputs()
@@ -284,6 +287,7 @@ def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
   """The `runs/NAME` cases (all, or those of `names`), each run in float64 (noisy_jax.core.precision; x64=False: in
   float32, to measure what float32 would drift; never stored)."""
   import jax  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
 
   out = {}

@@ -30,7 +30,6 @@ from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
 
-
 # One tiny case per registered method: the first of its MethodSpec.tiny (a method added to the registry is compared
 # here without a line of this file).
 REGISTERED = [next(iter(spec.tiny)) for spec in registry.SPECS.values()]

@@ -41,12 +41,13 @@ def main():
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_table as label_table_lib  # pylint: disable=g-import-not-at-top
-  from noisy_jax.methods import truncated_lq
-  from noisy_jax.methods import plain_loss
   from noisy_jax.methods import joint_optimization
+  from noisy_jax.methods import plain_loss
+  from noisy_jax.methods import truncated_lq
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.train import loop
   from noisy_jax.train import optim

@@ -17,7 +17,8 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
@@ -26,8 +27,8 @@ from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import inputs
 from noisy_jax.experiment import runs
-from noisy_jax.methods import truncated_lq
 from noisy_jax.methods import joint_optimization
+from noisy_jax.methods import truncated_lq
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib

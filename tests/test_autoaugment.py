@@ -13,14 +13,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from PIL import Image
 import pytest
 import torch
-from PIL import Image
 
 from noisy_jax import data
-from noisy_jax.core import autoaugment, image_ops
-
+from noisy_jax.core import autoaugment
+from noisy_jax.core import image_ops
 import torchvision_reference as tv
+
+# isort: split
+# torchvision after torchvision_reference, which makes it importable beside a CPU torch.
 from torchvision.transforms import autoaugment as torchvision_v1
 
 KEY = jax.random.key(20260526)
@@ -307,7 +310,9 @@ def _sop_value(op: str, level: int):
 
 def _sop_pil(image, op: str, value):
   """augmentations.py's PIL operation `op` with `value`, the sign that matches apply_op's positive magnitude."""
-  from PIL import Image, ImageEnhance, ImageOps  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import ImageEnhance  # pylint: disable=g-import-not-at-top
+  from PIL import ImageOps  # pylint: disable=g-import-not-at-top
 
   affine = {
     "ShearX": (1, value, 0, 0, 1, 0),

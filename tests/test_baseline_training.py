@@ -22,9 +22,9 @@ from noisy_jax.experiment import export
 from noisy_jax.experiment import runs
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import coteaching
+from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import elr
 from noisy_jax.methods import registry
-from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import sop
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import method as method_lib

@@ -452,6 +452,7 @@ def test_due_epochs_and_argument_checks():
 
 def test_orbax_info_records_are_dropped_but_warnings_kept():
   import logging as std_logging
+
   from noisy_jax.train import checkpoint as checkpoint_lib
 
   checkpoint_lib.quiet_orbax_info_logs()

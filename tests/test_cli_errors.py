@@ -28,9 +28,6 @@ import pytest
 import safetensors.numpy
 import torch
 
-import torchvision_reference  # noqa: F401  (torchvision importable beside a CPU torch)
-import torchvision
-
 from experiments import cli
 from experiments.configs import clothing1m_paper
 from experiments.configs import own_data
@@ -40,6 +37,11 @@ from noisy_jax.core import errors
 from noisy_jax.data import inputs
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import runs
+import torchvision_reference  # noqa: F401  (torchvision importable beside a CPU torch)
+
+# isort: split
+# torchvision after torchvision_reference, which makes it importable beside a CPU torch.
+import torchvision
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESNET10_FLAGS = "--config.model.name=imagenet_resnet18 --config.model.kwargs=\"{'blocks_per_stage': (1, 1, 1, 1)}\""

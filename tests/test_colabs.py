@@ -11,8 +11,8 @@ import os
 import sys
 
 import matplotlib.image
-import nbformat
 from nbclient import NotebookClient
+import nbformat
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,11 +19,11 @@ import optax
 import pytest
 import torch
 
-import test_paper_models
 from noisy_jax import models
 from noisy_jax.methods import coteaching
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
 from noisy_jax.train import coteaching_adam
+import test_paper_models
 
 # ---------------------------------------------------------------------------------------------------------------
 # NumPy references, as the original code computes.

@@ -22,7 +22,8 @@ from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
-from test_baseline_training import _close, _digits_config
+from test_baseline_training import _close
+from test_baseline_training import _digits_config
 
 N, C, B = 44, 4, 8  # 5 full batches per network and epoch; 4 examples dropped
 

@@ -256,10 +256,10 @@ def test_comparison_runs_only_the_runs_named(tmp_path):
 def test_baselines_loss_family_config():
   """The robust-loss family's settings: the noise of sym60 / asym40, each row ce.py's run with its loss (the
   papers' CIFAR-10 values), ANL's rows with L1 in place of weight decay; every row builds."""
+  from experiments import readme_tables  # pylint: disable=import-outside-toplevel
   from experiments.configs import alfs_anl_paper  # pylint: disable=import-outside-toplevel
   from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
   from experiments.configs import ce  # pylint: disable=import-outside-toplevel
-  from experiments import readme_tables  # pylint: disable=import-outside-toplevel
   from noisy_jax.methods import registry  # pylint: disable=import-outside-toplevel
 
   for setting, noise in (("losses_sym60", "sym60"), ("losses_asym40", "asym40")):
@@ -279,6 +279,7 @@ def test_per_class_report_of_a_comparisons_exports(tmp_path):
   re-computation from the export's own predictions does; a class with no test example is NaN; a run without an
   export is named."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+
   from experiments import per_class  # pylint: disable=import-outside-toplevel
   from experiments.configs import baselines  # pylint: disable=import-outside-toplevel
   from noisy_jax.experiment import export  # pylint: disable=import-outside-toplevel

@@ -36,7 +36,9 @@ def planted_clusters(seed=0, n=400, d=16, c=4, radius=8.0, noise_rate=0.2):
 
 def probe_pipeline():
   """The probe's model, written out as feature_issues documents it."""
-  from sklearn import linear_model, pipeline, preprocessing  # pylint: disable=g-import-not-at-top
+  from sklearn import linear_model  # pylint: disable=g-import-not-at-top
+  from sklearn import pipeline  # pylint: disable=g-import-not-at-top
+  from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
 
   return pipeline.make_pipeline(
     preprocessing.StandardScaler(),
@@ -403,8 +405,8 @@ def test_probe_limits_the_threads_during_the_fit(monkeypatch):
   """Every BLAS/OpenMP pool threadpoolctl sees holds `threads` threads while LogisticRegression fits (1 by default;
   the pools are set to 2 around the call, so a probe that did not limit them would see 2), and the pools are
   restored afterwards; threads=None leaves them alone."""
-  import threadpoolctl  # pylint: disable=g-import-not-at-top
   from sklearn import linear_model  # pylint: disable=g-import-not-at-top
+  import threadpoolctl  # pylint: disable=g-import-not-at-top
 
   seen = []
   fit = linear_model.LogisticRegression.fit

@@ -19,8 +19,6 @@ import numpy as np
 import optax
 import pytest
 
-import test_real_noisy_data  # the miniature Clothing1M release (its _clothing writer)
-
 from experiments.configs import clothing1m_paper
 from experiments.configs import webvision_paper
 from noisy_jax import models
@@ -28,6 +26,7 @@ from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
+import test_real_noisy_data  # the miniature Clothing1M release (its _clothing writer)
 
 LR, MOMENTUM, WEIGHT_DECAY, SCALE = 0.1, 0.9, 0.01, 0.25
 

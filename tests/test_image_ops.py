@@ -27,7 +27,6 @@ import pytest
 
 from noisy_jax import data
 from noisy_jax.core import image_ops
-
 import torchvision_reference as tv
 
 IMAGES = 8  # per image set

@@ -16,8 +16,10 @@ import pytest
 import torch
 
 from noisy_jax import models
-from noisy_jax.models.imagenet_resnet import ImageNetResNet, ResNet50
-from test_paper_models import assert_same_logits, torch_to_flax
+from noisy_jax.models.imagenet_resnet import ImageNetResNet
+from noisy_jax.models.imagenet_resnet import ResNet50
+from test_paper_models import assert_same_logits
+from test_paper_models import torch_to_flax
 
 WIDTHS, BLOCKS = (64, 128, 256, 512), (3, 4, 6, 3)
 

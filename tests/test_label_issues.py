@@ -7,14 +7,14 @@ import ml_collections
 import numpy as np
 import pytest
 
-import resume_worker
 from experiments.configs import ce
 from noisy_jax import data
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
-from noisy_jax.methods import plain_loss
 from noisy_jax.methods import joint_optimization
+from noisy_jax.methods import plain_loss
+import resume_worker
 
 PROBS = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
 GIVEN = np.array([0, 2, 1, 0])

@@ -10,6 +10,9 @@ that reaches up, even inside a function, fails here. From the bottom:
   train       state, step, epoch program, prediction, `fit`, optimisers, two-network machinery, checkpoints
   methods     each method's objective and state, the two-network methods' epoch programs, the registry
   experiment  runs, comparisons, sweeps, reporting, export, environment
+
+Every import is absolute (`from noisy_jax.core import losses`): a relative one (`from . import x`) would not be seen
+by this reading, so none is allowed.
 """
 
 import ast
@@ -92,6 +95,35 @@ def test_an_upward_import_inside_a_function_is_caught(tmp_path):
   assert upward_imports([(core_losses, "noisy_jax.core.losses")]) == []
   assert upward_imports([(str(reaching), "noisy_jax.core.losses")]) == [
     f"noisy_jax.core.losses:{line} (core) imports noisy_jax.train (train), a higher layer"
+  ]
+
+
+def relative_imports(source: str) -> list[str]:
+  """`line: from .module import names` for each relative import in the Python `source`, at any depth."""
+  return [
+    f"{node.lineno}: from {'.' * node.level}{node.module or ''} import {', '.join(a.name for a in node.names)}"
+    for node in ast.walk(ast.parse(source))
+    if isinstance(node, ast.ImportFrom) and node.level
+  ]
+
+
+def test_no_relative_imports():
+  found = []
+  for path, module in package_modules():
+    with open(path, encoding="utf-8") as f:
+      found += [f"{module}:{line}" for line in relative_imports(f.read())]
+  assert found == [], f"relative imports (write them as absolute noisy_jax imports): {found}"
+
+
+def test_a_relative_import_is_caught():
+  with open(os.path.join(PACKAGE_DIR, "core", "losses.py"), encoding="utf-8") as f:
+    source = f.read()
+  line = len(source.splitlines()) + 1
+  relative = "from . import noise\n\n\ndef _late():\n  from ..train.loop import fit\n  return fit\n"
+  assert relative_imports(source) == []
+  assert relative_imports(source + relative) == [
+    f"{line}: from . import noise",
+    f"{line + 4}: from ..train.loop import fit",
   ]
 
 

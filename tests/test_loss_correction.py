@@ -174,6 +174,7 @@ def test_the_shared_matrix_defect_where_it_bites():
 
 def _digits_config(method: dict):
   import ml_collections  # pylint: disable=g-import-not-at-top
+
   from experiments.configs import ce  # pylint: disable=g-import-not-at-top
 
   config = ce.get_config()
@@ -186,6 +187,7 @@ def _digits_config(method: dict):
 
 def test_method_needs_a_valid_transition():
   import ml_collections  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 
 import jax
+from jax import test_util as jtu
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import test_util as jtu
 
 import loss_references
 from noisy_jax.core import losses

@@ -22,9 +22,9 @@ from experiments.configs import alfs_anl_paper
 from experiments.configs import clothing1m_paper
 from experiments.configs import coteaching_paper
 from experiments.configs import dividemix_paper
-from experiments.configs import elr_plus_paper
 from experiments.configs import el_paper
 from experiments.configs import elr_paper
+from experiments.configs import elr_plus_paper
 from experiments.configs import gce_paper
 from experiments.configs import jo_paper
 from experiments.configs import loss_correction_paper

@@ -16,8 +16,12 @@ import pytest
 import torch
 
 from noisy_jax import models
-from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
-from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
+from noisy_jax.models.preact_resnet import PreActResNet
+from noisy_jax.models.preact_resnet import PreActResNet32
+from noisy_jax.models.preact_resnet import PreActResNetJO
+from noisy_jax.models.resnet import ResNet
+from noisy_jax.models.resnet import ResNet18
+from noisy_jax.models.resnet import ResNet34
 
 CIFAR = jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32)
 ARCH = {  # name -> (class, widths, blocks per stage, kind)

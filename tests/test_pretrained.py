@@ -24,13 +24,15 @@ import pytest
 import safetensors.numpy
 import torch
 
-import torchvision_reference  # noqa: F401  (torchvision importable beside a CPU torch)
-import torchvision
-
 from noisy_jax import models
 from noisy_jax.experiment import export
 from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.models import pretrained
+import torchvision_reference  # noqa: F401  (torchvision importable beside a CPU torch)
+
+# isort: split
+# torchvision after torchvision_reference, which makes it importable beside a CPU torch.
+import torchvision
 
 SIZE = 64  # ImageNet networks take any size; 64x64 keeps the test fast (maps 32 -> 16 -> 16 / 8 / 4 / 2)
 

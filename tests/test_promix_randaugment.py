@@ -19,12 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import PIL
+from PIL import Image
 import PIL.ImageDraw
 import PIL.ImageEnhance
 import PIL.ImageOps
 import PIL.ImageStat
 import pytest
-from PIL import Image
 
 from noisy_jax.core import autoaugment
 from noisy_jax.core import promix_randaugment as pra

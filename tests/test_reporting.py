@@ -68,7 +68,8 @@ def test_scalars_keep_numbers_only():
 
 def test_event_records_are_byte_equal_to_tensorboards_own():
   """tfevents encodes by hand what tensorboard's protobuf messages and RecordWriter write, byte for byte."""
-  from tensorboard.compat.proto import event_pb2, summary_pb2  # pylint: disable=g-import-not-at-top
+  from tensorboard.compat.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  from tensorboard.compat.proto import summary_pb2  # pylint: disable=g-import-not-at-top
   from tensorboard.summary.writer import record_writer  # pylint: disable=g-import-not-at-top
 
   assert tfevents.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value

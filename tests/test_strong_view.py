@@ -20,8 +20,8 @@ from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import autoaugment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import normalization
-from noisy_jax.methods import sop
 from noisy_jax.methods import plain_loss
+from noisy_jax.methods import sop
 from noisy_jax.train import loop
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import state as state_lib

@@ -22,9 +22,9 @@ from noisy_jax.core import augment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import runs
-from noisy_jax.methods import registry
-from noisy_jax.methods import plain_loss
 from noisy_jax.methods import joint_optimization as joint_optimization_lib
+from noisy_jax.methods import plain_loss
+from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import method as method_lib

@@ -39,6 +39,7 @@ FRAMEWORKS = ("noisy_jax", "torch")
 def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
 
   out = {
@@ -88,6 +89,7 @@ def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
 def _torch_worker(model_name: str, batch_size: int, steps: int) -> dict:
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
   out = {"import_s": time.perf_counter() - _START, "rss_after_import_mb": common.max_rss_mb()}

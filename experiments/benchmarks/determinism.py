@@ -25,6 +25,7 @@ TIMING = ("seconds", "steps_per_second")
 
 def _config(epochs: int, gpu_deterministic: bool):
   import ml_collections  # pylint: disable=g-import-not-at-top
+
   from experiments.configs import ce  # pylint: disable=g-import-not-at-top
 
   config = ce.get_config()
@@ -41,6 +42,7 @@ def _child(epochs: int, gpu_deterministic: bool) -> None:
   """Trains once; prints one JSON line: the records without timings and the final parameters as lists."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
 
   out = runs.run_single(_config(epochs, gpu_deterministic), keep_arrays=True)

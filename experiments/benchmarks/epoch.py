@@ -55,18 +55,20 @@ def main(argv=None):
 
   import types  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
+
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options
   from noisy_jax.train import epoch as epoch_lib
-  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
   n, batch_size, num_classes = args.num_examples, args.batch_size, 10
   rng = np.random.default_rng(0)

@@ -11,15 +11,15 @@ import functools
 import math
 
 import jax
-from jax.sharding import PartitionSpec as P
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 import ml_collections
 import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.methods import plain_loss
 from noisy_jax.methods import joint_optimization
+from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import xla_options
 from noisy_jax.train import method as method_lib

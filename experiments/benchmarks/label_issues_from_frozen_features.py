@@ -87,6 +87,7 @@ def given_labels(setting: str, *, epochs: int, seed: int):
   """(mnist5k training dataset, given labels [N], clean labels [N], noise report) of label_issues_vs_cleanlab."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
 
   ce_config, _ = vs_cleanlab._configs(setting, epochs, seed)  # pylint: disable=protected-access

@@ -112,6 +112,7 @@ def _configs(setting: str, epochs: int, seed: int):
 def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=None):
   """One `fit` of `config.method` on `dataset` with `labels` as the given labels; (state, host table, history, s)."""
   import jax  # pylint: disable=g-import-not-at-top
+
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_table  # pylint: disable=g-import-not-at-top
@@ -146,6 +147,7 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
 def _predict(model, config, dataset, state, images, mesh):
   """Eval-mode softmax of `images` by the trained `state`, normalised as `fit` normalised `dataset`."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
   from noisy_jax.parallel import xla_options  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import predict as predict_lib  # pylint: disable=g-import-not-at-top
@@ -247,6 +249,7 @@ def run_setting(setting: str, *, epochs: int, seed: int, cleanlab, mesh, log) ->
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from sklearn.model_selection import StratifiedKFold  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
 
   ce_config, jo_config = _configs(setting, epochs, seed)

@@ -46,12 +46,13 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options
   from noisy_jax.train import epoch as epoch_lib
-  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
   dataset = data.standardize(data.load("mnist5k"), "per_channel")
   x_train = np.array(dataset.x_train, np.float32)  # a writable copy (torch.from_numpy)

@@ -268,6 +268,7 @@ class RssSampler:
 def _resident_child(dtype_name: str, num_examples: int, conn) -> None:
   """In a fresh (spawned) process: RSS before/after jax.device_put of a fresh [N, 32, 32, 3] array."""
   import gc  # pylint: disable=g-import-not-at-top
+
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import psutil  # pylint: disable=g-import-not-at-top
@@ -361,12 +362,16 @@ def main(argv=None):
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
 
   import warnings  # pylint: disable=g-import-not-at-top
+
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from PIL import Image  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import image_files  # pylint: disable=g-import-not-at-top
@@ -375,8 +380,6 @@ def main(argv=None):
   from noisy_jax.parallel import streaming  # pylint: disable=g-import-not-at-top
   from noisy_jax.parallel import xla_options
   from noisy_jax.train import epoch as epoch_lib
-  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 
   folder = ensure_folder(data_dir, args.num_files)
   print(

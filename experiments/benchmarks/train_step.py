@@ -47,6 +47,7 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
   from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
 

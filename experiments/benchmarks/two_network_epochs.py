@@ -72,11 +72,11 @@ def main(argv=None):
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import disc  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import dividemix_train  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import promix_train  # pylint: disable=g-import-not-at-top
-  from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options

@@ -26,9 +26,9 @@ def main(argv=None):
   args, threads = common.step_variants_args(__doc__.splitlines()[0], argv)
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from noisy_jax.methods import sop
-  from noisy_jax.methods import elr
   from noisy_jax.methods import coteaching as coteaching_lib
+  from noisy_jax.methods import elr
+  from noisy_jax.methods import sop
 
   coteaching = coteaching_lib.method(forget_rate=0.5, num_epochs=10)
   variants = {

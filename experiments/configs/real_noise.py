@@ -64,6 +64,7 @@ def get_config(
   relabelled targets) with the whole recipe, its lr steps included (REFERENCE §2); other methods take the recipe.
   """
   from ml_collections import ConfigDict  # pylint: disable=g-import-not-at-top
+
   from experiments.configs import base  # pylint: disable=g-import-not-at-top
 
   config = base.get_shared()

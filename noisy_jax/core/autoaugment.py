@@ -49,9 +49,9 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, Mapping, NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax.core import disc_randaugment as disc_pool
 from noisy_jax.core import image_ops

@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax.core import _checks
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 # The operations of torchvision's RandAugment in its order, then Invert (AutoAugment only).
 OP_NAMES = tuple(

@@ -77,10 +77,10 @@ import math
 import numbers
 from typing import NamedTuple
 
-import numpy as np
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax.core import image_ops
 

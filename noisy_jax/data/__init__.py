@@ -29,9 +29,9 @@ from noisy_jax.data import embedded
 from noisy_jax.data import tfds_data
 from noisy_jax.data import webvision
 from noisy_jax.data.arrays import Dataset
-from noisy_jax.data.arrays import STANDARDIZE_MODES
 from noisy_jax.data.arrays import from_arrays
 from noisy_jax.data.arrays import standardize
+from noisy_jax.data.arrays import STANDARDIZE_MODES
 from noisy_jax.data.arrays import stratified_split
 
 DATASETS: dict[str, Callable[..., Dataset]] = {

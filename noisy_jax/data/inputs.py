@@ -29,7 +29,6 @@ from noisy_jax.core import errors
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.core import pseudo_labels as pseudo_labels_lib
 
-
 # config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.core.pseudo_labels): a fraction `rate` of the
 # training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
 PSEUDO_LABEL_NOISE = "pseudo_labels"

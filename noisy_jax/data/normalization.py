@@ -54,6 +54,7 @@ class Normalization:
     """codes [..., example shape] (any dtype) -> float32 normalised inputs (precision.float_dtype(): float64 with
     x64 on), with jax.numpy (inside jit)."""
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
     from noisy_jax.core import precision  # pylint: disable=g-import-not-at-top  (jax only where the caller uses it)
 
     dtype = precision.float_dtype()

@@ -133,6 +133,7 @@ def _data_source(tfds_name: str, split: str, data_dir):
 def _fit_image(image, image_size: int, where: str) -> np.ndarray:
   """uint8 [H, W, C] (C = 1 or 3) -> [S, S, C]: shorter side resized to S, centre crop (noisy_jax.data.images)."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   from noisy_jax.data import images as images_lib  # pylint: disable=g-import-not-at-top
 
   image = np.asarray(image, np.uint8)

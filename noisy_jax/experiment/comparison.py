@@ -21,10 +21,11 @@ from noisy_jax.core import errors
 from noisy_jax.data import inputs
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
+from noisy_jax.experiment.runs import check_before_data  # pylint: disable=g-importing-member
+from noisy_jax.experiment.runs import run_single  # pylint: disable=g-importing-member
+from noisy_jax.experiment.runs import total_epochs  # pylint: disable=g-importing-member
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.experiment.runs import check_before_data, run_single, total_epochs  # pylint: disable=g-importing-member
-
 
 TABLE_COLUMNS = (  # (summary key, header, format)
   ("best_test_accuracy", "best test", "{:.2%}"),

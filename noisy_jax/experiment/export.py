@@ -47,8 +47,8 @@ import dataclasses
 import json
 import os
 import shutil
-import uuid
 from typing import Any, Callable, Sequence
+import uuid
 
 import flax
 import flax.traverse_util

@@ -55,10 +55,10 @@ Defects of the original code and what is done about each (never reproduced silen
 
 from __future__ import annotations
 
-import numpy as np
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 from noisy_jax.core import _checks
 from noisy_jax.core import losses as losses_lib

@@ -16,15 +16,23 @@ import flax.linen as nn
 
 from noisy_jax.core import _checks
 from noisy_jax.core import precision
-from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
-from noisy_jax.models.apl_cnn import APLCNN, APLCNNMnist
+from noisy_jax.models.apl_cnn import APLCNN
+from noisy_jax.models.apl_cnn import APLCNNMnist
 from noisy_jax.models.coteaching_cnn import CoteachingCNN
-from noisy_jax.models.imagenet_resnet import ImageNetResNet, ImageNetResNet18, ImageNetResNet34, ResNet50
+from noisy_jax.models.imagenet_resnet import ImageNetResNet
+from noisy_jax.models.imagenet_resnet import ImageNetResNet18
+from noisy_jax.models.imagenet_resnet import ImageNetResNet34
+from noisy_jax.models.imagenet_resnet import ResNet50
 from noisy_jax.models.mlp import MLP
-from noisy_jax.models.preact_resnet import PreActResNet, PreActResNet32, PreActResNetJO
+from noisy_jax.models.preact_resnet import PreActResNet
+from noisy_jax.models.preact_resnet import PreActResNet32
+from noisy_jax.models.preact_resnet import PreActResNetJO
 from noisy_jax.models.pseudo_head import WithPseudoHead
-from noisy_jax.models.resnet import ResNet, ResNet18, ResNet34
+from noisy_jax.models.resnet import ResNet
+from noisy_jax.models.resnet import ResNet18
+from noisy_jax.models.resnet import ResNet34
 from noisy_jax.models.small_cnn import SmallCNN
+from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 
 MODELS: dict[str, type[nn.Module]] = {
   "mlp": MLP,

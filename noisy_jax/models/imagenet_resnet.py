@@ -62,7 +62,11 @@ import jax.numpy as jnp
 
 from noisy_jax.core import precision
 from noisy_jax.models.apl_cnn import torch_default_bias_init
-from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, BasicBlock, batch_norm, check_stages, conv
+from noisy_jax.models.resnet import BasicBlock
+from noisy_jax.models.resnet import batch_norm
+from noisy_jax.models.resnet import check_stages
+from noisy_jax.models.resnet import conv
+from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS
 
 # torchvision's ResNet conv init: kaiming_normal_(mode='fan_out', nonlinearity='relu') = N(0, 2 / (k * k * C_out)).
 HE_NORMAL_FAN_OUT = nn.initializers.variance_scaling(2.0, "fan_out", "normal")

@@ -25,7 +25,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from noisy_jax.core import precision
-from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS, batch_norm, check_stages, conv
+from noisy_jax.models.resnet import batch_norm
+from noisy_jax.models.resnet import check_stages
+from noisy_jax.models.resnet import conv
+from noisy_jax.models.resnet import XLA_CPU_COMPILER_OPTIONS
 
 
 class PreActBlock(nn.Module):

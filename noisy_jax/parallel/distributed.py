@@ -35,7 +35,9 @@ from typing import Any, Sequence
 
 import jax
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
 
 ENV_MULTIHOST = "NOISY_JAX_MULTIHOST"

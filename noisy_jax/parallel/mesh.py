@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import jax
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from noisy_jax.parallel import distributed
-
 
 AXIS = "batch"
 

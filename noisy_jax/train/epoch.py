@@ -9,7 +9,8 @@ from typing import Callable
 import jax
 from jax import lax
 import jax.numpy as jnp
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from noisy_jax.core import _checks

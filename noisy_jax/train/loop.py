@@ -23,13 +23,14 @@ from noisy_jax.parallel import distributed
 from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
 from noisy_jax.parallel import xla_options
+from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
+from noisy_jax.parallel.mesh import replicate  # pylint: disable=g-importing-member
 from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import members as members_lib
+from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
 from noisy_jax.train import predict as predict_lib
-from noisy_jax.parallel.mesh import AXIS, replicate  # pylint: disable=g-importing-member
-from noisy_jax.train import method as method_lib
 from noisy_jax.train import state as state_lib
 from noisy_jax.train import table_metrics as table_metrics_lib
 from noisy_jax.train import views as views_lib
