@@ -163,7 +163,9 @@ def test_pair_step_equals_two_single_steps_with_exchanged_masks(member_map, plus
   for m, keep in enumerate((keep_1, keep_2)):  # network m alone, on its peer's selection
     single = method_lib.Method(
       name="fixed_mask",
-      objective=lambda z, y, w, v, a=None, keep=keep: coteaching.coteaching_loss(losses.cross_entropy(z, y), keep),
+      objective=method_lib.batch_objective(
+        lambda z, y, w, v, a=None, keep=keep: coteaching.coteaching_loss(losses.cross_entropy(z, y), keep)
+      ),
     )
     expected, _, _ = step_lib.train_step(
       nets[m], table, images, indices, valid, method=single, epoch=epoch, axis_name=None

@@ -182,7 +182,7 @@ def test_table_update_divides_and_label_evidence_is_the_mean_of_both_views():
   np.testing.assert_allclose(rows["disc_w_confidence"], 1.0 / N)  # the original's first thresholds
   assert tuple(method.init_rows(None, N, C)) == disc.ROWS  # the documented layout of the state
   np.testing.assert_array_equal(updated.soft_labels, table.soft_labels)  # DISC never relabels the table
-  assert method.update_due(1) and method.strong_view and method.extra_forwards
+  assert method.update_due(1) and method.strong_view
 
   issues = label_issues.from_run(method, jax.device_get(updated))
   probs = (np.asarray(rows["disc_w_probs"], np.float64) + np.asarray(rows["disc_s_probs"], np.float64)) / 2
@@ -193,7 +193,7 @@ def test_table_update_divides_and_label_evidence_is_the_mean_of_both_views():
 def test_registry_builds_disc_from_its_fields_and_refuses_bad_values():
   config = ml_collections.ConfigDict({"name": "disc", "start_epoch": 5, "momentum": 0.95, "lamd_h": 0.2})
   built = registry.make(config, num_classes=C, num_examples=N)
-  assert built.name == "disc" and built.strong_view and built.extra_forwards
+  assert built.name == "disc" and built.strong_view
   with pytest.raises(ValueError, match="num_examples=N"):
     registry.make(config, num_classes=C)
   for field, value in (("momentum", 1.5), ("start_epoch", -1), ("mixup_alpha", -1.0), ("gce_q", 0.0)):

@@ -15,11 +15,11 @@ from noisy_jax.train import method as method_lib
 
 
 def _two_view_method(program: method_lib.EpochProgram) -> method_lib.Method:
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, strong_logits=None):
-    del strong_logits, epoch
-    return plain_loss.method("cross_entropy").objective(logits, soft_labels, weights, valid, axis_name), rows
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, strong_logits=None, **unused):
+    del strong_logits, unused
+    return plain_loss.method("cross_entropy").objective(logits, soft_labels, weights, valid, axis_name, rows=rows)
 
-  return method_lib.Method(name="two_views", objective=objective, extended=True, strong_view=True, program=program)
+  return method_lib.Method(name="two_views", objective=objective, strong_view=True, program=program)
 
 
 def _view(key, codes, rows):

@@ -395,7 +395,7 @@ def method(
   if int(init_epoch) < 0:
     raise ValueError(f"init_epoch={init_epoch!r} must be >= 0 (the 0-based epoch where Co-teaching+ starts).")
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, **unused):
     del weights
     rate = schedule[jnp.clip(epoch - 1, 0, schedule.shape[0] - 1)]
     per_example = jax.vmap(losses_lib.cross_entropy, in_axes=(0, None))(logits, soft_labels)  # [2, B]
@@ -422,7 +422,6 @@ def method(
   return method_lib.Method(
     name="coteaching_plus" if plus else "coteaching",
     objective=objective,
-    extended=True,
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
   )

@@ -438,14 +438,12 @@ def method(
   return method_lib.Method(
     name="disc",
     objective=objective,
-    extended=True,
     init_rows=lambda key, num_rows, num_classes: init_rows(num_rows, num_classes, num_examples),
     row_update=lambda rows, rows_out, grads: rows_out,
     table_update=lambda table, train_probs: table_update(table, sigma=sigma, momentum=momentum),
     update_due=lambda epoch: True,
     label_evidence=label_evidence,
     strong_view=True,
-    extra_forwards=True,
   )
 
 

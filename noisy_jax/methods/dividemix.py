@@ -374,7 +374,7 @@ def pair_warmup_objective(*, penalty: bool, clamp_logits: bool = False):
     objective(logits [2, B, C], soft_labels [B, C], weights, valid [B], axis_name, *, rows, epoch) -> (loss, rows).
   """
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, **unused):
     del weights, epoch
     loss = 0.0
     for m in range(2):

@@ -309,7 +309,6 @@ def method(settings: DividemixSettings) -> method_lib.Method:
   return method_lib.Method(
     name="dividemix",
     objective=dm.pair_warmup_objective(penalty=settings.warmup_penalty),
-    extended=True,
     init_rows=lambda key, rows, classes: init_rows(rows, window),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,

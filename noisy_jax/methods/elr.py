@@ -365,7 +365,7 @@ def method(*, lam: float = 3.0, beta: float = 0.7) -> method_lib.Method:
   _checks.check_range("lam", lam, 0.0, np.inf)
   _checks.check_range("beta", beta, 0.0, 1.0)
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, **unused):
     del epoch
     targets = updated_rows(rows["elr_targets"], jax.nn.softmax(logits), beta=beta)
     per_example = elr_loss(logits, soft_labels, targets, lam=lam)
@@ -374,7 +374,6 @@ def method(*, lam: float = 3.0, beta: float = 0.7) -> method_lib.Method:
   return method_lib.Method(
     name="elr",
     objective=objective,
-    extended=True,
     init_rows=lambda key, rows, classes: {"elr_targets": init_targets(rows, classes)},
     row_update=lambda rows, rows_out, grads: rows_out,
   )

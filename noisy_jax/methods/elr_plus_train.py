@@ -253,7 +253,7 @@ def method(settings: ElrPlusSettings, *, num_classes: int) -> method_lib.Method:
       raise ValueError(f"{name}={value!r} must be an integer >= 0.")
   settings = settings.resolved(num_classes)
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, **unused):
     del weights, epoch
     loss, targets = 0.0, rows[TARGETS]
     for m in range(2):
@@ -274,7 +274,6 @@ def method(settings: ElrPlusSettings, *, num_classes: int) -> method_lib.Method:
   return method_lib.Method(
     name="elr_plus",
     objective=objective,
-    extended=True,
     init_rows=lambda key, rows, classes: init_rows(rows, classes),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,

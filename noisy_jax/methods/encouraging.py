@@ -19,7 +19,7 @@ def method(*, log_end: float = 0.75, label_smoothing: float = 0.0) -> method_lib
     per_example = losses.encouraging_loss(logits, soft_labels, log_end=log_end)
     return method_lib.weighted_batch_mean(per_example, weights, valid, axis_name)
 
-  return method_lib.Method(name="encouraging", objective=objective)
+  return method_lib.Method(name="encouraging", objective=method_lib.batch_objective(objective))
 
 
 SPEC = spec_lib.MethodSpec(

@@ -85,7 +85,7 @@ def method(
     jnp.float32,
   )
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch):
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, **unused):
     del weights
     rate = schedule[jnp.clip(epoch - 1, 0, schedule.shape[0] - 1)]
     loss, _ = jocor_loss(logits[0], logits[1], soft_labels, valid, rate, co_lambda=co_lambda, axis_name=axis_name)
@@ -94,7 +94,6 @@ def method(
   return method_lib.Method(
     name="jocor",
     objective=objective,
-    extended=True,
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
   )

@@ -66,7 +66,7 @@ def method(
 
   return method_lib.Method(
     name="joint_optimization",
-    objective=objective,
+    objective=method_lib.batch_objective(objective),
     history_length=history_length,
     table_update=(
       (lambda table, probs: label_table_lib.relabel_top_k(table, relabel_k))

@@ -131,7 +131,7 @@ def method(*, correction: str, transition) -> method_lib.Method:
   def objective(logits, soft_labels, weights, valid, axis_name=None):
     return method_lib.weighted_batch_mean(per_example(logits, soft_labels), weights, valid, axis_name)
 
-  return method_lib.Method(name=f"{correction}_correction", objective=objective)
+  return method_lib.Method(name=f"{correction}_correction", objective=method_lib.batch_objective(objective))
 
 
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:

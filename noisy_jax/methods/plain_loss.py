@@ -25,7 +25,7 @@ def method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> me
     return method_lib.weighted_batch_mean(loss_fn(logits, soft_labels, **loss_kwargs), weights, valid, axis_name)
 
   name = loss_name if not label_smoothing else f"{loss_name}+label_smoothing"
-  return method_lib.Method(name=name, objective=objective)
+  return method_lib.Method(name=name, objective=method_lib.batch_objective(objective))
 
 
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:

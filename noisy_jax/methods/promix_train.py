@@ -395,7 +395,6 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
     objective=dividemix.pair_warmup_objective(
       penalty=settings.warmup_penalty, clamp_logits=settings.penalty_clamps_logits
     ),
-    extended=True,
     init_rows=lambda key, rows, classes: init_rows(rows),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,

@@ -274,8 +274,8 @@ def method(
   _checks.check_range("lr_v", lr_v, 0.0, np.inf)
   _checks.check_range("init_std", init_std, 0.0, np.inf)
 
-  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, strong_logits=None):
-    del epoch
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows, epoch, strong_logits=None, **unused):
+    del epoch, unused
     ce, mse = sop_loss(logits, soft_labels, rows["sop_u"], rows["sop_v"])
     loss = method_lib.weighted_batch_mean(ce + mse, weights, valid, axis_name)
     if ratio_balance:
@@ -301,7 +301,6 @@ def method(
   return method_lib.Method(
     name="sop",
     objective=objective,
-    extended=True,
     init_rows=init_rows,
     row_update=row_update,
     rows_trainable=True,

@@ -47,7 +47,7 @@ def method(
 
   return method_lib.Method(
     name="truncated_lq",
-    objective=objective,
+    objective=method_lib.batch_objective(objective),
     table_update=lambda table, probs: prune_weights(table, probs, k=k),
     update_due=update_due,
     needs_train_probs=True,

@@ -45,7 +45,7 @@ EPOCH_MODES = ("auto", "scan", "steps")
 # split(key)[i] == fold_in(key, i) with JAX's default partitionable threefry); the epoch's augmentation uses its child
 # number AUGMENT_STREAM, a different stream, so the data order is the same with and without augmentation.
 AUGMENT_STREAM = 0x61756721
-# The stream of the methods' own randomness in a step (Method.extra_forwards: DISC's mixup).
+# The stream of the methods' own randomness in a step (the objective's `key`: DISC's mixup).
 METHOD_STREAM = 0x6D746864
 
 
@@ -166,7 +166,7 @@ def make_epoch_fn(
       table_axis=AXIS if shard_table else None,
       member_map=member_map,
       strong_images=strong,
-      method_key=method_key(key, step) if method.extra_forwards else None,
+      method_key=method_key(key, step),
     )
 
   def local_step(state, table, images, indices, valid, epoch, key, step):

@@ -3,17 +3,27 @@
 The trainer (noisy_jax.train) knows a method only through this record; noisy_jax.methods.registry builds one from
 `config.method`.
 
-Methods with per-example state (ELR, SOP) or two networks (Co-teaching) have an *extended* objective
-(`method_lib.Method.extended`), called as objective(logits, soft_labels, weights, valid, axis_name, rows=..., epoch=...)
-and returning (loss, rows_out): `rows` are the batch's method rows {name: [B, ...]} (differentiated when
-`rows_trainable`), `epoch` the 1-based epoch; `row_update(rows, rows_out, row_grads)` gives the rows written
-back. With `num_networks = 2` the logits are the pair's [2, B, C] and the loss the sum of both networks' losses
-(each network's parameters get the gradient of its own).
+Every method's objective is called by the step (noisy_jax.train.step) the same way:
 
-The batch objective has the signature
-  objective(logits [B, C], soft_labels [B, C], weights [B], valid [B], axis_name) -> scalar
-and returns the loss of the *global* batch: sums are `psum`-ed over `axis_name` (the device axis) and divided by
-the global number of valid rows. Padding rows (valid = 0) contribute nothing.
+  objective(logits, soft_labels [B, C], weights [B], valid [B], axis_name, *, rows, epoch, images, key, forward,
+            [strong_logits, strong_images]) -> (loss, rows_out)
+
+and returns the loss of the *global* batch (sums `psum`-ed over `axis_name`, the device axis, and divided by the
+global number of valid rows; padding rows, valid = 0, contribute nothing) and the batch's method rows as the
+method wants them written back. The keyword arguments are what the step has of the batch; an objective takes the
+ones it reads and `**unused` for the rest:
+  rows: the batch's method rows {name: [B, ...]} (LabelTable.method_rows; differentiated when `rows_trainable`);
+  epoch: the 1-based epoch (Co-teaching's forget rate);
+  images: the batch's inputs [B, ...] (weak view); key: the step's own key for the method's randomness (DISC's mixup);
+  forward(x [B, ...], mask bool [B]) -> logits: another train-mode pass of the parameters being differentiated
+    (noisy_jax.train.step);
+  strong_logits, strong_images: the strong view's logits and inputs, for a method with `strong_view`.
+With `num_networks = 2` the logits are the pair's [2, B, C] and the loss the sum of both networks' losses (each
+network's parameters get the gradient of its own). `row_update(rows, rows_out, row_grads)` gives the rows written
+back.
+
+Most methods are a loss of the batch alone, objective(logits, soft_labels, weights, valid, axis_name) -> scalar:
+`batch_objective` makes one a method's objective.
 """
 
 from __future__ import annotations
@@ -39,6 +49,17 @@ def weighted_batch_mean(per_example: jax.Array, weights: jax.Array, valid: jax.A
   total = _psum(jnp.sum(per_example * weights.astype(per_example.dtype) * valid), axis_name)
   count = _psum(jnp.sum(valid), axis_name)
   return total / jnp.maximum(count, 1.0)
+
+
+def batch_objective(loss: Callable[..., jax.Array]) -> Callable:
+  """The method objective (module docstring) of a loss of the batch alone, `loss(logits, soft_labels, weights,
+  valid, axis_name) -> scalar`: the same loss, the rows returned as they came."""
+
+  def objective(logits, soft_labels, weights, valid, axis_name=None, *, rows=None, **unused):
+    del unused
+    return loss(logits, soft_labels, weights, valid, axis_name), rows
+
+  return objective
 
 
 def _same_state(state):
@@ -87,8 +108,6 @@ class Method:
       `update_due(epoch)` is true (epochs are 1-based). None: the table never changes.
     needs_train_probs: whether `table_update` needs the softmax of the whole training set.
     prune_params: for truncated Lq, which parameters compute those probabilities ('best_val' or 'current').
-    stage2: whether the trainer runs Joint Optimization's second stage after this one.
-    extended: the objective takes `rows` and `epoch` and returns (loss, rows_out) (module docstring).
     init_rows: None, or `(key, num_rows, num_classes) -> {name: [num_rows, ...]}`, the method's per-example state
       (LabelTable.method_rows) before training.
     row_update: `(rows, rows_out, row_grads) -> rows` of the batch, written back after the step (row_grads: the
@@ -99,14 +118,11 @@ class Method:
     program: how its epochs run (`EpochProgram`): the shared program, or its own around it.
     label_evidence: None, or `(host table) -> label_issues.MethodEvidence`, the method's own verdict on its labels
       for WORKDIR/label_issues.csv (ELR+, DivideMix: their epochs record no prediction history).
-    strong_view: the method trains on two views of each example (SOP+): the step forwards the weak and the strong
-      view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the extended
-      objective the strong view's logits as `strong_logits` (the weak view's are `logits`; the history, the metrics
-      and the table see the weak view only). Needs `extended`. A method with its own epoch program gets the view as
-      the program's `strong_view` option instead (ProMix), and its warm-up epochs train on the weak view only.
-    extra_forwards: the extended objective may run more forward passes of the network in the step (DISC's mixup):
-      it also gets `images`, `strong_images` (with strong_view), the step's `key` and `forward(x, mask)`
-      (noisy_jax.train.step). One network only; needs `extended`.
+    strong_view: the method trains on two views of each example (SOP+, DISC): the step forwards the weak and the
+      strong view (config.augment.strong, noisy_jax.train.views) as one batch [weak; strong] and gives the objective
+      the strong view's logits as `strong_logits` and its inputs as `strong_images` (the weak view's are `logits`;
+      the history, the metrics and the table see the weak view only). A method with its own epoch program gets the
+      view as the program's `strong_view` option instead (ProMix), and its warm-up epochs train on the weak view only.
   """
 
   name: str
@@ -116,8 +132,6 @@ class Method:
   update_due: Callable[[int], bool] = lambda epoch: False
   needs_train_probs: bool = False
   prune_params: str = "current"
-  stage2: bool = False
-  extended: bool = False
   init_rows: Callable | None = None
   row_update: Callable | None = None
   rows_trainable: bool = False
@@ -125,13 +139,6 @@ class Method:
   program: EpochProgram = SHARED_PROGRAM
   label_evidence: Callable | None = None
   strong_view: bool = False
-  extra_forwards: bool = False
-
-  def __post_init__(self):
-    if self.strong_view and not self.extended:
-      raise ValueError(f"method {self.name!r}: strong_view needs an extended objective (it takes strong_logits).")
-    if self.extra_forwards and (not self.extended or self.num_networks != 1):
-      raise ValueError(f"method {self.name!r}: extra_forwards needs an extended objective and one network.")
 
   @property
   def relabels_from_history(self) -> bool:

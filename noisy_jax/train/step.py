@@ -38,28 +38,27 @@ def train_step(
     table: replicated, or this device's rows of a row-sharded table (`table_axis`).
     images: [b, ...] this device's inputs; indices [b] their rows in the table; valid [b] False for padding.
     epoch: scalar int, the 1-based epoch: the history slot that predictions are recorded into (ring position
-      epoch % H), and the epoch an extended objective sees (Co-teaching's forget rate).
+      epoch % H), and the epoch the objective sees (Co-teaching's forget rate).
     axis_name: the device axis (None outside any mapping).
-    table_axis: None (replicated table) or the axis its rows are split over (noisy_jax.parallel.table_sharding): reads
-    and
-      writes then go through label_table.sharded_targets / sharded_record / sharded_*_rows.
+    table_axis: None (replicated table) or the axis its rows are split over (noisy_jax.parallel.table_sharding):
+      reads and writes then go through label_table.sharded_targets / sharded_record / sharded_*_rows.
     member_map: how a two-network method maps its forward pass over the pair ('vmap' or 'loop',
-    noisy_jax.train.members).
+      noisy_jax.train.members).
     strong_images: None, or [b, ...] the strong view of the same examples (a method with `strong_view`): forwarded
       with `images` as one batch [2b, ...], as SOP+'s original does (BatchNorm statistics over both views).
-    method_key: the step's key for a method with `extra_forwards` (its own randomness: DISC's mixup); the same on
+    method_key: the step's key for the method's own randomness (DISC's mixup), the objective's `key`; the same on
       every device.
 
-  A method's per-example state (table.method_rows: ELR's targets, SOP's u and v) is read for the batch, given to the
-  extended objective (differentiated with the parameters when `rows_trainable`), updated by `method.row_update` and
-  written back like the history: the (all-gathered) rows of the global batch, padding rows dropped.
-
-  A method with `extra_forwards` (one network) also gets, as keyword arguments of its extended objective,
-  `images` [b, ...] (and `strong_images`), `key` (method_key) and `forward(x [b, ...], mask bool [b]) -> logits
-  [b, C]`: another train-mode pass of the parameters being differentiated, every BatchNorm layer normalising with
-  the statistics of the mask's rows (noisy_jax.models.masked_batch_norm; psum-ed over the devices as the model's
-  own layers are). The running statistics are chained through the passes in call order, starting from the step's
-  own pass, as a PyTorch model in train mode updates them at every forward.
+  The objective gets what the step has of the batch (noisy_jax.train.method): a method's per-example state
+  (table.method_rows: ELR's targets, SOP's u and v), differentiated with the parameters when `rows_trainable`,
+  updated by `method.row_update` and written back like the history (the all-gathered rows of the global batch,
+  padding rows dropped); the epoch; `images` [b, ...] (and `strong_images`); `key` (method_key); and
+  `forward(x [b, ...], mask bool [b]) -> logits`: another train-mode pass of the parameters being differentiated
+  (for one network; no two-network method calls it), every BatchNorm layer normalising with the statistics of the
+  mask's rows (noisy_jax.models.masked_batch_norm; psum-ed over the devices as the model's own layers are). The
+  running statistics are chained through the passes in call order, starting from the step's own pass, as a
+  PyTorch model in train mode updates them at every forward; an objective that never calls `forward` leaves the
+  step's own.
   """
   soft_labels, weights, rows = label_table_lib.read_batch(table, indices, table_axis=table_axis)
   pair = method.num_networks > 1
@@ -69,8 +68,6 @@ def train_step(
       f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
       "config.augment.strong gives it (noisy_jax.train.views)."
     )
-  if method.extra_forwards and (pair or method_key is None):
-    raise ValueError(f"method {method.name!r}: extra_forwards needs one network and the step's method_key.")
   inputs = images if strong_images is None else jnp.concatenate([images, strong_images.astype(images.dtype)])
 
   def forward(params, batch_stats, x=inputs):
@@ -87,22 +84,28 @@ def train_step(
     views = {}
     if strong_images is not None:  # [..., 2b, C]: the weak view's rows, then the strong view's
       logits, views["strong_logits"] = jnp.split(logits, 2, axis=-2)
+      views["strong_images"] = strong_images.astype(images.dtype)
     chained = [batch_stats]  # the running statistics after each pass, the step's own first
-    if method.extra_forwards:
 
-      def masked_forward(x, mask):
-        with masked_batch_norm.statistics_over(mask):
-          out, stats = forward(params, chained[-1], x)
-        chained.append(stats)
-        return out
+    def masked_forward(x, mask):  # traced only when the objective calls it
+      with masked_batch_norm.statistics_over(mask):
+        out, stats = forward(params, chained[-1], x)
+      chained.append(stats)
+      return out
 
-      views.update(images=images, key=method_key, forward=masked_forward)
-      if strong_images is not None:
-        views["strong_images"] = strong_images.astype(images.dtype)
-    if method.extended:
-      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name, rows=rows, epoch=epoch, **views)
-    else:
-      loss, rows_out = method.objective(logits, soft_labels, weights, valid, axis_name), rows
+    loss, rows_out = method.objective(
+      logits,
+      soft_labels,
+      weights,
+      valid,
+      axis_name,
+      rows=rows,
+      epoch=epoch,
+      images=images,
+      key=method_key,
+      forward=masked_forward,
+      **views,
+    )
     return loss, (chained[-1], (logits, rows_out))
 
   state, loss, (logits, rows_out), row_grads = update_lib.update(
