@@ -59,3 +59,14 @@ def test_stages_that_make_no_run_are_refused_with_the_reason(stages, problem):
 def test_a_stage_table_start_outside_the_choices_is_refused():
   with pytest.raises(ValueError, match=r"table='labels'; allowed: \('noisy', 'previous'\)"):
     spec_lib.Stage("a", table="labels")
+
+
+@pytest.mark.parametrize("field, value", [("network", "previous"), ("product_from", "best")])
+def test_a_stage_network_or_product_source_outside_the_choices_is_refused(field, value):
+  with pytest.raises(ValueError, match=f"{field}={value!r}; allowed"):
+    spec_lib.Stage("a", **{field: value})
+
+
+def test_the_first_stage_cannot_start_from_a_previous_network():
+  with pytest.raises(ValueError, match="previous stage's table or network"):
+    spec_lib.check_stages((spec_lib.Stage("a", network="previous_best", delivers=True, scores_labels=True),), "m")

@@ -211,11 +211,12 @@ def run_single(
         log_fn=None if stage.auxiliary else log,
         checkpoint_dir=checkpoint_dir(stage),
         on_resume=None if stage.auxiliary else on_resume,
-        init_variables=init_variables,
+        init_variables=init_variables if stage.network == "fresh" else previous_network(previous, stage.network),
         skipped_files=None if stage.auxiliary else skipped_files,
       )
       if stage.product is not None:
-        probs = training_probs(stage_config, dataset, model, state_lib.variables_of(state), mesh=mesh)
+        variables = best if stage.product_from == "best_val" else state_lib.variables_of(state)
+        probs = training_probs(stage_config, dataset, model, variables, mesh=mesh)
         products.update(stage.product(probs, config.method))
       previous = trained[stage.name] = StageResult(stage, stage_config, method, state, table, history, best)
   finally:
@@ -365,6 +366,18 @@ def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage
       table, lambda rows: method.init_rows(rows_key, rows, num_classes), mesh=mesh, axis=mesh_lib.AXIS
     )
   return table
+
+
+def previous_network(previous: StageResult, which: str) -> Callable:
+  """The init_variables (loop.fit) that start a stage's network from the previous stage's best-validation
+  ('previous_best') or final ('previous_final') variables, on the host."""
+  variables = jax.device_get(previous.best if which == "previous_best" else state_lib.variables_of(previous.state))
+
+  def start(fresh):
+    del fresh
+    return {name: jax.tree.map(np.asarray, value) for name, value in variables.items()}
+
+  return start
 
 
 def export_delivered(workdir: str, delivered: StageResult, dataset, *, method_name: str, seed: int) -> None:

@@ -402,8 +402,9 @@ def method(
     strong_images,
     key,
     forward,
+    **unused,
   ):
-    del weights
+    del weights, unused
     num_classes = logits.shape[-1]
     labels = jnp.argmax(soft_labels, axis=-1).astype(jnp.int32)
     valid = jnp.asarray(valid, bool)

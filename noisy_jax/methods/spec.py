@@ -36,6 +36,8 @@ class Context:
 
 
 TABLE_STARTS = ("noisy", "previous")
+NETWORK_STARTS = ("fresh", "previous_best", "previous_final")
+PRODUCT_SOURCES = ("final", "best_val")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +56,15 @@ class Stage:
       this stage ("stage2": its epochs and optimiser).
     table: where its label table starts: 'noisy' (the run's labels) or 'previous' (a fresh table holding the
       previous stage's soft labels).
+    network: where its network starts: 'fresh' (initialised from its key, or the run's pretrained weights),
+      'previous_best' or 'previous_final' (the previous stage's best-validation or final variables; its optimiser
+      starts afresh).
     auxiliary: a training whose only use is its product: not checkpointed (a resumed run trains it again, the same
       way), its epochs not logged; its summary is `{"epochs", **summary_of(history)}`.
     product: None, or `(train_probs [N, C] float64, method_config) -> {name: value}`: made from the stage's eval-mode
       softmax of the training split and given to the later stages as Context.products (the estimated transition).
+    product_from: which of the stage's networks gives that softmax: 'final' or 'best_val' (its best-validation
+      variables; the final ones without a validation split).
     delivers: this stage's network is the run's: exported, scored on carved validation rows; its history gives the
       summary's accuracies.
     scores_labels: its method and label table give label_issues.csv and the summary's label metrics.
@@ -68,14 +75,17 @@ class Stage:
   build: Callable[[Any, "Context"], method_lib.Method] | None = None
   config_section: str | None = None
   table: str = "noisy"
+  network: str = "fresh"
   auxiliary: bool = False
   product: Callable[[np.ndarray, Any], dict] | None = None
+  product_from: str = "final"
   delivers: bool = False
   scores_labels: bool = False
 
   def __post_init__(self):
-    if self.table not in TABLE_STARTS:
-      raise ValueError(f"stage {self.name!r}: table={self.table!r}; allowed: {TABLE_STARTS}.")
+    for field, allowed in (("table", TABLE_STARTS), ("network", NETWORK_STARTS), ("product_from", PRODUCT_SOURCES)):
+      if getattr(self, field) not in allowed:
+        raise ValueError(f"stage {self.name!r}: {field}={getattr(self, field)!r}; allowed: {allowed}.")
 
 
 # A method's own training, the whole run for most methods.
@@ -99,8 +109,8 @@ def check_stages(stages: tuple[Stage, ...], method_name: str) -> tuple[Stage, ..
       problems.append(f"not exactly one stage that {what}")
   if any(s.auxiliary and (s.delivers or s.scores_labels) for s in stages):
     problems.append("an auxiliary stage delivers or scores labels")
-  if stages and stages[0].table == "previous":
-    problems.append("the first stage starts from a previous stage's table")
+  if stages and (stages[0].table == "previous" or stages[0].network != "fresh"):
+    problems.append("the first stage starts from a previous stage's table or network")
   if problems:
     raise ValueError(f"method {method_name!r}: its stages {names} do not make a run: {'; '.join(problems)}.")
   return tuple(stages)

@@ -14,6 +14,8 @@ method wants them written back. The keyword arguments are what the step has of t
 ones it reads and `**unused` for the rest:
   rows: the batch's method rows {name: [B, ...]} (LabelTable.method_rows; differentiated when `rows_trainable`);
   epoch: the 1-based epoch (Co-teaching's forget rate);
+  params: the parameters being differentiated: the network's, and a method's own trainable ones beside them
+    (added under their own name by EpochProgram.init_state, with the optimiser's state made for them);
   images: the batch's inputs [B, ...] (weak view); key: the step's own key for the method's randomness (DISC's mixup);
   forward(x [B, ...], mask bool [B]) -> logits: another train-mode pass of the parameters being differentiated
     (noisy_jax.train.step);

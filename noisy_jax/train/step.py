@@ -52,7 +52,9 @@ def train_step(
   The objective gets what the step has of the batch (noisy_jax.train.method): a method's per-example state
   (table.method_rows: ELR's targets, SOP's u and v), differentiated with the parameters when `rows_trainable`,
   updated by `method.row_update` and written back like the history (the all-gathered rows of the global batch,
-  padding rows dropped); the epoch; `images` [b, ...] (and `strong_images`); `key` (method_key); and
+  padding rows dropped); the epoch; the parameters being differentiated, `params` (a method's own trainable
+  parameters live there beside the network's, added by its init_state); `images` [b, ...] (and `strong_images`);
+  `key` (method_key); and
   `forward(x [b, ...], mask bool [b]) -> logits`: another train-mode pass of the parameters being differentiated
   (for one network; no two-network method calls it), every BatchNorm layer normalising with the statistics of the
   mask's rows (noisy_jax.models.masked_batch_norm; psum-ed over the devices as the model's own layers are). The
@@ -104,6 +106,7 @@ def train_step(
       images=images,
       key=method_key,
       forward=masked_forward,
+      params=params,
       **views,
     )
     return loss, (chained[-1], (logits, rows_out))
