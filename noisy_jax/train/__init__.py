@@ -2,6 +2,7 @@
 
   state        TrainState (parameters, BatchNorm statistics, weight average) and its creation
   step         train_step: one SGD step of a method on this device's shard of the batch
+  update       update: the optimiser update of every step program (gradient, device mean, schedule, apply)
   epoch        make_epoch_fn: the epoch program (order, batches, augmentation, the scan over train_step)
   predict      make_predict_fn, make_evaluate: softmax and accuracy of a split
   loop         fit: the epochs of one stage, evaluation, the method's table policy, checkpoints and resume
@@ -12,11 +13,12 @@ Imports noisy_jax.core, parallel, data and models only.
 
 The flow of one run (`noisy_jax.experiment.runs.run_single`, which drives `loop.fit` once per stage):
 
-  root key --split--> init | data order | noise | stage-2 init
+  root key --split--> first stage's key (init | data order) | noise | second stage's key
   dataset (clean) --noise.corrupt_labels--> noisy training labels --> LabelTable
   for epoch in 1..E:   (TrainState, LabelTable) --epoch program--> (TrainState, LabelTable)
                        evaluate; the method's label-table policy at the epoch boundary (pure, jitted)
-  Joint Optimization: stage 2 trains a fresh network with CE on the stage-1 soft labels.
+  then the method's next stage, if any (methods.spec.Stage: Joint Optimization's stage 2, a fresh network trained
+  with CE on the stage-1 soft labels; loss correction's estimation run comes before its own).
 
 The epoch program is one compiled call: the permutation, batching, data gather, `lax.scan` over the train steps
 and the label-table writes all run on device. It is written per device (named axis `batch`; gradients and batch
