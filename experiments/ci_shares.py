@@ -19,13 +19,22 @@ A test's time (pytest's: its setup, call and teardown) goes to:
    (test_loss_properties.py, test_loss_families.py).
 3. else SHARED.
 
+Module fixtures that compute every method's case at once: pytest times a module-scoped fixture in the first test that
+uses it, so the processes that tests/test_golden.py (every golden case in one `experiments.golden --dump`),
+test_checkpoint.py (registered_runs: resume_worker.py's reference, stopped and resumed runs) and test_multidevice.py
+(multidevice_worker.py, 1 and 4 devices) start for all methods would be one test's time. Their workers time each
+case (time.perf_counter around its work) and each per-case test reports its case's seconds as a JUnit property
+`case_seconds` (record_case_seconds). Per report and per test module (reattribute): each test with the property is
+charged its case's seconds, and their sum, the fixture's measured work, is taken off the module's longest test with
+the property (the one whose setup ran the fixture), never below 0 (if that test is shorter, the cases' seconds are
+scaled down to what it had, so the total stays the report's). What stays with that test is the fixture's unmeasured
+part: the processes' start, imports and what the fixture did between cases. The modules so re-attributed are printed.
+
 What the numbers are: with pytest-xdist's -n N (README's `-n 2`) N workers run tests at the same time, so the per-test
 times sum to about N times the run's wall time; the shares are of that sum, the wall time (the report's session,
-from pytest's session start: its start-up before is not in it) is printed next to it. A module-scoped fixture is
-timed in the first test that uses it: the processes that tests/test_golden.py (every golden case in one
-`experiments.golden --dump`), test_checkpoint.py and test_multidevice.py start for all methods at once are in one
-test each (whichever method's or shared test runs first), not spread over the methods; the slowest tests are listed
-below the table to show where such costs sit.
+from pytest's session start: its start-up before is not in it) is printed next to it. Any other module fixture is
+still timed in the first test that uses it; the slowest tests (after the re-attribution) are listed below the table to
+show where such costs sit.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ from typing import NamedTuple
 from xml.etree import ElementTree
 
 SHARED = "(shared)"
+# The JUnit property of a test that reports its case's seconds computed in a module fixture's process.
+CASE_SECONDS = "case_seconds"
 # Registered methods whose name does not name their test modules: `loss` (plain_loss: any loss of core.losses)
 # begins test_loss_properties.py and test_loss_families.py, which test the loss functions.
 NOT_MODULE_NAMES = ("loss",)
@@ -45,11 +56,25 @@ NOT_MODULE_NAMES = ("loss",)
 
 class Timing(NamedTuple):
   """One <testcase> of a report: classname (`tests.test_golden`, or `tests.test_x.TestClass`), name (the test
-  function with its parametrize id: `test_golden_case[runs/ce]`) and seconds."""
+  function with its parametrize id: `test_golden_case[runs/ce]`), seconds, and case_seconds: its CASE_SECONDS
+  property (the seconds its case took in a module fixture's process), None without one."""
 
   classname: str
   name: str
   seconds: float
+  case_seconds: float | None = None
+
+
+class Reattributed(NamedTuple):
+  """A test module whose fixture's time was spread over its tests (reattribute): module (`tests.test_golden`), the
+  number of tests with case_seconds, their sum, what was taken off the carrier (the sum, or the carrier's seconds if
+  fewer), and the carrier, the test whose setup ran the fixture, as the report had it."""
+
+  module: str
+  tests: int
+  case_seconds: float
+  taken: float
+  carrier: Timing
 
 
 class Report(NamedTuple):
@@ -87,9 +112,26 @@ def parse_report(xml_text: str) -> Report:
     wall = suite.get("time")
     walls.append(None if wall is None else float(wall))
     for case in suite.iter("testcase"):
-      tests.append(Timing(case.get("classname", ""), case.get("name", ""), float(case.get("time") or 0.0)))
+      seconds = float(case.get("time") or 0.0)
+      tests.append(Timing(case.get("classname", ""), case.get("name", ""), seconds, _case_seconds(case)))
   wall_seconds = None if not walls or None in walls else sum(walls)
   return Report(tests, wall_seconds)
+
+
+def _case_seconds(testcase) -> float | None:
+  """The CASE_SECONDS property of a <testcase> element (its last, if several); None without one or if not a number."""
+  values = [p.get("value") for p in testcase.iter("property") if p.get("name") == CASE_SECONDS]
+  try:
+    return float(values[-1]) if values else None
+  except (TypeError, ValueError):
+    return None
+
+
+def record_case_seconds(node, seconds: float) -> None:
+  """Reports on a pytest item (`request.node`) the seconds its case took in a module fixture's process, as the JUnit
+  property CASE_SECONDS. What pytest's record_property fixture does, without its warning that properties are not in
+  the xunit2 schema (pytest's default family, whose report has them all the same)."""
+  node.user_properties.append((CASE_SECONDS, float(seconds)))
 
 
 def rules_from_registry() -> Rules:
@@ -138,6 +180,13 @@ def method_of_id(param_id: str, rules: Rules) -> str | None:
   return None if best is None else rules.cases[best]
 
 
+def module_path(classname: str) -> str:
+  """The classname up to its test module: `tests.test_x` of `tests.test_x` and of `tests.test_x.TestClass`."""
+  parts = classname.split(".")
+  modules = [i for i, p in enumerate(parts) if p.startswith("test_")]
+  return ".".join(parts[: modules[-1] + 1]) if modules else classname
+
+
 def module_name(classname: str) -> str:
   """The test module of a JUnit classname: `test_golden` of `tests.test_golden` and of `tests.test_x.TestClass`."""
   parts = classname.split(".")
@@ -158,6 +207,28 @@ def attribute(test: Timing, rules: Rules) -> str:
   )
 
 
+def reattribute(tests: list[Timing]) -> tuple[list[Timing], list[Reattributed]]:
+  """The tests of one report with module fixtures' time given to the cases it computed (the module docstring), and
+  the modules so changed. In each module with case_seconds, each such test gets its case_seconds added and their sum
+  is taken off the longest of them (by the report's times), never below 0: if that one is shorter than the sum, the
+  case_seconds are scaled to what it had, so the tests' total is unchanged."""
+  modules = {}
+  for i, test in enumerate(tests):
+    if test.case_seconds is not None:
+      modules.setdefault(module_path(test.classname), []).append(i)
+  out, changed = list(tests), []
+  for module, indices in modules.items():
+    case_seconds = sum(max(tests[i].case_seconds, 0.0) for i in indices)
+    carrier = max(indices, key=lambda i: tests[i].seconds)
+    taken = min(case_seconds, max(tests[carrier].seconds, 0.0))
+    scale = taken / case_seconds if case_seconds > 0 else 0.0
+    out[carrier] = out[carrier]._replace(seconds=tests[carrier].seconds - taken)
+    for i in indices:
+      out[i] = out[i]._replace(seconds=out[i].seconds + max(tests[i].case_seconds, 0.0) * scale)
+    changed.append(Reattributed(module, len(indices), case_seconds, taken, tests[carrier]))
+  return out, changed
+
+
 def shares(tests, rules: Rules) -> list[Share]:
   """One Share per method that has tests (SHARED included), most seconds first."""
   seconds, counts = {}, {}
@@ -171,8 +242,13 @@ def shares(tests, rules: Rules) -> list[Share]:
 
 
 def format_shares(reports: list[Report], rules: Rules, slowest: int = 5) -> str:
-  """The table of shares of these reports' tests, their total against the wall time, and the slowest tests."""
-  tests = [t for report in reports for t in report.tests]
+  """The table of shares of these reports' tests (each report's fixtures re-attributed: reattribute), their total
+  against the wall time, the modules re-attributed and the slowest tests."""
+  tests, changed = [], []
+  for report in reports:
+    report_tests, report_changed = reattribute(report.tests)
+    tests += report_tests
+    changed += report_changed
   rows = shares(tests, rules)
   total = sum(r.seconds for r in rows)
   width = max([len("method"), len("total"), *(len(r.method) for r in rows)])
@@ -191,10 +267,20 @@ def format_shares(reports: list[Report], rules: Rules, slowest: int = 5) -> str:
     lines.append(f"The per-test times sum to {total:.1f} s (no wall time in the report).")
   else:
     lines.append("No tests in the report.")
+  if changed:
+    lines.append(f"Module fixtures re-attributed to their tests' cases ({CASE_SECONDS}, measured in their processes):")
+    for c in changed:
+      scaled = "" if c.taken >= c.case_seconds else f", scaled to the {c.taken:.1f} s it had"
+      lines.append(
+        f"  {c.module}: {c.case_seconds:.1f} s over {c.tests} tests{scaled}, taken off {c.carrier.name} "
+        f"({c.carrier.seconds:.1f} s -> {c.carrier.seconds - c.taken:.1f} s)"
+      )
+  elif tests:
+    lines.append(f"No module fixture re-attributed: no test has a {CASE_SECONDS} property.")
   if tests and slowest > 0:
     lines.append(
-      f"The {min(slowest, len(tests))} slowest tests (a module-scoped fixture, such as a worker process run for\n"
-      "every method at once, is timed in the first test that uses it):"
+      f"The {min(slowest, len(tests))} slowest tests (after that; any other module-scoped fixture is timed in the\n"
+      "first test that uses it):"
     )
     for test in sorted(tests, key=lambda t: -t.seconds)[:slowest]:
       lines.append(f"  {test.seconds:9.1f} s  {attribute(test, rules):<{width}}  {test.classname}::{test.name}")

@@ -30,6 +30,11 @@ The cases (each a flat dict of named numbers):
   NCE+AGCE: per-epoch
   train loss and test / validation accuracy, final parameters' and label table's sums and checksums (with the
   method's own rows: ELR's targets, SOP's u and v; both networks' parameters for Co-teaching).
+
+`--timings PATH` also writes how long each case took to compute (time.perf_counter; never part of the values
+compared or stored): {"cases": {case: seconds}, "groups": {group: seconds}}. Each run is timed alone; the other groups
+are computed in one go (the losses in one program) and their time is split evenly over their cases.
+tests/test_golden.py reports each case's seconds in its test (experiments/ci_shares.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import json
 import math
 import os
 import sys
+import time
 import warnings
 
 import ml_collections
@@ -283,9 +289,9 @@ def run_configs() -> dict:
   return configs
 
 
-def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
+def run_cases(names=None, *, x64: bool = True, seconds: dict | None = None) -> dict[str, dict]:
   """The `runs/NAME` cases (all, or those of `names`), each run in float64 (noisy_jax.core.precision; x64=False: in
-  float32, to measure what float32 would drift; never stored)."""
+  float32, to measure what float32 would drift; never stored). seconds: if given, gets each case's wall time."""
   import jax  # pylint: disable=g-import-not-at-top
 
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
@@ -294,6 +300,7 @@ def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
   for name, config in run_configs().items():
     if names is not None and name not in names:
       continue
+    start = time.perf_counter()
     with jax.enable_x64(x64):
       summary = runs.run_single(config, keep_arrays=True)
     history = summary["history"]
@@ -316,23 +323,33 @@ def run_cases(names=None, *, x64: bool = True) -> dict[str, dict]:
     for row_name, rows in sorted(table.method_rows.items()):
       case.update(tree_numbers(rows, f"table_{row_name}"))
     out[f"runs/{name}"] = case
+    if seconds is not None:
+      seconds[f"runs/{name}"] = time.perf_counter() - start
   return out
 
 
 GROUPS = {"data": data_cases, "noise": noise_cases, "init": init_cases, "losses": loss_cases, "runs": run_cases}
 
 
-def compute(groups=tuple(GROUPS), *, run_names=None, x64: bool = True) -> dict[str, dict]:
+def compute(groups=tuple(GROUPS), *, run_names=None, x64: bool = True, timings: dict | None = None) -> dict[str, dict]:
   """Every case of the named groups (default: all), keyed 'group/name'; `run_names` limits the runs group; x64=False
-  computes the losses and runs in float32 (a measurement of float32's drift, never stored)."""
-  cases = {}
+  computes the losses and runs in float32 (a measurement of float32's drift, never stored). timings: if given, gets
+  {"cases": {case: seconds}, "groups": {group: seconds}} (the module docstring's --timings)."""
+  cases, case_seconds, group_seconds = {}, {}, {}
   for group in groups:
+    start = time.perf_counter()
     if group == "runs":
-      cases.update(run_cases(run_names, x64=x64))
+      computed = run_cases(run_names, x64=x64, seconds=case_seconds)
     elif group == "losses":
-      cases.update(loss_cases(x64=x64))
+      computed = loss_cases(x64=x64)
     else:
-      cases.update(GROUPS[group]())
+      computed = GROUPS[group]()
+    group_seconds[group] = time.perf_counter() - start
+    if group != "runs":  # computed in one go: its time split evenly over its cases
+      case_seconds.update({case: group_seconds[group] / len(computed) for case in computed})
+    cases.update(computed)
+  if timings is not None:
+    timings.update({"cases": case_seconds, "groups": group_seconds})
   return cases
 
 
@@ -454,6 +471,9 @@ def main(argv=None) -> int:
     help="compute the losses and runs in float32 instead of "
     "float64: to measure how far float32 drifts (with --dump / --stored); cannot be written",
   )
+  parser.add_argument(
+    "--timings", default="", help="also write each case's compute time in seconds to this JSON file (never stored)"
+  )
   parser.add_argument("--stored", default=GOLDEN_FILE, help="the golden file to compare with (default: %(default)s)")
   parser.add_argument(
     "--dump",
@@ -475,7 +495,11 @@ def main(argv=None) -> int:
     parser.error(f"unknown run(s) {unknown}; known: {sorted(run_configs())}")
   if args.write and (run_names or set(groups) != set(GROUPS) or args.float32):
     parser.error("--write stores every group and run in float64: leave --groups, --runs and --float32 out")
-  cases = compute(groups, run_names=run_names, x64=not args.float32)
+  timings = {}
+  cases = compute(groups, run_names=run_names, x64=not args.float32, timings=timings)
+  if args.timings:
+    with open(args.timings, "w") as f:
+      json.dump(timings, f, indent=1, sort_keys=True)
   if args.write:
     store(cases, env)
     print(f"wrote {len(cases)} cases to {GOLDEN_FILE} ({environment.summary_line(env)})")

@@ -2,12 +2,15 @@
 
 Environment (set by the caller before jax is imported): XLA_FLAGS=--xla_force_host_platform_device_count=N and
 PJRT_NPROC=2N (without it, collectives on simulated CPU devices deadlock on a 2-core machine).
-Prints one JSON line: for each method, the largest absolute difference of params, batch stats and label table.
+Prints one JSON line: for each method, the largest absolute difference of params, batch stats and label table, and
+under "case_seconds" each comparison's wall time in this process (time.perf_counter: both meshes' runs; the tests
+report it for experiments/ci_shares.py).
 """
 
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
 
@@ -75,9 +78,10 @@ def main(num_devices: int, epochs: int):
   state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
   codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
   normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0), "per_channel")
-  augment = augment_lib.make_augment({"crop_padding": 1, "flip": True})
-  out = {}
+  augment = augment_lib.make_augment(crop_padding=1, flip=True)
+  out, seconds = {}, {}
   for name, method in variants.items():
+    began = time.perf_counter()
     results = []
     for devices in (1, num_devices):
       mesh = mesh_lib.make_mesh(devices)
@@ -134,6 +138,7 @@ def main(num_devices: int, epochs: int):
     if method.init_rows is not None:  # the rows really changed in training
       out[name]["rows_change"] = _max_diff(method.init_rows(jax.random.PRNGKey(7), n, c), one["table"].method_rows)
     out[name]["first_params"] = one["params"]
+    seconds[name] = time.perf_counter() - began
   # Augmentation really changed the training (else the augmented comparison would prove nothing new).
   for name in ("cross_entropy_augmented", "cross_entropy_augmented_scan"):
     out[name]["vs_unaugmented"] = _max_diff(out[name]["first_params"], out["cross_entropy"]["first_params"])
@@ -141,6 +146,7 @@ def main(num_devices: int, epochs: int):
     del out[name]["first_params"]
   # A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
   # computed where its rows live: the same rows as the unsharded init (padding rows aside).
+  began = time.perf_counter()
   sop = variants["sop_sharded"]
   mesh = mesh_lib.make_mesh(num_devices)
   built = table_sharding.add_method_rows(
@@ -153,7 +159,9 @@ def main(num_devices: int, epochs: int):
     "sharded": not built.method_rows["sop_v"].is_fully_replicated,
     "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c)),
   }
-  out.update(registered_runs(num_devices))
+  seconds["sop_rows_built_sharded"] = time.perf_counter() - began
+  out.update(registered_runs(num_devices, seconds=seconds))
+  out["case_seconds"] = seconds
   print("RESULT " + json.dumps(out))
 
 
@@ -197,11 +205,13 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
 SHARDED_TABLE_CASES = ("dividemix", "elr_plus", "promix")
 
 
-def registered_runs(num_devices: int) -> dict:
+def registered_runs(num_devices: int, seconds: dict | None = None) -> dict:
   """{case: differences} for the first tiny case of every registered method (noisy_jax.methods.registry.SPECS), with
-  the extra numbers of the SHARDED_TABLE_CASES (what their tables held)."""
+  the extra numbers of the SHARDED_TABLE_CASES (what their tables held). seconds: if given, gets each case's wall
+  time."""
   out = {}
   for case in REGISTERED:
+    began = time.perf_counter()
     one, _, diffs = _run_on_both(num_devices, case, sharded=case in SHARDED_TABLE_CASES)
     rows = one["label_table"].method_rows
     if case == "dividemix":
@@ -211,6 +221,8 @@ def registered_runs(num_devices: int) -> dict:
     elif case == "promix":
       diffs["selected_fraction"] = float(np.mean(np.asarray(rows["promix_selected"])))
     out[case] = diffs
+    if seconds is not None:
+      seconds[case] = time.perf_counter() - began
   return out
 
 

@@ -11,8 +11,10 @@ Started again with the same arguments minus the stop, it resumes in DIR.
   python tests/resume_worker.py --workdir=ROOT --method=ce,sop,dividemix
 
 Several cases (comma-separated) run one after another in ROOT/CASE, in one process: one interpreter start and one
-import of JAX for all of them. Each case's output starts with a line `case CASE` and ends with `done ...`, `stopped
-CASE` or `failed CASE` and its traceback; a failed case does not stop the others, and the exit code is 1 if any failed.
+import of JAX for all of them. Each case's output starts with a line `case CASE`, then `done ...`, `stopped CASE` or
+`failed CASE` and its traceback, and ends with `seconds CASE S`: the case's wall time in this process
+(time.perf_counter; tests/test_checkpoint.py reports it for experiments/ci_shares.py). A failed case does not stop the
+others, and the exit code is 1 if any failed.
 A stop there needs --stop_with=raise: the run is abandoned by an exception raised where the kill would be (after the
 due checkpoint is on disk; nothing is closed or flushed on the way out), and the next case starts.
 
@@ -107,6 +109,7 @@ def main(argv=None):
   failed = []
   for case in cases:
     print(f"case {case}", flush=True)
+    start = time.perf_counter()
     try:
       _run(args, case, os.path.join(args.workdir, case))
     except Stopped:
@@ -114,6 +117,7 @@ def main(argv=None):
     except Exception:  # pylint: disable=broad-exception-caught  (reported; the other cases still run)
       print(f"failed {case}\n{traceback.format_exc()}", flush=True)
       failed.append(case)
+    print(f"seconds {case} {time.perf_counter() - start:.3f}", flush=True)
   return 1 if failed else 0
 
 

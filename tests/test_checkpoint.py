@@ -23,6 +23,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from experiments import ci_shares
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
@@ -239,36 +240,54 @@ def _sections(stdout: str) -> dict[str, str]:
   return sections
 
 
+def _case_seconds(stdout: str) -> dict[str, float]:
+  """{case: seconds} of a worker that ran several cases (resume_worker's `seconds CASE S` lines)."""
+  seconds = {}
+  for line in stdout.splitlines():
+    if line.startswith("seconds ") and len(line.split()) == 3:
+      _, case, value = line.split()
+      seconds[case] = float(value)
+  return seconds
+
+
 @pytest.fixture(scope="module")
 def registered_runs(tmp_path_factory):
   """Every registered method's tiny case, checkpointed every 2 epochs, in three processes: the uninterrupted runs, the
   runs stopped after epoch 3 (abandoned by an exception once epoch 3 is logged: resume_worker --stop_with=raise) and
   the resumed runs. {"reference": (root, its worker's (code, out, err)), "stopped": (root, its worker's (code, out,
   err)), "after_stop": {case: (checkpoint steps, epochs in metrics.jsonl)}, "resumed": {case: its part of the
-  output}, "resume_err": the resuming worker's stderr}."""
+  output}, "resume_err": the resuming worker's stderr, "seconds": {case: its seconds in the three workers and in
+  reading its checkpoints after the stop}}."""
   ref, stopped = str(tmp_path_factory.mktemp("reference")), str(tmp_path_factory.mktemp("stopped"))
   cases = ",".join(REGISTERED)
   reference = _run_all([_worker_cmd(ref, cases, checkpoint_every=2)])[0]
   stop = _run_all([_worker_cmd(stopped, cases, checkpoint_every=2, stop_after_epoch=3, stop_with="raise")])[0]
-  after_stop = {}
+  after_stop, reading = {}, {}
   for case, section in _sections(stop[1]).items():
     if "stopped " + case not in section:
       continue
+    start = time.perf_counter()
     manager = checkpoint_lib.open_manager(checkpoint_lib.stage_dir(os.path.join(stopped, case), "stage1"), keep=100)
     after_stop[case] = (manager.all_steps(), [r["epoch"] for r in _records(os.path.join(stopped, case))])
     manager.close()
+    reading[case] = time.perf_counter() - start
   code, out, err = _run_all([_worker_cmd(stopped, cases, checkpoint_every=2)])[0]
+  seconds = {}
+  for per_case in (_case_seconds(reference[1]), _case_seconds(stop[1]), reading, _case_seconds(out)):
+    for case, value in per_case.items():
+      seconds[case] = seconds.get(case, 0.0) + value
   return {
     "reference": (ref, reference),
     "stopped": (stopped, stop),
     "after_stop": after_stop,
     "resumed": _sections(out),
     "resume_err": err,
+    "seconds": seconds,
   }
 
 
 @pytest.mark.parametrize("case", REGISTERED)
-def test_every_method_stopped_between_checkpoints_resumes_bit_identical(registered_runs, case):
+def test_every_method_stopped_between_checkpoints_resumes_bit_identical(registered_runs, case, request):
   """Each method's tiny run, 5 epochs (truncated Lq: 6, pruning after epochs 2 and 4) with a checkpoint every 2:
   stopped after epoch 3, resumed from epoch 2's checkpoint by a new process (epoch 3 trained again), it ends
   bit-identical to an uninterrupted run (params of every network, optimiser state, the table with the method's rows,
@@ -278,6 +297,8 @@ def test_every_method_stopped_between_checkpoints_resumes_bit_identical(register
   priors and selections. What a method keeps must be in its checkpoint, so the stop is an exception in one process
   for all methods (registered_runs); a real SIGKILL and its leftovers are tested on Joint Optimization's two stages
   above and inside an epoch in test_streaming.py."""
+  if case in registered_runs["seconds"]:  # its share of the workers' time (experiments/ci_shares.py)
+    ci_shares.record_case_seconds(request.node, registered_runs["seconds"][case])
   ref_root, (_, ref_out, ref_err) = registered_runs["reference"]
   stopped_root, (_, stop_out, stop_err) = registered_runs["stopped"]
   ref, stopped = os.path.join(ref_root, case), os.path.join(stopped_root, case)

@@ -6,14 +6,18 @@ environment fields that differ. After an intended change: `python -m experiments
 diff of tests/golden_values.json and re-measure the README tables it touches (experiments/regenerate_readme.py).
 """
 
+import json
 import os
 import subprocess
 import sys
+import types
+from typing import NamedTuple
 import warnings
 
 import numpy as np
 import pytest
 
+from experiments import ci_shares
 from experiments import golden
 from noisy_jax.core import losses
 from noisy_jax.experiment import environment
@@ -24,14 +28,56 @@ STORED = golden.load()
 SELECTION_RUNS = ("coteaching", "coteaching_plus", "truncated_lq")
 
 
+class Computed(NamedTuple):
+  """What the golden process computed: its environment, its cases and each case's seconds (experiments.golden
+  --timings: its wall time in that process, a group's time split evenly over its cases)."""
+
+  environment: dict
+  cases: dict
+  seconds: dict
+
+
+def _narrowed_arguments(items) -> list[str]:
+  """experiments.golden's --groups and --runs for the golden cases among `items` (the session's selected tests) when
+  only some are selected (`-k runs/ce`, node ids): [] (every case: what CI computes) when every stored case is
+  selected, or a test of this module that uses the computed cases other than test_golden_case is (it needs them all:
+  test_golden_every_computed_case_is_stored). A stored run that run_configs() no longer has is left out (its test
+  says so)."""
+  here = os.path.abspath(__file__)
+  selected = set()
+  for item in items:
+    if os.path.abspath(str(item.path)) != here or "current" not in getattr(item, "fixturenames", ()):
+      continue
+    if getattr(item, "originalname", None) != "test_golden_case":
+      return []
+    selected.add(item.callspec.params["case"])
+  if selected >= set(STORED["cases"]):
+    return []
+  known = golden.run_configs()
+  runs = sorted(c.split("/", 1)[1] for c in selected if c.startswith("runs/") and c.split("/", 1)[1] in known)
+  groups = [g for g in golden.GROUPS if g != "runs" and any(c.startswith(g + "/") for c in selected)]
+  return ["--groups", ",".join(groups + (["runs"] if runs else [])), "--runs", ",".join(runs)]
+
+
 @pytest.fixture(scope="module")
-def current(tmp_path_factory):
-  """(environment, every case computed now), by `python -m experiments.golden --dump` in its own process under the
-  XLA flags the suite was started with: not the suite's own (tests/conftest.py), which users do not compile with."""
-  dump = tmp_path_factory.mktemp("golden") / "current.json"
+def current(request, tmp_path_factory):
+  """Computed(environment, every case computed now, each case's seconds), by `python -m experiments.golden --dump` in
+  its own process under the XLA flags the suite was started with: not the suite's own (tests/conftest.py), which
+  users do not compile with. Only the selected cases when only some are (_narrowed_arguments: a -k)."""
+  folder = tmp_path_factory.mktemp("golden")
+  dump, timings = folder / "current.json", folder / "timings.json"
   env = {**os.environ, "XLA_FLAGS": os.environ.get("NOISY_JAX_TESTS_CALLER_XLA_FLAGS", ""), "JAX_PLATFORMS": "cpu"}
   done = subprocess.run(
-    [sys.executable, "-m", "experiments.golden", "--dump", str(dump)],
+    [
+      sys.executable,
+      "-m",
+      "experiments.golden",
+      "--dump",
+      str(dump),
+      "--timings",
+      str(timings),
+      *_narrowed_arguments(request.session.items),
+    ],
     cwd=golden.REPO,
     env=env,
     capture_output=True,
@@ -40,12 +86,13 @@ def current(tmp_path_factory):
   )
   computed = golden.load(str(dump)) if dump.exists() else None  # the exit status says only whether values moved
   assert computed is not None, done.stdout[-4000:] + done.stderr[-4000:]
-  return computed["environment"], computed["cases"]
+  seconds = json.loads(timings.read_text())["cases"] if timings.exists() else {}
+  return Computed(computed["environment"], computed["cases"], seconds)
 
 
 @pytest.fixture(scope="module")
 def exact(current):
-  differences = environment.differences(STORED["environment"], current[0])
+  differences = environment.differences(STORED["environment"], current.environment)
   if differences:
     warnings.warn(
       "golden values were stored in another environment (" + "; ".join(differences) + "): comparing "
@@ -55,8 +102,10 @@ def exact(current):
 
 
 @pytest.mark.parametrize("case", sorted(STORED["cases"]))
-def test_golden_case(current, exact, case):
-  _, cases = current
+def test_golden_case(current, exact, case, request):
+  cases = current.cases
+  if case in current.seconds:  # its share of the golden process's time (experiments/ci_shares.py)
+    ci_shares.record_case_seconds(request.node, current.seconds[case])
   assert case in cases, f"{case} is stored but no longer computed: `{golden.REGENERATE}`"
   problems = golden.compare_case(case, STORED["cases"][case], cases[case], exact=exact)
   assert not problems, (
@@ -66,9 +115,34 @@ def test_golden_case(current, exact, case):
 
 
 def test_golden_every_computed_case_is_stored(current):
-  _, cases = current
+  cases = current.cases
   missing = sorted(set(cases) - set(STORED["cases"]))
   assert not missing, f"computed but not stored: {missing}; `{golden.REGENERATE}`"
+
+
+def test_golden_process_computes_every_case_unless_only_some_are_selected():
+  """CI selects every case (and test_golden_every_computed_case_is_stored): the process computes all of them; a -k
+  that selects some golden cases computes only those (their groups, their runs)."""
+
+  def item(name, case=None, fixtures=("current", "exact"), path=__file__):
+    callspec = types.SimpleNamespace(params={"case": case})
+    return types.SimpleNamespace(path=path, fixturenames=fixtures, originalname=name, callspec=callspec)
+
+  every = [item("test_golden_case", case) for case in STORED["cases"]]
+  stored_test = item("test_golden_every_computed_case_is_stored", fixtures=("current",))
+  assert _narrowed_arguments(every + [stored_test]) == []
+  assert _narrowed_arguments(every) == []
+  some = [item("test_golden_case", "runs/jocor"), item("test_golden_case", "runs/ce")]
+  assert _narrowed_arguments(some) == ["--groups", "runs", "--runs", "ce,jocor"]
+  assert _narrowed_arguments(some + [stored_test]) == []  # it needs every case
+  others = [item("test_golden_file_names_its_environment_and_regeneration", fixtures=()), item("test_x", path="x.py")]
+  assert _narrowed_arguments(some + others + [item("test_golden_case", "data/digits")]) == [
+    "--groups",
+    "data,runs",
+    "--runs",
+    "ce,jocor",
+  ]
+  assert _narrowed_arguments([item("test_golden_case", "runs/no_such_run")]) == ["--groups", "", "--runs", ""]
 
 
 def test_golden_file_names_its_environment_and_regeneration():

@@ -10,6 +10,7 @@ bounded by a timeout so a hang fails the test instead of freezing the suite.
 
 import pytest
 
+from experiments import ci_shares
 import multidevice_worker
 import simulated_devices
 
@@ -23,6 +24,12 @@ def multidevice_result():
   return simulated_devices.run_worker("multidevice_worker.py", NUM_DEVICES, "3")
 
 
+def _record_seconds(request, result, name):
+  """Reports comparison `name`'s seconds in the worker ("case_seconds") on this test: experiments/ci_shares.py."""
+  if name in result.get("case_seconds", {}):
+    ci_shares.record_case_seconds(request.node, result["case_seconds"][name])
+
+
 @pytest.mark.parametrize(
   "method",
   [
@@ -33,7 +40,8 @@ def multidevice_result():
     "sop_sharded",
   ],
 )
-def test_input_and_table_paths_one_device_equals_four_devices(multidevice_result, method):
+def test_input_and_table_paths_one_device_equals_four_devices(multidevice_result, method, request):
+  _record_seconds(request, multidevice_result, method)
   diffs = multidevice_result[method]
   # Training really moved the parameters, so equality is not trivial.
   assert diffs["param_change"] > 1e-3
@@ -46,10 +54,11 @@ def test_input_and_table_paths_one_device_equals_four_devices(multidevice_result
 
 
 @pytest.mark.parametrize("case", multidevice_worker.REGISTERED)
-def test_every_method_one_device_equals_four_devices(multidevice_result, case):
+def test_every_method_one_device_equals_four_devices(multidevice_result, case, request):
   """Each registered method's tiny run, trained whole (2 epochs, evaluation and table policy included) on 1 and on
   4 devices: batch means, selections (Co-teaching's small-loss sets, DivideMix's MixMatch permutation and GMM) and
   per-example state are over the global batch, so the runs (float64) agree to float rounding."""
+  _record_seconds(request, multidevice_result, case)
   diffs = multidevice_result[case]
   sharded = case in multidevice_worker.SHARDED_TABLE_CASES
   assert diffs["table_layout"] == ("sharded" if sharded else "replicated"), diffs
@@ -58,7 +67,8 @@ def test_every_method_one_device_equals_four_devices(multidevice_result, case):
     assert diffs.get(key, 0.0) <= RUN_TOLERANCE, (case, key, diffs)
 
 
-def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevice_result):
+def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevice_result, request):
+  _record_seconds(request, multidevice_result, "sop_rows_built_sharded")
   built = multidevice_result["sop_rows_built_sharded"]
   assert built["sharded"]
   assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
