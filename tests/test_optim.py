@@ -205,3 +205,25 @@ def test_l1_needs_the_parameters():
   tx = optim.make_optimizer(_config(l1=0.1), steps_per_epoch=10)
   with pytest.raises(ValueError, match="needs the parameters"):
     tx.update(_grads(1), tx.init(_params()))
+
+
+@pytest.mark.parametrize("weight_decay, lr_boundaries", [(0.0, ()), (1e-3, (1,))])
+def test_adam_matches_pytorch_adam_with_its_weight_decay_and_schedule(weight_decay, lr_boundaries):
+  """Optimizer 'adam': torch.optim.Adam(lr, betas (0.9, 0.999), eps 1e-8, weight_decay), coupled (wd w added to the
+  gradient before the moments), stepped with the piecewise schedule's rate per epoch (5 steps an epoch)."""
+  params = _params()
+  grads_seq = [_grads(k, 1.0 + k) for k in range(8)]
+  config = _config(name="adam", learning_rate=0.01, weight_decay=weight_decay, lr_boundaries=lr_boundaries)
+  ours, _ = _updates(optim.make_optimizer(config, steps_per_epoch=5), params, grads_seq)
+  leaves, treedef = jax.tree.flatten(params)
+  weights = [torch.nn.Parameter(torch.tensor(np.asarray(w), dtype=torch.float64)) for w in leaves]
+  torch_opt = torch.optim.Adam(weights, lr=0.01, weight_decay=weight_decay)
+  for step, grads in enumerate(grads_seq):
+    for group in torch_opt.param_groups:
+      group["lr"] = 0.01 * 0.1 ** sum(1 for b in lr_boundaries if b <= step // 5)
+    for w, g in zip(weights, jax.tree.leaves(grads)):
+      w.grad = torch.tensor(np.asarray(g), dtype=torch.float64)
+    before = [w.detach().clone() for w in weights]
+    torch_opt.step()
+    want = jax.tree.unflatten(treedef, [(w.detach() - b).numpy() for w, b in zip(weights, before)])
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=2e-5, atol=1e-9), ours[step], want)

@@ -34,7 +34,9 @@
 The chain is: L1 (if on) -> clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the
 momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0) -> backbone scale (if not 1).
 
-`name` = 'sgd' (default, all of the above) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
+`name` = 'sgd' (default, all of the above), 'adam' (PyTorch's Adam: the same L1, clip, coupled weight decay and lr
+schedule, then Adam's moments with betas (`beta1`, `beta2`, default 0.9, 0.999) and eps 1e-8 in place of SGD's
+momentum: T-Revision's revision stage) or 'coteaching_adam': Co-teaching's Adam (both Co-teaching repositories'
 main.py), lr `learning_rate` and beta1 0.9 until epoch `decay_start` (0-based), then lr decayed linearly towards 0 at
 the stage's num_epochs and beta1 `beta1_after` (0.1); beta2 0.999, no weight decay, optional L1 and clipping first
 (noisy_jax.train.coteaching_adam.adam_schedule: what PyTorch's Adam does with its lr and betas set at each epoch's
@@ -55,7 +57,9 @@ from noisy_jax.core import precision
 from noisy_jax.train import coteaching_adam
 
 LR_SCHEDULES = ("piecewise", "cosine")
-OPTIMIZERS = ("sgd", "coteaching_adam")
+OPTIMIZERS = ("sgd", "adam", "coteaching_adam")
+ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, as its eps
+ADAM_EPS = 1e-8
 DEFAULT_BACKBONE_LR_SCALE = 1.0  # experiments/configs/base.py's optimizer() sets the same
 
 
@@ -149,6 +153,17 @@ def make_optimizer(
       ),
       *last,
     )
+  if name == "adam":
+    steps += [
+      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+      optax.adam(
+        learning_rate_schedule(config, steps_per_epoch, num_epochs),
+        b1=float(config.get("beta1", ADAM_BETAS[0])),
+        b2=float(config.get("beta2", ADAM_BETAS[1])),
+        eps=ADAM_EPS,
+      ),
+    ]
+    return optax.chain(*steps, *last)
   steps += [
     optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
     optax.sgd(
