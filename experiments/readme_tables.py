@@ -599,7 +599,7 @@ BASELINE_RUNS = (
   ("elr_plus", "ELR+ (2 networks)"),
   ("dividemix", "DivideMix (2 networks)"),
   ("disc", "DISC (its own RandAugment pool view)"),
-  ("promix", "ProMix (2 networks, RandAugment + Cutout view)"),
+  ("promix", "ProMix (2 networks, its own RandAugment pool view)"),
 )
 
 

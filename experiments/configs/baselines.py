@@ -71,10 +71,13 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        and the warm-up's confidence penalty; tau 0.99, debias 0.8), its SGD (lr 0.05, momentum 0.9,
                        weight decay 5e-4, cosine to 5e-5 over the run's 40 epochs as over its 600), its epochs scaled
                        to 40 (1 warm-up epoch for its 10 of 600, the ramps over 3 epochs for its 50, label guessing in
-                       the last 16 for its 250) and the strong view its rows were measured with,
-                       promix_paper.TORCHVISION_STRONG_VIEW (torchvision's RandAugment, 3 operations at magnitude 15
-                       of 31, then Cutout 14 of 28 pixels as its 16 of 32), no crop, no flip; promix_paper.py's
-                       default is now ProMix's own pool ('promix_randaugment'), whose rows here are pending.
+                       the last 16 for its 250) and its strong view as promix_paper.py gives it: the original's own
+                       pool (RandomAugment(3, 5), policy 'promix_randaugment': 3 of its 14 PIL operations at
+                       uniform magnitudes, then its grey Cutout of side floor(u W) + 1, u uniform on [0, 0.5), on
+                       the uint8 image), no crop, no flip. On one-channel digits Color is the identity and the hole
+                       is 123 (the original's 3-tuple fill fails on mode "L"). promix_paper.TORCHVISION_STRONG_VIEW
+                       (torchvision's RandAugment, 3 operations at magnitude 15 of 31, then Cutout 16) is the former
+                       view; its rows, with Cutout 14 of 28 pixels as its 16 of 32, are named in README.md.
 Method settings: ELR with the CIFAR-10 values of its configs (symmetric: beta 0.7, lambda 3; asymmetric: beta 0.9,
 lambda 1); SOP with the original's rates (symmetric: lr_u 1, lr_v 10; asymmetric: lr_u 0.1, lr_v 100); forward
 loss correction with the noise model's true transition matrix; GCE q 0.7, truncated Lq q 0.7 k 0.5, EL log_end
@@ -115,7 +118,6 @@ DIVIDEMIX_WARM_UP = 5
 JOCOR_LAMBDA = 0.9  # the original README's best for CIFAR-10 at 20% / 50% symmetric and 40% asymmetric noise
 SOP_PLUS_POLICY = sop_paper.STRONG_VIEW["policy"]  # the original's strong view
 SOP_PLUS_CUTOUT = 14  # its Cutout 16 of CIFAR's 32 pixels: half the side, here of mnist5k's 28
-PROMIX_CUTOUT = 14  # promix_paper.TORCHVISION_STRONG_VIEW's Cutout 16 of 32 pixels, half the side, as SOP+'s
 ELR_PLUS_EMA_STEP = 560  # half of the run's 40 x 28 steps, as the original's 40,000 of 78,200
 
 
@@ -183,9 +185,7 @@ def disc_run(symmetric: bool, rate: float) -> ml_collections.ConfigDict:
 
 def promix_run(symmetric: bool) -> ml_collections.ConfigDict:
   """ProMix with run.sh's CIFAR-10 settings for the noise (module docstring), its plan scaled to the run's 40
-  epochs. Its strong view is torchvision's RandAugment (promix_paper.TORCHVISION_STRONG_VIEW, Cutout 14), the one the
-  README's ProMix rows were measured with; their re-measurement with ProMix's own pool (promix_paper.STRONG_VIEW) is
-  pending."""
+  epochs, and its own pool as the strong view (promix_paper.STRONG_VIEW, its Cutout built in)."""
   run = ce.get_run()
   run.optimizer = base.optimizer(
     promix_paper.LEARNING_RATE, weight_decay=promix_paper.WEIGHT_DECAY, momentum=promix_paper.MOMENTUM
@@ -208,9 +208,7 @@ def promix_run(symmetric: bool) -> ml_collections.ConfigDict:
     "warmup_penalty": not symmetric,
   }
   run.model = {"name": "small_cnn", "kwargs": {"pseudo_head": True}, "pretrained": "none"}
-  # explicitly the torchvision view, not promix_paper.STRONG_VIEW: the README's rows were measured with it (docstring)
-  strong = dict(promix_paper.TORCHVISION_STRONG_VIEW, cutout=PROMIX_CUTOUT)
-  run.augment = {"crop_padding": 0, "flip": False, "strong": strong}
+  run.augment = {"crop_padding": 0, "flip": False, "strong": dict(promix_paper.STRONG_VIEW)}
   return run
 
 
