@@ -145,7 +145,8 @@ def noise_cases() -> dict[str, dict]:
   import ml_collections  # pylint: disable=g-import-not-at-top
 
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
-  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.data import inputs as data_inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
 
   dataset = data.load("digits")
   settings = {
@@ -153,7 +154,7 @@ def noise_cases() -> dict[str, dict]:
     "symmetric_include_true": ("symmetric_include_true", 0.4, ""),
     "pairflip": ("pairflip", 0.45, ""),
     "asymmetric_mnist": ("asymmetric", 0.4, "mnist"),
-    "pseudo_labels": (inputs.PSEUDO_LABEL_NOISE, 0.4, ""),
+    "pseudo_labels": (data_inputs.PSEUDO_LABEL_NOISE, 0.4, ""),
   }
   out = {}
   for name, (noise_type, rate, noise_dataset) in settings.items():

@@ -36,6 +36,7 @@ sys.path.insert(0, REPO)
 
 from experiments.configs import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax.methods import registry  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -66,10 +67,16 @@ class Stopped(Exception):
   """Raised by --stop_with=raise where --stop_with=kill kills the process."""
 
 
+def _stage(config, name: str):
+  """The declared stage `name` of the config's method (noisy_jax.methods.spec.Stage)."""
+  stages = registry.get(config.method.name).stages(config.method)
+  return next(stage for stage in stages if stage.name == name)
+
+
 def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: float = 120.0) -> None:
   """Waits until the newest checkpoint due by `epoch` is on disk (orbax saves in a background thread and renames
   the finished directory to its epoch), so that the kill happens right after it, never during it."""
-  stage_config = config if stage == "stage1" else config.stage2
+  stage_config = runs.config_of_stage(config, _stage(config, stage))
   num_epochs, every = int(stage_config.num_epochs), int(config.checkpoint_every)
   due = max(e for e in range(1, epoch + 1) if checkpoint_lib.is_due(e, every=every, num_epochs=num_epochs))
   path = os.path.join(checkpoint_lib.stage_dir(workdir, stage), str(due))

@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.data import inputs
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import truncated_lq

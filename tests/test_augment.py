@@ -16,6 +16,7 @@ from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
+from noisy_jax.train import views
 
 
 def _images(shape, seed=0):
@@ -136,7 +137,7 @@ def test_augmentation_does_not_depend_on_the_batch_split_or_order():
   x = _images((b, 8, 8, 1))
   indices = jnp.arange(100, 100 + b)
   key = jax.random.PRNGKey(9)
-  fn = jax.jit(augment.make_augment({"crop_padding": 2, "flip": True}))
+  fn = jax.jit(augment.make_augment(crop_padding=2, flip=True))
   whole = np.asarray(fn(key, x, indices))
   halves = [fn(key, x[s], indices[s]) for s in (slice(0, 24), slice(24, b))]
   np.testing.assert_array_equal(whole, np.concatenate([np.asarray(h) for h in halves]))
@@ -151,7 +152,7 @@ def test_augmentation_does_not_depend_on_the_batch_split_or_order():
 def test_jit_matches_eager_same_key_same_result_new_key_new_result():
   x = _images((32, 8, 8, 3))
   idx = jnp.arange(32)
-  fn = augment.make_augment({"crop_padding": 2, "flip": True})
+  fn = augment.make_augment(crop_padding=2, flip=True)
   eager = np.asarray(fn(jax.random.PRNGKey(0), x, idx))
   jitted = jax.jit(fn)
   np.testing.assert_array_equal(np.asarray(jitted(jax.random.PRNGKey(0), x, idx)), eager)
@@ -166,14 +167,23 @@ def test_jit_matches_eager_same_key_same_result_new_key_new_result():
 # Config and errors
 
 
-def test_make_augment_config():
-  assert augment.make_augment(None) is None
-  assert augment.make_augment({}) is None
-  assert augment.make_augment(ml_collections.ConfigDict({"crop_padding": 0, "flip": False})) is None
-  fn = augment.make_augment(ml_collections.ConfigDict({"crop_padding": 4, "flip": True}))
+def test_make_augment():
+  assert augment.make_augment() is None
+  assert augment.make_augment(crop_padding=0, flip=False) is None
+  fn = augment.make_augment(crop_padding=4, flip=True)
+  assert fn.config == {"crop_padding": 4, "flip": True}
+
+
+def test_weak_augment_of_a_config():
+  """noisy_jax.train.views.weak_augment reads config.augment: fields left out take make_augment's defaults."""
+  assert views.weak_augment(None) is None
+  assert views.weak_augment({}) is None
+  assert views.weak_augment(ml_collections.ConfigDict({"crop_padding": 0, "flip": False})) is None
+  assert views.weak_augment({"flip": True}).config == {"crop_padding": augment.DEFAULT_CROP_PADDING, "flip": True}
+  fn = views.weak_augment(ml_collections.ConfigDict({"crop_padding": 4, "flip": True, "strong": None}))
   assert fn.config == {"crop_padding": 4, "flip": True}
   assert ce.get_config().augment.to_dict() == {"crop_padding": 0, "flip": False}  # off unless configured
-  assert augment.make_augment(ce.get_config().augment) is None
+  assert views.weak_augment(ce.get_config().augment) is None
 
 
 @pytest.mark.parametrize(
@@ -189,7 +199,14 @@ def test_make_augment_config():
 )
 def test_bad_config_raises(config, match):
   with pytest.raises(ValueError, match=match):
-    augment.make_augment(config)
+    views.weak_augment(config)
+
+
+def test_bad_values_raise():
+  with pytest.raises(ValueError, match=r"padding=-1 must be an int >= 0"):
+    augment.make_augment(crop_padding=-1)
+  with pytest.raises(ValueError, match=r"flip='yes' must be True or False"):
+    augment.make_augment(flip="yes")
 
 
 def test_bad_inputs_raise():

@@ -20,6 +20,7 @@ import torch
 from noisy_jax import data
 from noisy_jax.core import autoaugment
 from noisy_jax.core import image_ops
+from noisy_jax.train import views
 import torchvision_reference as tv
 
 # isort: split
@@ -188,7 +189,7 @@ _AUGMENT = []
 def _autoaugment_cutout():
   """jit(make_strong_augment(AutoAugment CIFAR-10 + Cutout(16))), compiled once per module run and batch shape."""
   if not _AUGMENT:
-    _AUGMENT.append(jax.jit(autoaugment.make_strong_augment(AUTOAUGMENT_CUTOUT)))
+    _AUGMENT.append(jax.jit(autoaugment.make_strong_augment(**AUTOAUGMENT_CUTOUT)))
   return _AUGMENT[0]
 
 
@@ -248,7 +249,7 @@ def test_an_image_depends_on_key_and_index_only(datasets):
 
 
 def test_cutout_only_config(datasets):
-  augment = autoaugment.make_strong_augment({"policy": "none", "cutout": 16})
+  augment = autoaugment.make_strong_augment(policy="none", cutout=16)
   assert augment.config == {"policy": "none", "cutout": 16}
   indices = np.arange(BATCH)
   images = datasets["random_rgb"][indices]
@@ -259,9 +260,10 @@ def test_cutout_only_config(datasets):
 
 
 def test_nothing_asked_gives_none():
-  assert autoaugment.make_strong_augment(None) is None
-  assert autoaugment.make_strong_augment({}) is None
-  assert autoaugment.make_strong_augment({"policy": "none", "cutout": 0, "num_ops": 2}) is None
+  assert autoaugment.make_strong_augment() is None
+  assert autoaugment.make_strong_augment(policy="none", cutout=0, num_ops=2) is None
+  assert views.strong_parts(None) is None  # a run's config.augment.strong, read by the trainer
+  assert views.strong_parts({"cutout": 0}) is None
 
 
 @pytest.mark.parametrize(
@@ -272,7 +274,6 @@ def test_nothing_asked_gives_none():
       r"policy='autoaugment'; allowed: 'autoaugment_cifar10', 'autoaugment_cifar10_tf', 'randaugment', "
       r"'disc_randaugment', 'promix_randaugment', 'none'",
     ),
-    ({"polcy": "randaugment"}, r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"),
     ({"policy": "randaugment", "magnitude": 31}, r"magnitude=31 must be an int bin in \[0, 30\]"),
     ({"policy": "randaugment", "num_ops": -1}, r"num_ops=-1 must be an int >= 0"),
     ({"policy": "randaugment", "num_ops": 2.0}, r"num_ops=2.0 must be an int"),
@@ -283,7 +284,13 @@ def test_nothing_asked_gives_none():
 )
 def test_config_errors_name_the_value_and_the_allowed_ones(config, message):
   with pytest.raises(ValueError, match=message):
-    autoaugment.make_strong_augment(config)
+    autoaugment.make_strong_augment(**config)
+
+
+def test_an_unknown_field_of_a_config_is_named():
+  """The trainer's reading of config.augment.strong (noisy_jax.train.views.strong_parts) names the allowed fields."""
+  with pytest.raises(ValueError, match=r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"):
+    views.strong_parts({"polcy": "randaugment"})
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from experiments.configs import own_data
 from experiments.configs import webvision_paper
 from noisy_jax import data
 from noisy_jax.core import errors
-from noisy_jax.data import inputs
 from noisy_jax.experiment import comparison
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 import torchvision_reference  # noqa: F401  (torchvision importable beside a CPU torch)
 

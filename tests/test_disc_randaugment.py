@@ -490,7 +490,7 @@ def test_pool_inside_a_larger_program_equals_it_alone(level):
 
 
 def test_strong_parts_registers_the_pool():
-  parts = autoaugment.strong_parts({"policy": "disc_randaugment", "num_ops": 2, "magnitude": 5})
+  parts = autoaugment.strong_parts(policy="disc_randaugment", num_ops=2, magnitude=5)
   assert parts.cutout == 0
   assert parts.config == {"policy": "disc_randaugment", "cutout": 0, "num_ops": 2, "magnitude": 5}
   images = jnp.asarray(_images(1, 28))
@@ -498,7 +498,7 @@ def test_strong_parts_registers_the_pool():
   np.testing.assert_array_equal(
     np.asarray(parts.policy(KEY, images, indices)), np.asarray(dra.disc_randaugment(KEY, images, indices))
   )
-  default = autoaugment.strong_parts({"policy": "disc_randaugment"})
+  default = autoaugment.strong_parts(policy="disc_randaugment")
   assert default.config["magnitude"] == dra.MAGNITUDE and default.config["num_ops"] == dra.NUM_OPS
 
 
@@ -512,4 +512,4 @@ def test_strong_parts_registers_the_pool():
 )
 def test_config_errors_name_the_value(config, message):
   with pytest.raises(ValueError, match=message):
-    autoaugment.strong_parts(config)
+    autoaugment.strong_parts(**config)

@@ -23,7 +23,8 @@ import tensorflow_datasets as tfds
 from experiments.configs import ce
 from noisy_jax import data
 from noisy_jax.data import disk
-from noisy_jax.data import inputs
+from noisy_jax.data import inputs as data_inputs
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -425,7 +426,7 @@ def test_run_single_on_an_image_folder_writes_classes_json(folder, tmp_path):
   config.model.kwargs = {"hidden_sizes": (16,)}
   summary = runs.run_single(config, str(tmp_path / "run"))
   assert np.isfinite(summary["history"][0]["train_loss"]) and "val_accuracy" in summary["history"][0]
-  with open(tmp_path / "run" / inputs.CLASSES_FILE) as f:
+  with open(tmp_path / "run" / data_inputs.CLASSES_FILE) as f:
     classes = json.load(f)
   assert classes == {"class_names": sorted(WORDS), "source": {"dataset": "image_folder", "root": root}}
 

@@ -12,8 +12,8 @@ import pytest
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.data import inputs
 from noisy_jax.experiment import export
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import elr

@@ -24,9 +24,9 @@ from experiments.configs import ce
 from experiments.configs import joint_optimization
 from noisy_jax import models
 from noisy_jax.core import metrics
-from noisy_jax.data import inputs
 from noisy_jax.data import normalization
 from noisy_jax.experiment import export
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 from noisy_jax.parallel import xla_options
 from noisy_jax.train import predict as predict_lib
@@ -50,7 +50,9 @@ def _run(config, workdir):
 
 def _in_run_probs(config, dataset, variables, x):
   """What the run's evaluation computes (loop.fit's predict) for `variables`."""
-  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  model = models.build(
+    config.model.name, dataset.num_classes, dataset.x_train.shape[1:], kwargs=config.model.get("kwargs")
+  )
   predict = predict_lib.make_predict_fn(
     model,
     normalize=inputs.normalizer(config, dataset),

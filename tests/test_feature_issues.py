@@ -498,7 +498,7 @@ def test_images_embedded_by_an_exported_network(tmp_path):
     os.makedirs(tmp_path / "images" / names[i % 3] / "nested", exist_ok=True)
     Image.fromarray(image).save(tmp_path / "images" / names[i % 3] / ("nested" if i % 2 else "") / f"{i:02d}.png")
   model_config = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (12,)}})
-  model = models.build(model_config, 3, (8, 8, 1), bn_axis_name=None)
+  model = models.build(model_config.name, 3, (8, 8, 1), kwargs=model_config.kwargs, bn_axis_name=None)
   variables = model.init(jax.random.key(0), jnp.zeros((1, 8, 8, 1)), train=False)
   norm = normalization.Normalization("per_channel", 255.0, np.float32([[[0.3]]]), np.float32([[[0.25]]]))
   export.save(

@@ -2,6 +2,7 @@
 WORKDIR/label_issues.csv of real runs against the planted errors (the injected noise) and the method's own state."""
 
 import csv
+import functools
 
 import ml_collections
 import numpy as np
@@ -153,23 +154,35 @@ def test_bad_settings_fail_before_training():
   config = ce.get_config()
   config.label_issues.score = "loss"
   with pytest.raises(ValueError, match="'normalized_margin', 'self_confidence'"):
-    label_issues.settings(config)
+    runs.label_issue_settings(config)
+  with pytest.raises(ValueError, match="'argmax', 'confident'"):
+    label_issues.check_settings("self_confidence", "threshold")
   config.label_issues.score, config.label_issues.history_length = "self_confidence", -2
+  wanted = runs.label_issue_settings(config).history_length
   with pytest.raises(ValueError, match="history_length=-2"):
-    label_issues.history_length(config, plain_loss.method("cross_entropy"), num_examples=10, num_classes=2)
+    label_issues.history_length(
+      wanted, plain_loss.method("cross_entropy"), num_epochs=1, num_examples=10, num_classes=2
+    )
+
+
+def test_settings_left_unset_take_the_defaults():
+  config = ce.get_config()
+  del config.label_issues
+  assert runs.label_issue_settings(config) == runs.LabelIssueSettings(
+    label_issues.DEFAULT_SCORE, label_issues.DEFAULT_RULE, label_issues.DEFAULT_HISTORY_LENGTH
+  )
 
 
 def test_auto_history_records_every_epoch_that_fits_the_budget():
-  config, plain = ce.get_config(), plain_loss.method("cross_entropy")
-  config.num_epochs = 40
-  assert label_issues.history_length(config, plain, num_examples=3_600, num_classes=10) == 40  # 5.5 MiB
-  assert label_issues.history_length(config, plain, num_examples=50_000, num_classes=100) == 13  # 19 MiB an epoch
-  assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 4  # 53 MiB an epoch
-  assert label_issues.history_length(config, plain, num_examples=1_281_167, num_classes=1000) == 0  # 4.8 GiB
-  config.label_issues.history_length = 3
-  assert label_issues.history_length(config, plain, num_examples=1_000_000, num_classes=14) == 3
+  plain = plain_loss.method("cross_entropy")
+  auto = functools.partial(label_issues.history_length, label_issues.AUTO_HISTORY, plain, num_epochs=40)
+  assert auto(num_examples=3_600, num_classes=10) == 40  # 5.5 MiB
+  assert auto(num_examples=50_000, num_classes=100) == 13  # 19 MiB an epoch
+  assert auto(num_examples=1_000_000, num_classes=14) == 4  # 53 MiB an epoch
+  assert auto(num_examples=1_281_167, num_classes=1000) == 0  # 4.8 GiB
+  assert label_issues.history_length(3, plain, num_epochs=40, num_examples=1_000_000, num_classes=14) == 3
   jo = joint_optimization.method(alpha=1.0, beta=0.5, prior=joint_optimization.uniform_prior(3), begin=1)
-  assert label_issues.history_length(config, jo, num_examples=10, num_classes=3) == 0  # keeps its own
+  assert label_issues.history_length(-1, jo, num_epochs=40, num_examples=10, num_classes=3) == 0  # keeps its own
 
 
 def test_write_csv_with_names_and_sources(tmp_path):

@@ -13,6 +13,10 @@ that reaches up, even inside a function, fails here. From the bottom:
 
 Every import is absolute (`from noisy_jax.core import losses`): a relative one (`from . import x`) would not be seen
 by this reading, so none is allowed.
+
+Below `train` nothing takes a config: no function of core, parallel, data or models has a parameter named `config`
+or `*_config` (read with `ast` too); the experiment layer (and, until it gets settings, the trainer) reads the config
+and gives them plain values.
 """
 
 import ast
@@ -125,6 +129,55 @@ def test_a_relative_import_is_caught():
     f"{line}: from . import noise",
     f"{line + 4}: from ..train.loop import fit",
   ]
+
+
+# The layers below `train` take plain values: a run's config is read above them (DESIGN.md, "The config is read once").
+PLAIN_LAYERS = ("core", "parallel", "data", "models")
+
+
+def config_parameters(source: str) -> list[str]:
+  """`line: function(parameter)` for each parameter named `config` or ending in `_config` of a function or lambda
+  in the Python `source`, at any depth (positional, keyword-only, *args and **kwargs alike)."""
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+      continue
+    args = node.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
+    name = getattr(node, "name", "<lambda>")
+    found += [f"{node.lineno}: {name}({a.arg})" for a in every if a.arg == "config" or a.arg.endswith("_config")]
+  return found
+
+
+def test_no_config_parameters_below_train():
+  found = []
+  for path, module in package_modules():
+    if layer_of(module) in PLAIN_LAYERS:
+      with open(path, encoding="utf-8") as f:
+        found += [f"{module}:{entry}" for entry in config_parameters(f.read())]
+  assert found == [], f"functions of {PLAIN_LAYERS} that take a config (give them plain values instead): {found}"
+
+
+def test_a_config_parameter_is_caught():
+  source = (
+    "def plain(num_classes, *, config_path=None, configs=()):\n"
+    "  return num_classes\n"
+    "\n"
+    "def reads(config):\n"
+    "  return config.seed\n"
+    "\n"
+    "async def reads_later(x, /, *, model_config):\n"
+    "  return model_config.name\n"
+    "\n"
+    "pick = lambda augment_config, **run_config: augment_config\n"
+  )
+  assert config_parameters(source) == [
+    "4: reads(config)",
+    "7: reads_later(model_config)",
+    "10: <lambda>(augment_config)",
+    "10: <lambda>(run_config)",
+  ]
+  assert config_parameters("def plain(num_classes):\n  return num_classes\n") == []
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,9 @@ from experiments.configs import own_data
 from noisy_jax import data
 from noisy_jax import models
 from noisy_jax.core import label_issues
-from noisy_jax.data import inputs
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import export
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,7 +173,7 @@ def test_every_loader_option_is_a_flag_and_the_model_follows_the_images(digits, 
   noisy = _parse(f"--config.dataset_kwargs.root={digits}", "--config.noise.type=symmetric")
   assert not runs.carved_validation_scored(noisy, gray)  # their labels are the clean ones, not the ones trained on
   assert models.resolve(config.model.name, gray.input_shape) == "small_cnn"
-  assert isinstance(models.build(config.model, gray.num_classes, gray.input_shape), models.SmallCNN)
+  assert isinstance(models.build(config.model.name, gray.num_classes, gray.input_shape), models.SmallCNN)
 
   config = _parse(
     f"--config.dataset_kwargs.root={colour}",
@@ -184,12 +184,12 @@ def test_every_loader_option_is_a_flag_and_the_model_follows_the_images(digits, 
   rgb = inputs.load_dataset(config)
   assert rgb.input_shape == (36, 36, 3) and rgb.class_names == ("c", "b", "a") and rgb.sizes["val"] == 3
   assert models.resolve(config.model.name, rgb.input_shape) == "preact_resnet32"  # 36 px: the ResNet
-  assert isinstance(models.build(config.model, rgb.num_classes, rgb.input_shape), models.PreActResNet32)
+  assert isinstance(models.build(config.model.name, rgb.num_classes, rgb.input_shape), models.PreActResNet32)
 
   config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.dataset_kwargs.image_size=24")
   assert models.resolve(config.model.name, inputs.load_dataset(config).input_shape) == "small_cnn"  # resized
   config = _parse(f"--config.dataset_kwargs.root={colour}", "--config.model.name=resnet18")  # overridable
-  assert isinstance(models.build(config.model, 3, rgb.input_shape), models.ResNet18)
+  assert isinstance(models.build(config.model.name, 3, rgb.input_shape), models.ResNet18)
 
 
 def test_compare_runs_the_default_comparison_on_the_folder(digits):

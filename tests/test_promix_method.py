@@ -21,8 +21,8 @@ from noisy_jax.train import state as state_lib
 
 
 def _model(pseudo_head: bool, num_classes: int = 5):
-  config = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (16,), "pseudo_head": pseudo_head}})
-  return models.build(config, num_classes, (6, 6, 1), bn_axis_name=None)
+  kwargs = {"hidden_sizes": (16,), "pseudo_head": pseudo_head}
+  return models.build("mlp", num_classes, (6, 6, 1), kwargs=kwargs, bn_axis_name=None)
 
 
 def test_pseudo_head_is_the_second_half_of_a_model_with_twice_the_outputs():

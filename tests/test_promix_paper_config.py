@@ -17,10 +17,10 @@ import pytest
 import tensorflow_datasets as tfds
 
 from experiments.configs import promix_paper
-from noisy_jax.core import autoaugment
 from noisy_jax.experiment import runs
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
+from noisy_jax.train import views
 
 # run.sh, one entry per line: the config string -> (noise type, noise rate, noise dataset, CIFAR-N noise_key,
 # rho (rho_range "rho,rho"), tau, pretrain_ep, debias_output = debias_pl, warm-up penalty (noise_mode asym)).
@@ -100,8 +100,8 @@ def test_promix_paper_values(arg):
     "num_magnitude_bins": 31,
     "cutout": 0,
   }
-  # The strong view's fields as the trainer reads them (noisy_jax.core.autoaugment.strong_parts), defaults included.
-  assert autoaugment.strong_parts(config.augment.strong).config == {
+  # The strong view's fields as the trainer reads them (noisy_jax.train.views.strong_parts), defaults included.
+  assert views.strong_parts(config.augment.strong).config == {
     "policy": "promix_randaugment",
     "num_ops": 3,
     "cutout": 0,

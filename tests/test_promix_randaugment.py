@@ -589,14 +589,14 @@ def test_random_augment_transcription_agrees_with_the_replay():
 def test_policy_in_a_config():
   """'promix_randaugment' in config.augment.strong: its n (default 3) read, its Cutout built in (the config's cutout
   stays a separate one, 0 by default), the same images as the module's function under the policy's key."""
-  parts = autoaugment.strong_parts({"policy": "promix_randaugment"})
+  parts = autoaugment.strong_parts(policy="promix_randaugment")
   assert parts.config == {"policy": "promix_randaugment", "num_ops": 3, "cutout": 0}
-  assert autoaugment.strong_parts({"policy": "promix_randaugment", "num_ops": 2}).config["num_ops"] == 2
+  assert autoaugment.strong_parts(policy="promix_randaugment", num_ops=2).config["num_ops"] == 2
   with pytest.raises(ValueError, match="num_ops"):
-    autoaugment.strong_parts({"policy": "promix_randaugment", "num_ops": -1})
+    autoaugment.strong_parts(policy="promix_randaugment", num_ops=-1)
   images = jnp.asarray(_images(3, 32, seed=9))
   indices = jnp.arange(16)
-  augment = autoaugment.make_strong_augment({"policy": "promix_randaugment"})
+  augment = autoaugment.make_strong_augment(policy="promix_randaugment")
   np.testing.assert_array_equal(
     np.asarray(augment(KEY, images, indices)),
     np.asarray(pra.promix_randaugment(jax.random.fold_in(KEY, 1), images, indices)),

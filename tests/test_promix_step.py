@@ -18,7 +18,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 import pytest
@@ -35,7 +34,7 @@ from noisy_jax.train import state as state_lib
 N = B = 16  # one full batch: one ProMix epoch is one step
 C, H, W, LR = 3, 4, 4, 0.3
 NUM_EPOCHS = 10  # the run's epochs, the original's --num_epochs E = 9
-CONFIG = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden_sizes": (6,), "pseudo_head": True}})
+MODEL, MODEL_KWARGS = "mlp", {"hidden_sizes": (6,), "pseudo_head": True}
 # Every branch on: debiasing of both kinds, a bias momentum whose update shows, MHCS (tau 0.4 of 3 classes), w and beta
 # in their ramps, and LGA (with its cap binding) in the original's epochs e > E - start_expand = 2.
 SETTINGS = promix_train.ProMixSettings(
@@ -54,7 +53,7 @@ SETTINGS = promix_train.ProMixSettings(
 @functools.cache
 def _setup(seed=1):
   rng = np.random.default_rng(seed)
-  model = models.build(CONFIG, C, (H, W, 1))  # BatchNorm over the mesh's axis, as in a run
+  model = models.build(MODEL, C, (H, W, 1), kwargs=MODEL_KWARGS)  # BatchNorm over the mesh's axis, as in a run
   pair = state_lib.create_train_state(model, jax.random.PRNGKey(seed), (H, W, 1), optax.sgd(LR), num_networks=2)
   pair = promix_train.with_priors(pair, C)
   priors = {name: jnp.asarray(rng.dirichlet(np.full(C, 2.0), 2), jnp.float32) for name in ("reliable", "unreliable")}
@@ -267,7 +266,7 @@ def test_one_promix_step_is_the_originals_train_step(epoch, guessing, w, beta):
   rows = np.asarray(jax.random.permutation(key, N))
   x_w, x_s, labels, batch_css = images[rows], strong[rows], noisy[rows], css[rows]
   assert guessing == (e > (NUM_EPOCHS - 1) - settings.start_expand)
-  reference_model = models.build(CONFIG, C, (H, W, 1), bn_axis_name=None)
+  reference_model = models.build(MODEL, C, (H, W, 1), kwargs=MODEL_KWARGS, bn_axis_name=None)
   sel, px = _selections(reference_model, pair, x_w, labels, batch_css, settings, guessing)
   for k in range(2):  # every branch matters: MHCS adds rows, LGA adds rows with its cap binding, none is empty
     info = sel[k]["info"]

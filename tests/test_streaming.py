@@ -22,8 +22,8 @@ import pytest
 from noisy_jax import data
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import image_files
-from noisy_jax.data import inputs
 from noisy_jax.data import normalization
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib

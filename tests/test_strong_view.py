@@ -34,7 +34,7 @@ ROWS = np.array([5, 0, 17, 3, 9, 11, 2, 30], np.int32)
 NORMALIZE = normalization.Normalization(
   "per_channel", 255.0, np.array([0.49, 0.48, 0.45], np.float32), np.array([0.2, 0.2, 0.2], np.float32)
 )
-WEAK = augment_lib.make_augment({"crop_padding": 4, "flip": True})
+WEAK = augment_lib.make_augment(crop_padding=4, flip=True)
 SOP_PLUS = {"policy": "autoaugment_cifar10", "cutout": 8}
 
 
@@ -71,9 +71,7 @@ def test_the_step_forwards_both_views_as_one_batch():
     objective=lambda logits, *args, rows, strong_logits, **unused: (jnp.sum(strong_logits), rows),
     strong_view=True,
   )
-  model = models.build(
-    ml_collections.ConfigDict({"name": "small_cnn", "kwargs": {}}), 10, (16, 16, 3), bn_axis_name=None
-  )
+  model = models.build("small_cnn", 10, (16, 16, 3), bn_axis_name=None)
   tx = optax.sgd(0.1)
   state = state_lib.create_train_state(model, jax.random.PRNGKey(0), (16, 16, 3), tx)
   table = label_table_lib.create(np.arange(40) % 10, 10)

@@ -9,7 +9,7 @@ import pytest
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.data import inputs
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import sweep
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import registry
@@ -86,7 +86,7 @@ def _single_fit(member_config, dataset):
   method = registry.make(member_config.method, num_classes=dataset.num_classes)
   table = label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length)
   state, table, history, _ = loop.fit(
-    model=models.build(member_config.model, dataset.num_classes),
+    model=models.build(member_config.model.name, dataset.num_classes, kwargs=member_config.model.get("kwargs")),
     method=method,
     table=table,
     dataset=dataset,
@@ -102,7 +102,9 @@ def train_sweep(config, dataset):
   members = sweep_grid.make_members(config)
   _, fields, _ = sweep_grid.check_sweep(config)
   method = registry.make(members[0].config.method, num_classes=dataset.num_classes)
-  model = models.build(members[0].config.model, dataset.num_classes, bn_axis_name=None)
+  model = models.build(
+    members[0].config.model.name, dataset.num_classes, kwargs=members[0].config.model.get("kwargs"), bn_axis_name=None
+  )
   programs = sweep.Programs(
     members[0].config,
     model,

@@ -16,8 +16,8 @@ import tensorflow_datasets as tfds
 from experiments.configs import ce
 from noisy_jax import data
 from noisy_jax.data import clothing1m
-from noisy_jax.data import inputs
 from noisy_jax.data import tfds_data
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
 
 NUM_MOCK = 40

@@ -147,7 +147,7 @@ def test_epoch_program_compiles_once(mode, augmented):
   state = mesh_lib.replicate(state, mesh)
   table = mesh_lib.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
   x = mesh_lib.replicate(jax.random.normal(jax.random.PRNGKey(1), (40, *shape)), mesh)
-  augment_fn = augment.make_augment({"crop_padding": 1, "flip": True}) if augmented else None
+  augment_fn = augment.make_augment(crop_padding=1, flip=True) if augmented else None
   epoch_fn = epoch_lib.make_epoch_fn(traced, mesh, batch_size=16, num_examples=40, mode=mode, augment=augment_fn)
   for epoch in range(1, 5):  # 4 epochs x 3 steps
     state, table, _ = epoch_fn(state, table, x, jax.random.PRNGKey(epoch), jnp.int32(epoch))

@@ -98,7 +98,7 @@ def main(argv=None):
     batch_size=batch_size,
     num_examples=n,
     mode=args.jax_mode,
-    augment=augment_lib.make_augment({"crop_padding": 4, "flip": True}),
+    augment=augment_lib.make_augment(crop_padding=4, flip=True),
     normalize=normalize,
     compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
   )

@@ -88,7 +88,7 @@ def given_labels(setting: str, *, epochs: int, seed: int):
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
 
-  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
 
   ce_config, _ = vs_cleanlab._configs(setting, epochs, seed)  # pylint: disable=protected-access
   full = inputs.load_dataset(ce_config)

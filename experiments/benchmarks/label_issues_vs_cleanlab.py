@@ -116,6 +116,7 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
   from noisy_jax import models  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_table  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import loop  # pylint: disable=g-import-not-at-top
 
@@ -123,12 +124,18 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
   method = registry.make(config.method, num_classes=dataset.num_classes)
   if history_length is None:  # what run_single records for label issues (config.label_issues.history_length)
     history_length = label_issues.history_length(
-      config, method, num_examples=len(labels), num_classes=dataset.num_classes
+      runs.label_issue_settings(config).history_length,
+      method,
+      num_epochs=int(config.num_epochs),
+      num_examples=len(labels),
+      num_classes=dataset.num_classes,
     )
   if history_length:
     method = dataclasses.replace(method, history_length=history_length)
   table = label_table.create(labels, dataset.num_classes, history_length=method.history_length)
-  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  model = models.build(
+    config.model.name, dataset.num_classes, dataset.x_train.shape[1:], kwargs=config.model.get("kwargs")
+  )
   state, table, history, _ = loop.fit(
     model=model,
     method=method,
@@ -148,12 +155,12 @@ def _predict(model, config, dataset, state, images, mesh):
   """Eval-mode softmax of `images` by the trained `state`, normalised as `fit` normalised `dataset`."""
   import numpy as np  # pylint: disable=g-import-not-at-top
 
-  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
-  from noisy_jax.parallel import xla_options  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.train import loop  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import predict as predict_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
 
-  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
+  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)
   predict = predict_lib.make_predict_fn(model, normalize=inputs.normalizer(config, dataset), compiler_options=options)
   return np.asarray(predict(state_lib.variables_of(state), np.asarray(images)), np.float64)
 
@@ -250,7 +257,7 @@ def run_setting(setting: str, *, epochs: int, seed: int, cleanlab, mesh, log) ->
   import numpy as np  # pylint: disable=g-import-not-at-top
   from sklearn.model_selection import StratifiedKFold  # pylint: disable=g-import-not-at-top
 
-  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
 
   ce_config, jo_config = _configs(setting, epochs, seed)
   full = inputs.load_dataset(ce_config)

@@ -486,7 +486,7 @@ def main(argv=None):
 
     norm = normalization.fit(types.SimpleNamespace(x_train=epoch_files, pixel_max=255.0), "per_channel")
     steps_per_epoch = math.ceil(n_epoch / batch_size)
-    augment_config = {"crop_padding": 4, "flip": True} if args.augment else None
+    augment = augment_lib.make_augment(crop_padding=4, flip=True) if args.augment else None
     mesh = mesh_lib.make_mesh(1)
     model = jax_side.make_model("preact_resnet32", num_classes)
     method = jax_side.make_method("ce", num_classes)
@@ -532,7 +532,7 @@ def main(argv=None):
         mesh,
         batch_size=batch_size,
         num_examples=n_epoch,
-        augment=augment_lib.make_augment(augment_config),
+        augment=augment,
         compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
         normalize=norm,
         source=epoch_files,

@@ -44,7 +44,7 @@ def main(argv=None):
   normalize = normalization.Normalization(
     "per_channel", 255.0, np.array([0.49, 0.48, 0.45], np.float32), np.array([0.25, 0.24, 0.26], np.float32)
   )
-  weak = augment_lib.make_augment({"crop_padding": 4, "flip": True})
+  weak = augment_lib.make_augment(crop_padding=4, flip=True)
   key = jax.random.PRNGKey(0)
   programs = {"weak": jax.jit(lambda k, c, r: weak(k, normalize(c), r))}
   for name, config in POLICIES:

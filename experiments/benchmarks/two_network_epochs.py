@@ -91,7 +91,7 @@ def main(argv=None):
   labels = rng.integers(0, 10, n)
   model = jax_side.make_model(args.model)
   headed_model = models.build(
-    ml_collections.ConfigDict({"name": args.model, "kwargs": {"pseudo_head": True}}), 10, bn_axis_name=mesh_lib.AXIS
+    args.model, 10, kwargs={"pseudo_head": True}, bn_axis_name=mesh_lib.AXIS
   )  # ProMix's networks
   options = xla_options.compiler_options(model, mesh.devices.flat[0].platform)
   make = lambda config: registry.make(ml_collections.ConfigDict(config), num_classes=10, num_epochs=10)

@@ -35,13 +35,15 @@ costs ~40 us for 128 examples, ~5x less than separate randint / bernoulli draws 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import jax
 from jax import lax
 import jax.numpy as jnp
 
 AUGMENT_FIELDS = ("crop_padding", "flip", "strong")  # strong: a second view's block (noisy_jax.train.views)
+DEFAULT_CROP_PADDING = 0  # no crop
+DEFAULT_FLIP = False
 
 AugmentFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, images [B,H,W,C], indices [B]) -> images
 
@@ -171,7 +173,12 @@ def example_draws(key: jax.Array, indices: jax.Array, *, padding: int) -> tuple[
 
 
 def augment_batch(
-  key: jax.Array, images: jax.Array, indices: jax.Array, *, crop_padding: int = 0, flip: bool = False
+  key: jax.Array,
+  images: jax.Array,
+  indices: jax.Array,
+  *,
+  crop_padding: int = DEFAULT_CROP_PADDING,
+  flip: bool = DEFAULT_FLIP,
 ) -> jax.Array:
   """Random crop (zero padding `crop_padding`) then random horizontal flip, example by example.
 
@@ -199,34 +206,28 @@ def augment_batch(
   return images
 
 
-def make_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
-  """The trainer's augmentation `augment(key, images [B,H,W,C], indices [B]) -> images` from a config, or None.
+def make_augment(*, crop_padding: int = DEFAULT_CROP_PADDING, flip: bool = DEFAULT_FLIP) -> AugmentFn | None:
+  """The trainer's augmentation `augment(key, images [B,H,W,C], indices [B]) -> images`, or None.
 
-  config: None or a mapping (dict, ml_collections.ConfigDict) with fields
-    crop_padding: int >= 0 (default 0: no crop); 4 is torchvision RandomCrop(32, padding=4) / JO's 40 -> 32;
-    flip: bool (default False): random horizontal flip with probability 1/2;
-    strong: not read here: the strong view of methods that train on two (noisy_jax.train.views).
-  Returns None when the config asks for nothing (None, empty, or padding 0 without flip): training is then
-  exactly the unaugmented program.
+  Args:
+    crop_padding: int >= 0 (0: no crop); 4 is torchvision RandomCrop(32, padding=4) / JO's 40 -> 32.
+    flip: bool: random horizontal flip with probability 1/2.
+
+  A run's config.augment block holds these two fields (and `strong`, the strong view of methods that train on two);
+  noisy_jax.train.views.weak_augment reads it. Returns None when nothing is asked (padding 0 without flip):
+  training is then exactly the unaugmented program.
 
   Raises:
-    ValueError: an unknown field (listing the allowed ones), a padding that is not an int >= 0, a non-bool flip.
+    ValueError: a padding that is not an int >= 0, a non-bool flip.
   """
-  if config is None:
-    return None
-  fields = dict(config.to_dict() if hasattr(config, "to_dict") else config)
-  unknown = sorted(set(fields) - set(AUGMENT_FIELDS))
-  if unknown:
-    raise ValueError(f"Unknown augment field(s) {unknown}; allowed: {', '.join(map(repr, AUGMENT_FIELDS))}.")
-  crop_padding = _check_padding(fields.get("crop_padding", 0))
-  do_flip = fields.get("flip", False)
-  if not isinstance(do_flip, bool):
-    raise ValueError(f"augment flip={do_flip!r} must be True or False.")
-  if not crop_padding and not do_flip:
+  crop_padding = _check_padding(crop_padding)
+  if not isinstance(flip, bool):
+    raise ValueError(f"augment flip={flip!r} must be True or False.")
+  if not crop_padding and not flip:
     return None
 
   def augment(key: jax.Array, images: jax.Array, indices: jax.Array) -> jax.Array:
-    return augment_batch(key, images, indices, crop_padding=crop_padding, flip=do_flip)
+    return augment_batch(key, images, indices, crop_padding=crop_padding, flip=flip)
 
-  augment.config = {"crop_padding": crop_padding, "flip": do_flip}
+  augment.config = {"crop_padding": crop_padding, "flip": flip}
   return augment

@@ -47,7 +47,7 @@ operations together).
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +58,12 @@ from noisy_jax.core import image_ops
 from noisy_jax.core import promix_randaugment as promix_pool
 
 STRONG_AUGMENT_FIELDS = ("policy", "num_ops", "magnitude", "num_magnitude_bins", "cutout")
+DEFAULT_POLICY = "none"
+DEFAULT_CUTOUT = 0  # no Cutout
+# RandAugment's N, M and bins when not given (torchvision's RandAugment defaults).
+RANDAUGMENT_NUM_OPS = 2
+RANDAUGMENT_MAGNITUDE = 9
+RANDAUGMENT_NUM_BINS = 31
 POLICIES = (
   "autoaugment_cifar10",
   "autoaugment_cifar10_tf",
@@ -309,7 +315,7 @@ def randaugment_draws(
   image_size: tuple[int, int],
   num_ops: int,
   magnitude: int,
-  num_magnitude_bins: int = 31,
+  num_magnitude_bins: int = RANDAUGMENT_NUM_BINS,
 ) -> OpDraws:
   """RandAugment's choices for the examples `indices` [B] under `key`: num_ops operations, each uniform among 14.
 
@@ -390,9 +396,9 @@ def randaugment(
   images: jax.Array,
   indices: jax.Array,
   *,
-  num_ops: int = 2,
-  magnitude: int = 9,
-  num_magnitude_bins: int = 31,
+  num_ops: int = RANDAUGMENT_NUM_OPS,
+  magnitude: int = RANDAUGMENT_MAGNITUDE,
+  num_magnitude_bins: int = RANDAUGMENT_NUM_BINS,
 ) -> jax.Array:
   """RandAugment(num_ops, magnitude, num_magnitude_bins) as torchvision's, on uint8 images [B, H, W, C].
 
@@ -440,46 +446,47 @@ def _check_cutout(size) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The strong view from a config
+# The strong view from its fields (a run's config.augment.strong, read by noisy_jax.train.views)
 
 
 class StrongParts(NamedTuple):
-  """A strong-view config read: `policy(key, uint8 images, indices) -> uint8 images` (None: no policy) and the
-  Cutout side (0: none); `config` is what was read, with defaults filled in."""
+  """The parts of a strong view: `policy(key, uint8 images, indices) -> uint8 images` (None: no policy) and the
+  Cutout side (0: none); `config` is the fields that were used, with defaults filled in."""
 
   policy: AugmentFn | None
   cutout: int
   config: dict
 
 
-def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
-  """The parts of a strong view from a config, checked (fields in `make_strong_augment`); None when it asks for
-  nothing.
+def strong_parts(
+  *,
+  policy: str = DEFAULT_POLICY,
+  num_ops: int | None = None,
+  magnitude: int | None = None,
+  num_magnitude_bins: int | None = None,
+  cutout: int = DEFAULT_CUTOUT,
+) -> StrongParts | None:
+  """The parts of a strong view, checked (the fields are `make_strong_augment`'s; None for num_ops, magnitude and
+  num_magnitude_bins: the policy's own default); None when nothing is asked.
 
   Raises:
-    ValueError: an unknown field or policy (listing the allowed ones), a value of the wrong type or range.
+    ValueError: an unknown policy (listing the allowed ones), a value of the wrong type or range.
   """
-  if config is None:
-    return None
-  fields = dict(config.to_dict() if hasattr(config, "to_dict") else config)
-  unknown = sorted(set(fields) - set(STRONG_AUGMENT_FIELDS))
-  if unknown:
-    raise ValueError(
-      f"Unknown strong augment field(s) {unknown}; allowed: {', '.join(map(repr, STRONG_AUGMENT_FIELDS))}."
-    )
-  policy = fields.get("policy", "none")
   if policy not in POLICIES:
     raise ValueError(f"Unknown strong augment policy={policy!r}; allowed: {', '.join(map(repr, POLICIES))}.")
-  num_ops, magnitude = fields.get("num_ops", 2), fields.get("magnitude", 9)
-  num_magnitude_bins = fields.get("num_magnitude_bins", 31)
+  if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
+    num_ops = disc_pool.NUM_OPS if num_ops is None else num_ops
+    magnitude = disc_pool.MAGNITUDE if magnitude is None else magnitude
+    disc_pool._check_pool(num_ops, magnitude)
+  elif policy == "promix_randaugment":  # RandomAugment's n (promix_randaugment.py; its m is never read)
+    num_ops = promix_pool._check_num_ops(promix_pool.NUM_OPS if num_ops is None else num_ops)
+  else:
+    num_ops = RANDAUGMENT_NUM_OPS if num_ops is None else num_ops
+    magnitude = RANDAUGMENT_MAGNITUDE if magnitude is None else magnitude
+  num_magnitude_bins = RANDAUGMENT_NUM_BINS if num_magnitude_bins is None else num_magnitude_bins
   if policy == "randaugment":
     _check_randaugment(num_ops, magnitude, num_magnitude_bins)
-  if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
-    num_ops, magnitude = fields.get("num_ops", disc_pool.NUM_OPS), fields.get("magnitude", disc_pool.MAGNITUDE)
-    disc_pool._check_pool(num_ops, magnitude)
-  if policy == "promix_randaugment":  # RandomAugment's n (promix_randaugment.py; its m is never read)
-    num_ops = promix_pool._check_num_ops(fields.get("num_ops", promix_pool.NUM_OPS))
-  size = _check_cutout(fields.get("cutout", 0))
+  size = _check_cutout(cutout)
   if policy == "none" and size == 0:
     return None
   read = {"policy": policy, "cutout": size}
@@ -514,10 +521,10 @@ def strong_parts(config: Mapping[str, Any] | None) -> StrongParts | None:
   return StrongParts(policy_fn, size, read)
 
 
-def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
-  """The strong view `augment(key, images uint8 [B,H,W,C], indices [B]) -> uint8 images` from a config, or None.
+def make_strong_augment(**fields: Any) -> AugmentFn | None:
+  """The strong view `augment(key, images uint8 [B,H,W,C], indices [B]) -> uint8 images` of `fields`, or None.
 
-  config: None or a mapping (dict, ml_collections.ConfigDict) with fields
+  fields (keyword arguments, each optional; `strong_parts` holds their defaults):
     policy: "autoaugment_cifar10" (torchvision's AutoAugment CIFAR-10 policy), "autoaugment_cifar10_tf" (the
       same sub-policies with the TF reference code's magnitudes, as SOP+'s code applies them: `tf_magnitude`),
       "randaugment", "disc_randaugment" (DISC's own pool and its CutoutAbs: noisy_jax.core.disc_randaugment),
@@ -528,13 +535,14 @@ def make_strong_augment(config: Mapping[str, Any] | None) -> AugmentFn | None:
       (default 3);
     cutout: the side of a Cutout hole applied after the policy (int >= 0, default 0 = none; 16 for CIFAR).
   The policy draws from fold_in(key, 1) and Cutout from fold_in(key, 2), so a weak view drawn from `key` itself
-  (noisy_jax.core.augment) is independent of the strong one. Returns None when the config asks for nothing. (The
+  (noisy_jax.core.augment) is independent of the strong one. Returns None when nothing is asked. (The
   trainer composes the same parts with normalisation and the weak crop and flip: noisy_jax.train.views.)
 
   Raises:
-    ValueError: an unknown field or policy (listing the allowed ones), a value of the wrong type or range.
+    TypeError: an unknown field.
+    ValueError: an unknown policy (listing the allowed ones), a value of the wrong type or range.
   """
-  parts = strong_parts(config)
+  parts = strong_parts(**fields)
   if parts is None:
     return None
 

@@ -65,6 +65,10 @@ from noisy_jax.core import _checks
 
 SCORES = ("self_confidence", "normalized_margin")
 FLAG_RULES = ("argmax", "confident")
+DEFAULT_SCORE = "self_confidence"  # label_issues.score of a run that sets none, and every function's default
+DEFAULT_RULE = "argmax"  # label_issues.rule likewise
+AUTO_HISTORY = -1  # label_issues.history_length 'auto' (`history_length`)
+DEFAULT_HISTORY_LENGTH = AUTO_HISTORY
 CONFIDENT_EPS = 1e-6  # cleanlab's FLOATING_POINT_COMPARISON (cleanlab/internal/constants.py), see 'confident'
 CSV_FILE = "label_issues.csv"
 CSV_COLUMNS = ("index", "source", "given_label", "suggested_label", "label_quality", "is_issue", "method_evidence")
@@ -102,7 +106,7 @@ def _check(probs, given) -> tuple[np.ndarray, np.ndarray]:
   return probs, given.astype(np.int64)
 
 
-def label_quality(probs, given, *, score: str = "self_confidence") -> np.ndarray:
+def label_quality(probs, given, *, score: str = DEFAULT_SCORE) -> np.ndarray:
   """q [N] in [0, 1] (see the module docstring for the formulas of `SCORES`); float64."""
   _checks.check_choice("score", score, SCORES)
   probs, given = _check(probs, given)
@@ -115,7 +119,7 @@ def label_quality(probs, given, *, score: str = "self_confidence") -> np.ndarray
   return (1.0 + p_given - others.max(axis=1)) / 2.0
 
 
-def rank(probs, given, *, score: str = "self_confidence") -> np.ndarray:
+def rank(probs, given, *, score: str = DEFAULT_SCORE) -> np.ndarray:
   """Example indices [N], most suspect first: q ascending, ties by index (works for any probabilities)."""
   return np.argsort(label_quality(probs, given, score=score), kind="stable")
 
@@ -138,7 +142,7 @@ def confident_thresholds(probs, given) -> np.ndarray:
   return np.maximum(means, 2 * CONFIDENT_EPS)
 
 
-def flag(probs, given, *, rule: str = "argmax") -> np.ndarray:
+def flag(probs, given, *, rule: str = DEFAULT_RULE) -> np.ndarray:
   """is_issue [N] bool by `rule` (see `FLAG_RULES` in the module docstring)."""
   _checks.check_choice("flag rule", rule, FLAG_RULES)
   probs, given = _check(probs, given)
@@ -161,7 +165,7 @@ def records(given, suggested, quality, is_issue) -> np.ndarray:
   return out[np.argsort(np.asarray(quality, np.float64), kind="stable")]
 
 
-def find(probs, given, *, score: str = "self_confidence", rule: str = "argmax") -> np.ndarray:
+def find(probs, given, *, score: str = DEFAULT_SCORE, rule: str = DEFAULT_RULE) -> np.ndarray:
   """Label issues from any predicted probabilities: `records` of (index, given, argmax, q, is_issue)."""
   probs, given = _check(probs, given)
   return records(
@@ -190,33 +194,31 @@ class RunIssues:
   evidence: list[str]
 
 
-def settings(config) -> tuple[str, str]:
-  """(score, rule) of config.label_issues, checked (a bad value fails before training, not after it)."""
-  section = config.get("label_issues", {})
-  score, rule = section.get("score", "self_confidence"), section.get("rule", "argmax")
+def check_settings(score: str, rule: str) -> tuple[str, str]:
+  """(score, rule) of a run's label_issues section, checked (a bad value fails before training, not after it)."""
   _checks.check_choice("config.label_issues.score", score, SCORES)
   _checks.check_choice("config.label_issues.rule", rule, FLAG_RULES)
   return score, rule
 
 
-def history_length(config, method, *, num_examples: int, num_classes: int) -> int:
+def history_length(wanted: int, method, *, num_epochs: int, num_examples: int, num_classes: int) -> int:
   """Epochs of predictions to record for label issues, for a method that records none itself.
 
-  config.label_issues.history_length: -1 ('auto', the default): H = min(config.num_epochs, the most epochs whose
+  wanted (a run's label_issues.history_length): AUTO_HISTORY (-1): H = min(num_epochs, the most epochs whose
   N x C x H x 4 bytes fit AUTO_HISTORY_BUDGET_BYTES); 0: none; H > 0: H. Methods with a history of their own (Joint
   Optimization) keep theirs: 0 is returned.
   """
   if method.history_length:
     return 0
-  wanted = int(config.get("label_issues", {}).get("history_length", -1))
-  if wanted < -1:
+  wanted = int(wanted)
+  if wanted < AUTO_HISTORY:
     raise ValueError(f"config.label_issues.history_length={wanted}; allowed: -1 (auto), 0 (none) or H > 0.")
-  if wanted == -1:
-    return min(int(config.num_epochs), AUTO_HISTORY_BUDGET_BYTES // max(1, num_examples * num_classes * 4))
+  if wanted == AUTO_HISTORY:
+    return min(int(num_epochs), AUTO_HISTORY_BUDGET_BYTES // max(1, num_examples * num_classes * 4))
   return wanted
 
 
-def from_run(method, table, *, score: str = "self_confidence", rule: str = "argmax") -> RunIssues | None:
+def from_run(method, table, *, score: str = DEFAULT_SCORE, rule: str = DEFAULT_RULE) -> RunIssues | None:
   """Label issues from a finished run's method and host label table (numpy arrays; `train.fit` returns one).
 
   See the module docstring for the evidence of each method. None when the run kept nothing to judge by (a plain
@@ -282,7 +284,7 @@ def from_run(method, table, *, score: str = "self_confidence", rule: str = "argm
 
 
 def held_out(
-  probs, given, *, first_index: int, what: str, score: str = "self_confidence", rule: str = "argmax"
+  probs, given, *, first_index: int, what: str, score: str = DEFAULT_SCORE, rule: str = DEFAULT_RULE
 ) -> RunIssues:
   """Label issues of examples the network never trained on, from its predicted probabilities: the records of
   `find(probs, given, score, rule)` (most suspect first) with index first_index + j for row j, and, row for row, the

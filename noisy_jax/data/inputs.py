@@ -1,15 +1,18 @@
-"""The input side of a run: the dataset a config names, how it reaches the devices, and its noisy training labels.
+"""The input side of a run: the dataset it names, how it reaches the devices, and its noisy training labels.
 
-  dataset = load_dataset(config)                                  # data.load(config.dataset), as stored (uint8)
-  input_mode(config, dataset)                                     # 'resident' or 'streaming'
-  normalize = normalizer(config, dataset)                         # codes -> float32, applied on the device
-  noisy, report = noisy_training_labels(config, dataset, key)     # config.noise applied to the clean labels
-  write_classes(dataset, config, workdir)                         # WORKDIR/classes.json (datasets from disk)
+  dataset = load_dataset(settings)                                # data.load(settings.dataset), as stored (uint8)
+  input_mode(dataset, mode=..., budget_mib=...)                   # 'resident' or 'streaming'
+  normalize = normalizer(dataset, normalization)                  # codes -> float32, applied on the device
+  noisy, report = noisy_training_labels(noise, dataset, key, normalization=...)  # the noise applied to clean labels
+  write_classes(dataset, workdir, dataset_name=..., dataset_kwargs=...)          # WORKDIR/classes.json
 
-Input modes (config.input): 'resident' puts the training split on every device as stored (uint8 images: 4x less
+Every function takes plain values or the frozen settings below (InputSettings, NoiseSettings); a run's config is
+read into them by noisy_jax.experiment.inputs, which also offers each of these functions for a config.
+
+Input modes (a run's `input`): 'resident' puts the training split on every device as stored (uint8 images: 4x less
 memory than float32) and gathers each batch there; 'streaming' reads each batch from the host or from disk with
-Grain worker processes (noisy_jax.parallel.streaming), for data that does not fit; 'auto' (the default) keeps the data
-resident when its training split takes at most config.input_budget_mib (DEFAULT_INPUT_BUDGET_MIB) and streams it
+Grain worker processes (noisy_jax.parallel.streaming), for data that does not fit; 'auto' (DEFAULT_INPUT_MODE) keeps
+the data resident when its training split takes at most `input_budget_mib` (DEFAULT_INPUT_BUDGET_MIB) and streams it
 otherwise. Loaders of files (data.ON_DISK) then leave the files on disk until the choice is made: decoded in full
 for resident input, one batch at a time when streaming. Both modes train the same network.
 
@@ -19,8 +22,10 @@ The trainer (noisy_jax.train.loop.fit) asks this module only how a dataset it is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from typing import Any, Mapping
 
 import jax
 import numpy as np
@@ -28,19 +33,60 @@ import numpy as np
 from noisy_jax.core import errors
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.core import pseudo_labels as pseudo_labels_lib
+from noisy_jax.data import normalization as normalization_lib
 
-# config.noise.type for Joint Optimization's pseudo-label noise (noisy_jax.core.pseudo_labels): a fraction `rate` of the
-# training set takes the class matched to its k-means cluster of PCA features (`num_components`, default 50).
+# noise.type for Joint Optimization's pseudo-label noise (noisy_jax.core.pseudo_labels): a fraction `rate` of the
+# training set takes the class matched to its k-means cluster of PCA features (`num_components`,
+# DEFAULT_NUM_COMPONENTS).
 PSEUDO_LABEL_NOISE = "pseudo_labels"
-# config.noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human
-# labels): used as they are; `rate` and `exact` are ignored, the report measures the real noise.
+DEFAULT_NUM_COMPONENTS = 50
+# noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human labels):
+# used as they are; `rate` and `exact` are ignored, the report measures the real noise.
 DATASET_NOISE = "dataset"
 
+INPUT_MODES = ("auto", "resident", "streaming")
+DEFAULT_INPUT_MODE = "auto"
+DEFAULT_INPUT_BUDGET_MIB = 2048  # 'auto': a training split up to this size (as stored) stays on the devices
+DEFAULT_FLAG_PREFIX = "--config."  # how a run's data settings are given on the command line
 
-def noisy_training_labels(config, dataset, key: jax.Array):
-  """Corrupts the clean training labels as `config.noise` says; returns (noisy labels, noise report)."""
-  noise_config = config.noise
-  if noise_config.type == DATASET_NOISE:
+
+@dataclasses.dataclass(frozen=True)
+class NoiseSettings:
+  """How the clean training labels are corrupted (a run's `noise` section).
+
+  type: a noise model of noise_lib.make_transition, PSEUDO_LABEL_NOISE or DATASET_NOISE. rate: its noise rate.
+  exact: flip exactly round(rate N) labels (noise_lib.corrupt_labels) instead of each with probability rate.
+  dataset: the dataset a noise model is defined for (None: none). num_components: the PCA dimensions of
+  pseudo-label noise.
+  """
+
+  type: str
+  rate: float
+  exact: bool
+  dataset: str | None
+  num_components: int
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSettings:
+  """Which dataset a run loads and how its inputs reach the devices (the module docstring).
+
+  dataset: a loader's name (data.load). dataset_kwargs: the loader's arguments (unset ones left out, the loader's
+  defaults then apply). input: one of INPUT_MODES. input_budget_mib: the budget of 'auto' and of decoding the
+  evaluation splits when streaming. normalization: a mode of noisy_jax.data.normalization.
+  """
+
+  dataset: str
+  dataset_kwargs: Mapping[str, Any]
+  input: str
+  input_budget_mib: float
+  normalization: str
+
+
+def noisy_training_labels(noise: NoiseSettings, dataset, key: jax.Array, *, normalization: str):
+  """Corrupts the clean training labels as `noise` says; returns (noisy labels, noise report). `normalization`:
+  the run's, for the features of pseudo-label noise (`host_features`)."""
+  if noise.type == DATASET_NOISE:
     noisy = getattr(dataset, "noisy_y_train", None)
     if noisy is None:
       raise ValueError(
@@ -51,66 +97,47 @@ def noisy_training_labels(config, dataset, key: jax.Array):
     noisy = np.asarray(noisy)
     return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
   seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
-  if noise_config.type == PSEUDO_LABEL_NOISE:
-    features = pseudo_labels_lib.pca_features(
-      host_features(config, dataset), int(noise_config.get("num_components", 50))
-    )
+  if noise.type == PSEUDO_LABEL_NOISE:
+    features = pseudo_labels_lib.pca_features(host_features(dataset, normalization), int(noise.num_components))
     noisy, info = pseudo_labels_lib.corrupt_with_pseudo_labels(
-      features, dataset.y_train, dataset.num_classes, float(noise_config.rate), seed=seed
+      features, dataset.y_train, dataset.num_classes, float(noise.rate), seed=seed
     )
     return noisy, {**noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes), **info}
-  transition = noise_lib.make_transition(
-    noise_config.type, dataset.num_classes, float(noise_config.rate), dataset=noise_config.get("dataset") or None
-  )
-  noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise_config.exact))
+  transition = noise_lib.make_transition(noise.type, dataset.num_classes, float(noise.rate), dataset=noise.dataset)
+  noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise.exact))
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
 
 
-INPUT_MODES = ("auto", "resident", "streaming")
-DEFAULT_INPUT_BUDGET_MIB = 2048  # 'auto': a training split up to this size (as stored) stays on the devices
-
-
-def input_mode(config, dataset) -> str:
-  """'resident' or 'streaming' for `dataset` under config.input (see the module docstring)."""
+def input_mode(dataset, *, mode: str, budget_mib: float) -> str:
+  """'resident' or 'streaming' for `dataset` under input mode `mode` (one of INPUT_MODES) and the budget of 'auto'
+  (see the module docstring)."""
   from noisy_jax.core import _checks  # pylint: disable=g-import-not-at-top
 
-  mode = config.get("input", "auto")
   _checks.check_choice("input", mode, INPUT_MODES)
   if mode != "auto":
     return mode
-  budget = float(config.get("input_budget_mib", DEFAULT_INPUT_BUDGET_MIB))
-  return "streaming" if dataset.x_train.nbytes > budget * 2**20 else "resident"
+  return "streaming" if dataset.x_train.nbytes > float(budget_mib) * 2**20 else "resident"
 
 
-def normalizer(config, dataset):
-  """The on-device normalisation of `dataset`'s inputs for config.normalization (default 'per_channel'):
-  noisy_jax.data.normalization.fit, statistics of the training split."""
-  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
-
-  return normalization.fit(dataset, config.get("normalization", "per_channel"))
+def normalizer(dataset, normalization: str):
+  """The on-device normalisation of `dataset`'s inputs for mode `normalization`: noisy_jax.data.normalization.fit,
+  statistics of the training split."""
+  return normalization_lib.fit(dataset, normalization)
 
 
-def host_features(config, dataset) -> np.ndarray:
+def host_features(dataset, normalization: str) -> np.ndarray:
   """The normalised training inputs as float32 on the host (what the PCA of pseudo-label noise works on):
-  data.standardize with config.normalization ('imagenet': the same constants as on the device)."""
+  data.standardize with mode `normalization` ('imagenet': the same constants as on the device)."""
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
 
-  mode = config.get("normalization", "per_channel")
-  if mode in data.STANDARDIZE_MODES:
-    return data.standardize(dataset, mode).x_train
-  return normalizer(config, dataset).numpy(dataset.load().x_train)
+  if normalization in data.STANDARDIZE_MODES:
+    return data.standardize(dataset, normalization).x_train
+  return normalizer(dataset, normalization).numpy(dataset.load().x_train)
 
 
-def dataset_kwargs(config) -> dict:
-  """config.dataset_kwargs as a dict, without the entries that are None: an unset placeholder
-  (`ml_collections.config_dict.placeholder(str)`, declared so that --config.dataset_kwargs.KEY=VALUE works on a
-  locked config) leaves the loader's own default in place."""
-  kwargs = config.get("dataset_kwargs") or {}
-  kwargs = kwargs.to_dict() if hasattr(kwargs, "to_dict") else dict(kwargs)
-  return {k: v for k, v in kwargs.items() if v is not None}
-
-
-def check_arguments(config, flag_prefix: str = "--config.") -> None:
+def check_arguments(
+  dataset_name: str, dataset_kwargs: Mapping[str, Any], flag_prefix: str = DEFAULT_FLAG_PREFIX
+) -> None:
   """Stops a run whose dataset lacks a required argument of its loader (data.missing_arguments: the folder of the
   Clothing1M, mini-WebVision or ANIMAL-10N release, which no config can know), before anything is read, naming the
   flag that gives it (`flag_prefix` + 'dataset_kwargs.ARG'; a comparison's data settings are under 'shared.') and
@@ -121,21 +148,21 @@ def check_arguments(config, flag_prefix: str = "--config.") -> None:
   """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top
 
-  missing = data.missing_arguments(config.dataset, dataset_kwargs(config))
+  missing = data.missing_arguments(dataset_name, dict(dataset_kwargs))
   if missing:
     raise errors.MissingInputError(
       "; ".join(
-        f"dataset {config.dataset!r} needs its {arg}: set {flag_prefix}dataset_kwargs.{arg}={text or '...'}"
+        f"dataset {dataset_name!r} needs its {arg}: set {flag_prefix}dataset_kwargs.{arg}={text or '...'}"
         for arg, text in missing.items()
       )
       + "."
     )
 
 
-def load_dataset(config):
-  """The dataset of `config` as stored (not normalised: the trainer does that on the device, `normalizer`).
+def load_dataset(settings: InputSettings):
+  """The dataset of `settings` as stored (not normalised: the trainer does that on the device, `normalizer`).
 
-  A loader of files (data.ON_DISK) reads only the listing unless config.input is 'resident'; the splits are then
+  A loader of files (data.ON_DISK) reads only the listing unless settings.input is 'resident'; the splits are then
   decoded here when `input_mode` says resident, and the training split is left on disk for streaming (the val and
   test splits are decoded when each fits input_budget_mib, else streamed in order at evaluation). A dataset_kwargs
   `decode` given by the user wins. With dataset_kwargs on_bad_file='skip' (noisy_jax.data.bad_files) the files that
@@ -144,16 +171,16 @@ def load_dataset(config):
   """
   from noisy_jax import data  # pylint: disable=g-import-not-at-top  (data loaders import heavy packages lazily)
 
-  check_arguments(config)
-  kwargs = dataset_kwargs(config)
-  if config.get("input", "auto") != "resident" and config.dataset in data.ON_DISK:
+  check_arguments(settings.dataset, settings.dataset_kwargs)
+  kwargs = dict(settings.dataset_kwargs)
+  if settings.input != "resident" and settings.dataset in data.ON_DISK:
     kwargs.setdefault("decode", False)
-  dataset = data.load(config.dataset, **kwargs)
-  if input_mode(config, dataset) == "resident":
+  dataset = data.load(settings.dataset, **kwargs)
+  if input_mode(dataset, mode=settings.input, budget_mib=settings.input_budget_mib) == "resident":
     return dataset.load()
   # Streaming: the evaluation splits are read every epoch; those within the budget are decoded once here. Those
   # left on disk lose their undecodable files here too (on_bad_file='skip': one reading of every file).
-  budget = float(config.get("input_budget_mib", DEFAULT_INPUT_BUDGET_MIB)) * 2**20
+  budget = float(settings.input_budget_mib) * 2**20
   resident = [s for s in ("val", "test") if getattr(dataset, f"x_{s}").nbytes <= budget]
   return dataset.load(resident).drop_bad_files([s for s in ("val", "test") if s not in resident])
 
@@ -162,20 +189,23 @@ CLASSES_FILE = "classes.json"
 _PATH_KWARGS = ("root", "manifest", "path", "data_dir")  # dataset_kwargs that name files: written absolute
 
 
-def write_classes(dataset, config, workdir: str | None) -> str | None:
+def write_classes(
+  dataset, workdir: str | None, *, dataset_name: str | None, dataset_kwargs: Mapping[str, Any]
+) -> str | None:
   """Writes WORKDIR/classes.json when the dataset names its classes (datasets from disk); returns its path.
 
-  Content: {"class_names": [name of class 0, ...], "source": {"dataset": config.dataset, **config.dataset_kwargs}}
-  without its unset (None) entries and with file and folder paths made absolute, so that class ids in the run's
-  outputs can be read back as names and the data found again. Nothing is written for a dataset without
+  Content: {"class_names": [name of class 0, ...], "source": {"dataset": dataset_name, **dataset_kwargs}} (the
+  name: dataset.name when `dataset_name` is None) with file and folder paths made absolute, so that class ids in
+  the run's outputs can be read back as names and the data found again. Nothing is written for a dataset without
   class_names or without a workdir. The caller writes from one process only (process 0, as summary.json).
   """
   names = getattr(dataset, "class_names", None)
   if names is None or not workdir:
     return None
-  kwargs = dataset_kwargs(config)
-  source = {"dataset": config.get("dataset", getattr(dataset, "name", None))}
-  source.update({k: os.path.abspath(v) if k in _PATH_KWARGS and isinstance(v, str) else v for k, v in kwargs.items()})
+  source = {"dataset": getattr(dataset, "name", None) if dataset_name is None else dataset_name}
+  source.update(
+    {k: os.path.abspath(v) if k in _PATH_KWARGS and isinstance(v, str) else v for k, v in dataset_kwargs.items()}
+  )
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, CLASSES_FILE)
   with open(path, "w") as f:

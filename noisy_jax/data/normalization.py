@@ -33,6 +33,7 @@ import dataclasses
 import numpy as np
 
 MODES = ("none", "per_channel", "mean_image", "imagenet")
+DEFAULT_MODE = "per_channel"  # a run's normalization when it sets none, and `fit`'s
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # torchvision's ImageNet statistics of [0, 1] RGB pixels
 IMAGENET_STD = (0.229, 0.224, 0.225)
 STATS_SAMPLE = 10_000
@@ -120,7 +121,7 @@ def training_statistics(x, pixel_max: float, mode: str) -> tuple[np.ndarray, np.
   return mean, np.where(std > 0, std, 1.0)
 
 
-def fit(dataset, mode: str = "per_channel") -> Normalization:
+def fit(dataset, mode: str = DEFAULT_MODE) -> Normalization:
   """The Normalization of `dataset` (statistics of its training split) for `mode` (see the module docstring).
 
   Raises:

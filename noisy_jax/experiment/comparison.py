@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from noisy_jax.core import errors
-from noisy_jax.data import inputs
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment.runs import check_before_data  # pylint: disable=g-importing-member

@@ -205,7 +205,7 @@ def save(
   input_shape = tuple(int(d) for d in input_shape)
   config = _json_model_config(model_config)
   name = models.resolve(config["name"], input_shape)
-  model = models.build(_model_config(name, config.get("kwargs", {})), int(num_classes), input_shape)
+  model = models.build(name, int(num_classes), input_shape, kwargs=_model_kwargs(config.get("kwargs")))
   collections = _host_collections(variables)
   _check_variables(collections, _expected_collections(model, input_shape, int(num_networks)), f"export to {directory}")
   if class_names is not None:
@@ -259,10 +259,9 @@ def _this_process_only():
   return ocp.options.MultiprocessingOptions(primary_host=index, active_processes={index})
 
 
-def _model_config(name: str, kwargs: dict):
-  import ml_collections  # pylint: disable=g-import-not-at-top
-
-  return ml_collections.ConfigDict({"name": name, "kwargs": _tuples(kwargs)})
+def _model_kwargs(kwargs: dict | None) -> dict:
+  """A model.json's model kwargs (None: none) as models.build takes them: JSON lists back to tuples."""
+  return _tuples(kwargs or {})
 
 
 def _tuples(value):
@@ -325,7 +324,7 @@ def save_run(
 ) -> str:
   """`save` of a run's network: the model config, classes and input description taken from `config` and `dataset`
   (what noisy_jax.experiment.runs.run_single calls); `normalization` is the one the stage trained with."""
-  from noisy_jax.data import inputs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
 
   image_size = inputs.dataset_kwargs(config).get("image_size")
   x = dataset.x_train
@@ -464,7 +463,9 @@ def load_model(path: str, which: str = "final", *, batch_size: int = 500) -> Loa
     )
   input_shape = tuple(int(d) for d in info["input_shape"])
   num_classes = int(info["num_classes"])
-  model = models.build(_model_config(info["model"]["name"], info["model"].get("kwargs", {})), num_classes, input_shape)
+  model = models.build(
+    info["model"]["name"], num_classes, input_shape, kwargs=_model_kwargs(info["model"].get("kwargs"))
+  )
   num_networks = int(info["variables"].get("num_networks", 1))
   expected = _expected_collections(model, input_shape, num_networks)
   stored = info["variables"]["collections"]

@@ -31,7 +31,6 @@ from typing import Any, Callable
 
 from absl import logging
 import flax.traverse_util
-import ml_collections
 import numpy as np
 
 from noisy_jax import models
@@ -219,10 +218,10 @@ def _channels_hint(weights: pretrained_lib.StoredWeights, config, input_shape) -
 def _network(model_config, classes: int, input_shape) -> Any:
   """models.build of `model_config` for `classes` and inputs of `input_shape`, name 'auto' resolved quietly (its
   log line would report the shape that `check` assumes, not the data's)."""
-  kwargs = model_config.get("kwargs", {})
+  kwargs = model_config.get("kwargs") or {}
   kwargs = kwargs.to_dict() if hasattr(kwargs, "to_dict") else dict(kwargs)
-  resolved = ml_collections.ConfigDict({"name": models.resolve(model_config.name, input_shape), "kwargs": kwargs})
-  return models.build(resolved, classes, input_shape, bn_axis_name=None)
+  resolved = models.resolve(model_config.name, input_shape)
+  return models.build(resolved, classes, input_shape, kwargs=kwargs, bn_axis_name=None)
 
 
 def initializer(config, weights: pretrained_lib.StoredWeights | None = None) -> Callable[[Any], Any] | None:

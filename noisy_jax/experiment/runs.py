@@ -2,8 +2,9 @@
 
   summary = run_single(config, workdir)        # noisy_jax.train.loop.fit per stage; metrics.jsonl, summary.json, ...
 
-The step and the epoch loop are noisy_jax.train; the dataset and labels come from noisy_jax.data.inputs; several runs
-of a comparison are noisy_jax.experiment.comparison.
+The step and the epoch loop are noisy_jax.train; the dataset and labels come from noisy_jax.data.inputs (its settings
+read from the config by noisy_jax.experiment.inputs); several runs of a comparison are
+noisy_jax.experiment.comparison.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.data import bad_files
-from noisy_jax.data import inputs as inputs_lib
-from noisy_jax.data.inputs import load_dataset  # pylint: disable=g-importing-member
-from noisy_jax.data.inputs import noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.experiment import export as export_lib
+from noisy_jax.experiment import inputs as inputs_lib
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
+from noisy_jax.experiment.inputs import load_dataset  # pylint: disable=g-importing-member
+from noisy_jax.experiment.inputs import noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
@@ -38,7 +39,6 @@ from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
-from noisy_jax.parallel import xla_options
 from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.train import loop
 from noisy_jax.train import predict as predict_lib
@@ -125,13 +125,16 @@ def run_single(
   stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
-  model = models.build(config.model, dataset.num_classes, dataset.x_train.shape[1:])
+  model = models.build(
+    config.model.name, dataset.num_classes, dataset.x_train.shape[1:], kwargs=config.model.get("kwargs")
+  )
   # Checked again for the data's inputs and classes (a grayscale folder and an RGB file), before anything is written.
   init_variables = pretrained.initializer(config, weights)
   spec = registry.get(config.method.name)
   stages = spec_lib.check_stages(spec.stages(config.method), spec.name)
   transition, transition_summary = correction_transition(config, dataset) if spec.needs_transition else (None, None)
-  issue_score, issue_rule = label_issues.settings(config)
+  issue_settings = label_issue_settings(config)
+  issue_score, issue_rule = issue_settings.score, issue_settings.rule
 
   jsonl, scalar_writer, checkpointed = None, None, False
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
@@ -191,7 +194,11 @@ def run_single(
         # with its own evidence, Method.label_evidence: DivideMix's and ELR+'s epoch programs record nothing, DISC's
         # state holds each example's last predictions).
         extra_history = label_issues.history_length(
-          config, method, num_examples=len(noisy), num_classes=dataset.num_classes
+          issue_settings.history_length,
+          method,
+          num_epochs=int(config.num_epochs),
+          num_examples=len(noisy),
+          num_classes=dataset.num_classes,
         )
         if extra_history:
           method = dataclasses.replace(method, history_length=extra_history)
@@ -249,7 +256,7 @@ def run_single(
       arrays[f"{result.stage.name}_ema_params"] = result.state.ema_params
     history = history + result.history
   if writes:
-    export_delivered(workdir, delivered, dataset, method_name=own.method.name, seed=int(config.seed))
+    export_delivered(workdir, delivered, dataset, model, method_name=own.method.name, seed=int(config.seed))
   carved_probs = None
   if workdir and carved_validation_scored(config, dataset):  # on every process: the prediction is a global program
     carved_probs = carved_validation_probs(
@@ -317,6 +324,26 @@ def run_single(
 
 
 @dataclasses.dataclass(frozen=True)
+class LabelIssueSettings:
+  """A run's label_issues section: the score and flag rule of WORKDIR/label_issues.csv (checked) and the epochs of
+  predictions to record for a method that records none (label_issues.history_length's `wanted`)."""
+
+  score: str
+  rule: str
+  history_length: int
+
+
+def label_issue_settings(config) -> LabelIssueSettings:
+  """config.label_issues read, label_issues.DEFAULT_SCORE, DEFAULT_RULE and DEFAULT_HISTORY_LENGTH where unset;
+  a bad score or rule raises ValueError here, before training."""
+  section = config.get("label_issues", {})
+  score, rule = label_issues.check_settings(
+    section.get("score", label_issues.DEFAULT_SCORE), section.get("rule", label_issues.DEFAULT_RULE)
+  )
+  return LabelIssueSettings(score, rule, int(section.get("history_length", label_issues.DEFAULT_HISTORY_LENGTH)))
+
+
+@dataclasses.dataclass(frozen=True)
 class StageResult:
   """One trained stage of a run: its declaration, its config, method, final state and label table, its per-epoch
   history and its best-val variables."""
@@ -342,12 +369,12 @@ def config_of_stage(config, stage: spec_lib.Stage):
 def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage1_key) -> label_table_lib.LabelTable:
   """The label table a stage starts from. 'noisy': the run's labels, with the method's per-example rows (their key
   fold_in(stage1_key, METHOD_ROWS_STREAM)), split over the devices when the config asks for it
-  (table_sharding.configured); 'previous': a fresh replicated table holding the previous stage's soft labels."""
+  (loop.table_sharded); 'previous': a fresh replicated table holding the previous stage's soft labels."""
   if stage.table == "previous":
     return label_table_lib.create(noisy, num_classes).replace(
       soft_labels=jnp.asarray(jax.device_get(previous.table.soft_labels))
     )
-  if table_sharding.configured(
+  if loop.table_sharded(
     config,
     num_examples=len(noisy),
     num_classes=num_classes,
@@ -380,12 +407,22 @@ def previous_network(previous: StageResult, which: str) -> Callable:
   return start
 
 
-def export_delivered(workdir: str, delivered: StageResult, dataset, *, method_name: str, seed: int) -> None:
-  """WORKDIR/model/{final,best_val} (noisy_jax.experiment.export): the delivering stage's network, normalised as
-  that stage trained."""
+def network_variables(variables, model, input_shape) -> dict:
+  """The network's own variables of a trained state's: the top-level params entries that `model` initialises, a
+  method's own trainable parameters beside them (added by its EpochProgram.init_state: T-Revision's slack) left
+  out."""
+  own = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape)), train=False))["params"]
+  return {**variables, "params": {name: tree for name, tree in variables["params"].items() if name in own}}
+
+
+def export_delivered(workdir: str, delivered: StageResult, dataset, model, *, method_name: str, seed: int) -> None:
+  """WORKDIR/model/{final,best_val} (noisy_jax.experiment.export): the delivering stage's network (its own
+  variables, `network_variables`), normalised as that stage trained."""
   normalize = inputs_lib.normalizer(delivered.config, dataset)
   final = state_lib.variables_of(delivered.state)
   for which, variables in (("final", final), ("best_val", delivered.best)):
+    if delivered.method.num_networks == 1:
+      variables = network_variables(variables, model, dataset.x_train.shape[1:])
     export_lib.save_run(
       export_lib.model_dir(workdir, which),
       variables=variables,
@@ -459,7 +496,7 @@ def carved_validation_probs(config, dataset, model, variables, *, num_networks: 
   """The delivered network's eval-mode softmax [N_val, C] of the validation split, float64: predict.make_predict_fn
   as the trainer evaluates (the normalisation and XLA options of `config`, the stage that trained `variables`; a
   pair of networks (num_networks 2) averages its logits), streamed in order when the split is on disk."""
-  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
+  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)
   workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(
@@ -518,7 +555,7 @@ def estimated_transition_summary(products: dict, trained: dict) -> dict:
 def training_probs(config, dataset, model, variables, *, mesh: Mesh) -> np.ndarray:
   """A trained network's eval-mode softmax [N, C] of the training split, float64 (the normalisation and XLA options
   of `config`, the stage that trained `variables`)."""
-  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
+  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
   )

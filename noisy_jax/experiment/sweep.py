@@ -63,20 +63,19 @@ import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import _checks
-from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
-from noisy_jax.data import inputs
 from noisy_jax.data import normalization
 from noisy_jax.experiment import comparison
+from noisy_jax.experiment import inputs
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.parallel import xla_options
 from noisy_jax.train import epoch as epoch_lib
+from noisy_jax.train import loop
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
@@ -84,6 +83,7 @@ from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
 from noisy_jax.train import step as step_lib
 from noisy_jax.train import table_metrics
+from noisy_jax.train import views as views_lib
 
 
 class Programs:
@@ -112,7 +112,7 @@ class Programs:
     )
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
-    augment = augment_lib.make_augment(config.get("augment"))
+    augment = views_lib.weak_augment(config.get("augment"))
     normalize = normalize or normalization.identity()
     method_dict = config.method.to_dict()
 
@@ -137,7 +137,7 @@ class Programs:
 
     batches = functools.partial(epoch_lib.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
-    options = xla_options.run_compiler_options(config, model, jax.devices()[0].platform)
+    options = loop.compiler_options(config, model, jax.devices()[0].platform)
     if epoch_mode == "scan":
 
       def member_epoch(carry, hypers, images, key, epoch):
@@ -370,7 +370,13 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
       )
       summaries.append(runs.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
   else:
-    model = models.build(base_config.model, dataset.num_classes, dataset.x_train.shape[1:], bn_axis_name=None)
+    model = models.build(
+      base_config.model.name,
+      dataset.num_classes,
+      dataset.x_train.shape[1:],
+      kwargs=base_config.model.get("kwargs"),
+      bn_axis_name=None,
+    )
     programs = Programs(
       base_config,
       model,

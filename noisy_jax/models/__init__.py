@@ -11,6 +11,8 @@ The name 'auto' picks a model from the input shape (`resolve`): configs for data
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from absl import logging
 import flax.linen as nn
 
@@ -160,18 +162,25 @@ def classifier_name(model: nn.Module) -> str | None:
   return None
 
 
-def build(model_config, num_classes: int, input_shape=None, *, bn_axis_name: str | None = AXIS) -> nn.Module:
-  """The network of a run's `config.model` (its `name` and `kwargs`) for `num_classes` classes: `get`, with
-  BatchNorm's statistics averaged over `bn_axis_name` (the mesh axis `batch`; None outside a device mapping, as a
-  sweep's vmapped step). Name 'auto' is picked from `input_shape` (one example's shape) by `resolve`. With
-  `kwargs.pseudo_head` True, the network carries ProMix's second head (WithPseudoHead around `get`'s model with
-  2 num_classes outputs).
+def build(
+  name: str,
+  num_classes: int,
+  input_shape=None,
+  *,
+  kwargs: Mapping[str, Any] | None = None,
+  bn_axis_name: str | None = AXIS,
+) -> nn.Module:
+  """The network `name` (a run's model.name) with `kwargs` (its model.kwargs; None: none) for `num_classes`
+  classes: `get`, with BatchNorm's statistics averaged over `bn_axis_name` (the mesh axis `batch`; None outside a
+  device mapping, as a sweep's vmapped step). Name 'auto' is picked from `input_shape` (one example's shape) by
+  `resolve`. With `kwargs['pseudo_head']` True, the network carries ProMix's second head (WithPseudoHead around
+  `get`'s model with 2 num_classes outputs).
   """
-  name = resolve(model_config.name, input_shape) if input_shape is not None else model_config.name
-  if name != model_config.name:
-    logging.info("model %r: %s for inputs of shape %s", model_config.name, name, tuple(input_shape))
-  kwargs = dict(model_config.get("kwargs", {}))
+  resolved = resolve(name, input_shape) if input_shape is not None else name
+  if resolved != name:
+    logging.info("model %r: %s for inputs of shape %s", name, resolved, tuple(input_shape))
+  kwargs = dict(kwargs or {})
   if not kwargs.pop("pseudo_head", False):
-    return get(name, num_classes=num_classes, bn_axis_name=bn_axis_name, **kwargs)
-  base = get(name, num_classes=2 * int(num_classes), bn_axis_name=bn_axis_name, **kwargs)
+    return get(resolved, num_classes=num_classes, bn_axis_name=bn_axis_name, **kwargs)
+  base = get(resolved, num_classes=2 * int(num_classes), bn_axis_name=bn_axis_name, **kwargs)
   return WithPseudoHead(base=base, num_classes=int(num_classes))

@@ -1,7 +1,7 @@
 """Where the label table lives: replicated on every device (small tables) or split by rows over the mesh (large).
 
-Config (train.fit): `label_table_sharding` = 'auto' (default) | 'replicated' | 'sharded', and
-`label_table_budget_mib` (default 256, the budget of 'auto').
+A run's `label_table_sharding` = 'auto' (DEFAULT_SHARDING) | 'replicated' | 'sharded' and `label_table_budget_mib`
+(DEFAULT_BUDGET_MIB, the budget of 'auto'), read by the trainer (noisy_jax.train.loop.table_sharded): `use_sharded`.
 
   replicated  every device holds the whole table (N rows); reads and writes are local (label_table.targets/record).
   sharded     the rows are padded up to N_pad = D ceil(N / D) (D devices on the mesh axis) and device d holds rows
@@ -60,6 +60,7 @@ from noisy_jax.core import precision
 from noisy_jax.parallel import distributed
 
 SHARDING_MODES = ("auto", "replicated", "sharded")
+DEFAULT_SHARDING = "auto"  # label_table_sharding when a run sets none
 DEFAULT_BUDGET_MIB = 256
 PAD_LABEL = -1  # noisy_labels of a padding row
 
@@ -94,18 +95,6 @@ def use_sharded(
     return mode == "sharded"
   whole = table_bytes(num_examples, num_classes, history_length)
   return int(num_devices) > 1 and whole > float(budget_mib) * 2**20
-
-
-def configured(config, *, num_examples: int, num_classes: int, history_length: int, num_devices: int) -> bool:
-  """use_sharded with a run's config: label_table_sharding (default 'auto') and label_table_budget_mib."""
-  return use_sharded(
-    config.get("label_table_sharding", "auto"),
-    num_examples=num_examples,
-    num_classes=num_classes,
-    history_length=history_length,
-    num_devices=num_devices,
-    budget_mib=config.get("label_table_budget_mib", DEFAULT_BUDGET_MIB),
-  )
 
 
 def padded_rows(num_examples: int, num_devices: int) -> int:

@@ -1,7 +1,9 @@
 """A run's XLA compiler options: the model's own on the CPU, run-to-run determinism on GPUs.
 
   compiler_options(model, platform, deterministic=True)   the options of `model`'s programs on `platform`
-  run_compiler_options(config, model, platform)           the same with config.gpu_deterministic (default True)
+
+A run's `gpu_deterministic` (DEFAULT_GPU_DETERMINISTIC when unset) is read by the trainer (noisy_jax.train.loop's
+compiler_options) and given here as `deterministic`.
 
 noisy_jax.train.loop.fit, the sweep, the loss-correction estimate, the export and the benchmarks all take their
 options here, so a run's programs are compiled alike wherever they are built.
@@ -21,9 +23,12 @@ import jax.numpy as jnp
 # (2026-11-24): without it, the same augmented SmallCNN config run twice in one process gave different test
 # accuracies after one epoch (tests/test_augment.py).
 GPU_DETERMINISM_OPTIONS = {"xla_gpu_deterministic_ops": True}
+DEFAULT_GPU_DETERMINISTIC = True
 
 
-def compiler_options(model, platform: str, *, deterministic: bool = True) -> dict[str, str | bool] | None:
+def compiler_options(
+  model, platform: str, *, deterministic: bool = DEFAULT_GPU_DETERMINISTIC
+) -> dict[str, str | bool] | None:
   """XLA options for compiling `model`'s programs for devices of `platform` ('cpu', 'gpu', 'tpu'), or None.
 
   A model class may declare `xla_cpu_compiler_options` (the ResNets do: `models.resnet.XLA_CPU_COMPILER_OPTIONS`,
@@ -37,11 +42,6 @@ def compiler_options(model, platform: str, *, deterministic: bool = True) -> dic
   if not options or platform != "cpu":
     return None
   return dict(options) if _accepted_by_xla(tuple(sorted(options.items()))) else None
-
-
-def run_compiler_options(config, model, platform: str) -> dict[str, str | bool] | None:
-  """`compiler_options` of a run of `config`: its GPU determinism is config.gpu_deterministic (default True)."""
-  return compiler_options(model, platform, deterministic=bool(config.get("gpu_deterministic", True)))
 
 
 @functools.lru_cache(maxsize=None)

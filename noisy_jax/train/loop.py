@@ -14,11 +14,11 @@ from jax.sharding import Mesh
 import numpy as np
 
 from noisy_jax import models
-from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
 from noisy_jax.data import bad_files
 from noisy_jax.data import inputs as inputs_lib
+from noisy_jax.data import normalization
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
@@ -63,6 +63,26 @@ def _strong_view(config, method, *, normalize, weak):
   return strong
 
 
+def compiler_options(config, model, platform: str) -> dict[str, str | bool] | None:
+  """xla_options.compiler_options of a run of `config`: GPU determinism as config.gpu_deterministic says
+  (xla_options.DEFAULT_GPU_DETERMINISTIC when unset)."""
+  deterministic = bool(config.get("gpu_deterministic", xla_options.DEFAULT_GPU_DETERMINISTIC))
+  return xla_options.compiler_options(model, platform, deterministic=deterministic)
+
+
+def table_sharded(config, *, num_examples: int, num_classes: int, history_length: int, num_devices: int) -> bool:
+  """table_sharding.use_sharded for a run of `config`: its label_table_sharding and label_table_budget_mib
+  (table_sharding.DEFAULT_SHARDING and DEFAULT_BUDGET_MIB when unset)."""
+  return table_sharding.use_sharded(
+    config.get("label_table_sharding", table_sharding.DEFAULT_SHARDING),
+    num_examples=num_examples,
+    num_classes=num_classes,
+    history_length=history_length,
+    num_devices=num_devices,
+    budget_mib=config.get("label_table_budget_mib", table_sharding.DEFAULT_BUDGET_MIB),
+  )
+
+
 def _to_python(tree):
   return jax.tree.map(lambda x: x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x, jax.device_get(tree))
 
@@ -93,10 +113,12 @@ def fit(
   the newest `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax
   finishes it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
 
-  config fields: batch_size, num_epochs, optimizer (noisy_jax.train.optim: learning_rate, momentum, weight_decay,
-  lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min, grad_clip_norm; the cosine's period defaults to this
-  stage's num_epochs), eval_train (bool, default False: also score the training split each epoch), augment (None
-  or {crop_padding, flip}: training-time augmentation, noisy_jax.core.augment.make_augment; evaluation never augments),
+  config fields: input, input_budget_mib, normalization (how `dataset` reaches the devices: noisy_jax.data.inputs's
+  input_mode and normalizer, with its defaults), batch_size, num_epochs, optimizer (noisy_jax.train.optim:
+  learning_rate, momentum, weight_decay, lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min,
+  grad_clip_norm; the cosine's period defaults to this stage's num_epochs), eval_train (bool, default False: also
+  score the training split each epoch), augment (None or {crop_padding, flip}: training-time augmentation,
+  noisy_jax.train.views.weak_augment; evaluation never augments), gpu_deterministic (`compiler_options`),
   label_table_sharding ('auto' | 'replicated' | 'sharded', default 'auto': sharded iff >1 device and the table's
   N x (C (1 + H) x 4 + 8) bytes exceed label_table_budget_mib, default 256; noisy_jax.parallel.table_sharding has the
   cost per device). A sharded table is padded on the devices (one process or several) and stays split: metrics are
@@ -111,8 +133,10 @@ def fit(
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
-  streamed = inputs_lib.input_mode(config, dataset) == "streaming"
-  normalize = inputs_lib.normalizer(config, dataset)
+  mode = config.get("input", inputs_lib.DEFAULT_INPUT_MODE)
+  budget_mib = float(config.get("input_budget_mib", inputs_lib.DEFAULT_INPUT_BUDGET_MIB))
+  streamed = inputs_lib.input_mode(dataset, mode=mode, budget_mib=budget_mib) == "streaming"
+  normalize = inputs_lib.normalizer(dataset, config.get("normalization", normalization.DEFAULT_MODE))
   workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
   workers = streaming.default_workers() if workers < 0 else workers
   epoch_mode = epoch_lib.resolve_epoch_mode(
@@ -131,7 +155,7 @@ def fit(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )
   state = replicate(method.program.init_state(state), mesh)  # with its own program's part (ELR+'s weight averages)
-  shard_table = table_sharding.configured(
+  shard_table = table_sharded(
     config,
     num_examples=num_examples,
     num_classes=table.num_classes,
@@ -145,8 +169,8 @@ def fit(
     given = np.asarray(jax.device_get(table.noisy_labels))
     table = place_table(table)
   images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
-  options = xla_options.run_compiler_options(config, model, mesh.devices.flat[0].platform)
-  augment = augment_lib.make_augment(config.get("augment"))
+  options = compiler_options(config, model, mesh.devices.flat[0].platform)
+  augment = views_lib.weak_augment(config.get("augment"))
   strong_view = _strong_view(config, method, normalize=normalize, weak=augment)
   if method.program.own and every_steps:  # (its streamed input: make_method_epoch_fn refuses it)
     raise ValueError(

@@ -1,5 +1,7 @@
-"""The strong view of a training batch, for methods that train on two views of each example (SOP+).
+"""The views of a training batch: the weak one (crop and flip) and the strong one of methods that train on two
+views of each example (SOP+).
 
+  augment = weak_augment(config.augment)       # (key, x, rows) -> x, or None (noisy_jax.core.augment)
   strong = make_strong_view(config.augment.strong, normalize=normalize, weak=augment)
   x_strong = strong(key, codes, rows)          # float [b, H, W, C], the step's key and the batch's rows
 
@@ -29,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 import jax
 
+from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import autoaugment
 
 StrongViewFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, uint8 codes [b,...], rows [b]) -> x
@@ -41,15 +44,15 @@ def make_strong_view(
   None when `config` asks for nothing.
 
   Args:
-    config: config.augment.strong (autoaugment.strong_parts' fields), or None.
+    config: config.augment.strong (autoaugment.strong_parts' fields, read by `strong_parts`), or None.
     normalize: codes -> float images, the run's on-device normalisation.
     weak: the run's weak augmentation `(key, x, rows) -> x` (crop and flip; noisy_jax.core.augment.make_augment),
       or None.
 
   Raises:
-    ValueError: from autoaugment.strong_parts, naming a bad field or value.
+    ValueError: from `strong_parts`, naming a bad field or value.
   """
-  parts = autoaugment.strong_parts(config)
+  parts = strong_parts(config)
   if parts is None:
     return None
 
@@ -70,3 +73,38 @@ def strong_config(augment_config) -> Any:
   if augment_config is None:
     return None
   return augment_config.get("strong") if hasattr(augment_config, "get") else None
+
+
+def _fields(block, allowed: tuple[str, ...], what: str) -> dict:
+  """A config block (None, a dict or an ml_collections.ConfigDict) as a dict; ValueError naming the fields it has
+  that are not `allowed`."""
+  if block is None:
+    return {}
+  fields = dict(block.to_dict() if hasattr(block, "to_dict") else block)
+  unknown = sorted(set(fields) - set(allowed))
+  if unknown:
+    raise ValueError(f"Unknown {what} field(s) {unknown}; allowed: {', '.join(map(repr, allowed))}.")
+  return fields
+
+
+def weak_augment(augment_config) -> augment_lib.AugmentFn | None:
+  """The run's weak augmentation (crop and flip) of config.augment (None, or a block of
+  noisy_jax.core.augment.AUGMENT_FIELDS): augment.make_augment of its crop_padding and flip, the fields left out
+  taking make_augment's defaults; None when it asks for nothing. Its `strong` field is `strong_parts`'.
+
+  Raises:
+    ValueError: an unknown field (listing the allowed ones), or make_augment's on a bad value.
+  """
+  fields = _fields(augment_config, augment_lib.AUGMENT_FIELDS, "augment")
+  fields.pop("strong", None)
+  return augment_lib.make_augment(**fields)
+
+
+def strong_parts(strong_config) -> autoaugment.StrongParts | None:
+  """autoaugment.strong_parts of config.augment.strong (None, or a block of autoaugment.STRONG_AUGMENT_FIELDS), the
+  fields left out taking strong_parts' defaults; None when it asks for nothing.
+
+  Raises:
+    ValueError: an unknown field (listing the allowed ones), or strong_parts' on a bad value.
+  """
+  return autoaugment.strong_parts(**_fields(strong_config, autoaugment.STRONG_AUGMENT_FIELDS, "strong augment"))
