@@ -17,6 +17,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   jocor               noisy_jax.methods.jocor               Wei et al., CVPR 2020
   disc                noisy_jax.methods.disc                Li et al., CVPR 2023 (two views, mixup)
   promix              noisy_jax.methods.promix_train        Xiao et al., IJCAI 2023 (two networks, pseudo head)
+  t_revision          noisy_jax.methods.t_revision          Xia et al., NeurIPS 2019 (CE, reweighting, revision of T)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -37,6 +38,7 @@ from noisy_jax.methods import plain_loss
 from noisy_jax.methods import promix_train
 from noisy_jax.methods import sop
 from noisy_jax.methods import spec as spec_lib
+from noisy_jax.methods import t_revision
 from noisy_jax.methods import truncated_lq
 from noisy_jax.train import method as method_lib
 
@@ -56,6 +58,7 @@ SPECS = {
     jocor.SPEC,
     disc.SPEC,
     promix_train.SPEC,
+    t_revision.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
