@@ -320,7 +320,7 @@ def test_transition_norms_against_tools_fit_and_norm():
   raw = tools_fit(probs.copy(), 3, True)
   original = t_revision.estimate_transition(probs, shared_filter=True, transition_norm="tools_norm")
   np.testing.assert_array_equal(original, tools_norm(raw))
-  np.testing.assert_array_equal(t_revision.anchor_rows(probs, shared_filter=True), raw)
+  np.testing.assert_array_equal(loss_correction.anchor_rows(probs, shared_filter=True), raw)
   rows = t_revision.estimate_transition(probs, shared_filter=True)
   np.testing.assert_array_equal(rows, loss_correction.estimate_transition(probs, shared_filter=True))
   np.testing.assert_allclose(rows, raw / raw.sum(axis=1, keepdims=True), rtol=1e-15)

@@ -84,6 +84,32 @@ def inverse(transition) -> np.ndarray:
   return np.linalg.inv(matrix)
 
 
+def anchor_rows(probs, *, percentile: float | None = DEFAULT_PERCENTILE, shared_filter: bool = False) -> np.ndarray:
+  """The anchor rows [C, C] float64: row i the predicted probabilities of class i's anchor, unnormalised (what
+  T-Revision's tools.fit, tools.py:27-42, returns).
+
+  The anchor of class i is the example with the largest p_i after the examples at or above the `percentile`-th
+  percentile of column i (NumPy's 'higher' method) are left out (None: no filter). `shared_filter`: the filter zeroes
+  the entries of one shared copy of `probs` (tools.fit's in-place write through a view), so a row read after column
+  j was filtered has 0 where that example was in column j's top; False filters a copy of each column.
+  `estimate_transition` normalises each row to sum 1.
+  """
+  probs = np.array(probs, dtype=np.float64)  # a copy: the caller's array is never changed
+  if probs.ndim != 2 or probs.shape[0] < 1 or probs.shape[1] < 2:
+    raise ValueError(f"probs must be [N, C] with N >= 1 and C >= 2, got shape {probs.shape}.")
+  if percentile is not None and not 0.0 < float(percentile) <= 100.0:
+    raise ValueError(f"percentile={percentile!r} must be in (0, 100], or None for no outlier filter.")
+  num_classes = probs.shape[1]
+  rows = np.empty((num_classes, num_classes))
+  for i in range(num_classes):
+    column = probs[:, i] if shared_filter else probs[:, i].copy()
+    if percentile is not None:
+      threshold = np.percentile(column, percentile, method="higher")
+      column[column >= threshold] = 0.0
+    rows[i] = probs[int(np.argmax(column))]
+  return rows
+
+
 def estimate_transition(
   probs, *, percentile: float | None = DEFAULT_PERCENTILE, shared_filter: bool = False
 ) -> np.ndarray:
@@ -97,19 +123,7 @@ def estimate_transition(
   from (a NumPy view), so a row read after column j was filtered has 0 wherever that example was in column j's top
   3%. False (the default) filters a copy of each column; True reproduces the original code's estimate.
   """
-  probs = np.array(probs, dtype=np.float64)  # a copy: the caller's array is never changed
-  if probs.ndim != 2 or probs.shape[0] < 1 or probs.shape[1] < 2:
-    raise ValueError(f"probs must be [N, C] with N >= 1 and C >= 2, got shape {probs.shape}.")
-  if percentile is not None and not 0.0 < float(percentile) <= 100.0:
-    raise ValueError(f"percentile={percentile!r} must be in (0, 100], or None for no outlier filter.")
-  num_classes = probs.shape[1]
-  transition = np.empty((num_classes, num_classes))
-  for i in range(num_classes):
-    column = probs[:, i] if shared_filter else probs[:, i].copy()
-    if percentile is not None:
-      threshold = np.percentile(column, percentile, method="higher")
-      column[column >= threshold] = 0.0
-    transition[i] = probs[int(np.argmax(column))]
+  transition = anchor_rows(probs, percentile=percentile, shared_filter=shared_filter)
   sums = transition.sum(axis=1, keepdims=True)
   if np.any(sums <= 0):
     raise ValueError("an anchor row has no probability mass left (every entry filtered): use a larger percentile.")

@@ -88,31 +88,6 @@ ORIGINAL_WEIGHT_DECAY = 1e-4  # main.py:85 (--weight_decay), Adam's in the revis
 # The transition matrix from the warm-up network (tools.fit + tools.norm).
 
 
-def anchor_rows(probs, *, percentile: float | None = DEFAULT_PERCENTILE, shared_filter: bool = False) -> np.ndarray:
-  """tools.fit (tools.py:27-42): [C, C] float64, row i the predicted probabilities of class i's anchor, unnormalised.
-
-  The anchor of class i is the example with the largest p_i after the examples at or above the `percentile`-th
-  percentile of column i (NumPy's 'higher' method) are left out (None: no filter). `shared_filter`: the filter zeroes
-  the entries of one shared copy of `probs` (tools.fit's in-place write through a view), so a row read after column
-  j was filtered has 0 where that example was in column j's top; False filters a copy of each column.
-  noisy_jax.methods.loss_correction.estimate_transition is the same selection with each row normalised to sum 1.
-  """
-  probs = np.array(probs, dtype=np.float64)  # a copy: the caller's array is never changed
-  if probs.ndim != 2 or probs.shape[0] < 1 or probs.shape[1] < 2:
-    raise ValueError(f"probs must be [N, C] with N >= 1 and C >= 2, got shape {probs.shape}.")
-  if percentile is not None and not 0.0 < float(percentile) <= 100.0:
-    raise ValueError(f"percentile={percentile!r} must be in (0, 100], or None for no outlier filter.")
-  num_classes = probs.shape[1]
-  rows = np.empty((num_classes, num_classes))
-  for i in range(num_classes):
-    column = probs[:, i] if shared_filter else probs[:, i].copy()
-    if percentile is not None:
-      threshold = np.percentile(column, percentile, method="higher")
-      column[column >= threshold] = 0.0
-    rows[i] = probs[int(np.argmax(column))]
-  return rows
-
-
 def estimate_transition(
   probs,
   *,
@@ -121,13 +96,13 @@ def estimate_transition(
   transition_norm: str = "rows",
 ) -> np.ndarray:
   """T [C, C] float64 from the warm-up network's training-split softmax `probs` [N, C]: the anchor rows
-  (`anchor_rows`), normalised by `transition_norm`: 'rows' (each row / its sum: row-stochastic; equal to
+  (`loss_correction.anchor_rows`), normalised by `transition_norm`: 'rows' (each row / its sum: row-stochastic; equal to
   loss_correction.estimate_transition) or 'tools_norm' (tools.norm, tools.py:4-7: `T / T.sum(1)` broadcasts the row
   sums along the last axis, so entry [i, j] is divided by row j's sum)."""
   _checks.check_choice("transition_norm", transition_norm, TRANSITION_NORMS)
   if transition_norm == "rows":
     return loss_correction.estimate_transition(probs, percentile=percentile, shared_filter=shared_filter)
-  rows = anchor_rows(probs, percentile=percentile, shared_filter=shared_filter)
+  rows = loss_correction.anchor_rows(probs, percentile=percentile, shared_filter=shared_filter)
   sums = rows.sum(axis=1)
   if np.any(sums <= 0):
     raise ValueError("an anchor row has no probability mass left (every entry filtered): use a larger percentile.")
