@@ -41,6 +41,7 @@ from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.train import loop
+from noisy_jax.train import optim
 from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
 
@@ -179,14 +180,16 @@ def run_single(
   keys = {0: stage1_key, 1: stage2_key}
   products, trained = {}, {}
   try:
-    previous = None
+    previous, epochs_before = None, 0
     for stage in stages:
+      stage_config = config_of_stage(config, stage)
       context = spec_lib.Context(
         num_classes=dataset.num_classes,
         num_epochs=int(config.num_epochs),
         transition=transition,
         num_examples=len(noisy),
         products=dict(products),
+        epochs_before=epochs_before,
       )
       method = registry.build(config.method, context) if stage.build is None else stage.build(config.method, context)
       if stage.scores_labels and workdir and not (method.program.own or method.label_evidence is not None):
@@ -202,7 +205,6 @@ def run_single(
         )
         if extra_history:
           method = dataclasses.replace(method, history_length=extra_history)
-      stage_config = config_of_stage(config, stage)
       key = keys.get(stage.key_stream, None)
       key = jax.random.fold_in(stage2_key, stage.key_stream) if key is None else key
       state, table, history, best = loop.fit(
@@ -218,9 +220,11 @@ def run_single(
         log_fn=None if stage.auxiliary else log,
         checkpoint_dir=checkpoint_dir(stage),
         on_resume=None if stage.auxiliary else on_resume,
-        init_variables=init_variables if stage.network == "fresh" else previous_network(previous, stage.network),
+        init_variables=init_variables if stage.network == "fresh" else previous_network(previous, stage, model),
+        init_opt_state=None if stage.optimizer_from is None else continued_optimizer(trained[stage.optimizer_from]),
         skipped_files=None if stage.auxiliary else skipped_files,
       )
+      epochs_before += stage_clock(stage, stage_config)
       if stage.product is not None:
         variables = best if stage.product_from == "best_val" else state_lib.variables_of(state)
         probs = training_probs(stage_config, dataset, model, variables, mesh=mesh)
@@ -358,11 +362,15 @@ class StageResult:
 
 
 def config_of_stage(config, stage: spec_lib.Stage):
-  """The config a stage trains with: the run's, with the fields of `config[stage.config_section]` replacing it."""
-  if stage.config_section is None:
+  """The config a stage trains with: the run's, with the fields of `config[stage.config_section]` replacing it, and
+  `optimizer.trainable_modules` set to the stage's `trainable` modules when it names some."""
+  if stage.config_section is None and not stage.trainable:
     return config
   stage_config = ml_collections.ConfigDict(config.to_dict())
-  stage_config.update(config[stage.config_section])
+  if stage.config_section is not None:
+    stage_config.update(config[stage.config_section])
+  if stage.trainable:
+    stage_config.optimizer.trainable_modules = list(stage.trainable)
   return stage_config
 
 
@@ -395,16 +403,54 @@ def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage
   return table
 
 
-def previous_network(previous: StageResult, which: str) -> Callable:
-  """The init_variables (loop.fit) that start a stage's network from the previous stage's best-validation
-  ('previous_best') or final ('previous_final') variables, on the host."""
+def previous_network(previous: StageResult, stage: spec_lib.Stage, model) -> Callable:
+  """The init_variables (loop.fit) that start `stage`'s network from the previous stage's best-validation
+  ('previous_best') or final ('previous_final') variables, on the host, with the top-level modules of `stage.renew`
+  taken from the fresh initialisation instead (their params and BatchNorm statistics)."""
+  which = stage.network
   variables = jax.device_get(previous.best if which == "previous_best" else state_lib.variables_of(previous.state))
+  entries = [models.classifier_name(model) if entry == optim.CLASSIFIER else entry for entry in stage.renew]
 
   def start(fresh):
-    del fresh
-    return {name: jax.tree.map(np.asarray, value) for name, value in variables.items()}
+    renewed = optim.trainable_names(fresh["params"], entries, None) if entries else set()
+    started = {}
+    for collection, value in variables.items():
+      value = {name: jax.tree.map(np.asarray, tree) for name, tree in value.items()}
+      fresh_collection = fresh.get(collection, {})
+      value.update({name: fresh_collection[name] for name in renewed if name in fresh_collection})
+      started[collection] = value
+    return started
 
   return start
+
+
+def continued_optimizer(earlier: StageResult) -> Callable:
+  """The init_opt_state (loop.fit) that starts a stage's optimiser from `earlier`'s final optimiser state, on the
+  host (Stage.optimizer_from).
+
+  Raises:
+    ValueError: when the stage's fresh optimiser state differs from that one in structure or shapes (another kind of
+      optimiser, another trainable set).
+  """
+  saved = jax.device_get(earlier.state.opt_state)
+
+  def start(fresh):
+    same_tree = jax.tree.structure(fresh) == jax.tree.structure(saved)
+    if not same_tree or any(
+      np.shape(a) != np.shape(b) for a, b in zip(jax.tree.leaves(fresh), jax.tree.leaves(saved), strict=True)
+    ):
+      raise ValueError(
+        f"a stage continues the optimiser of stage {earlier.stage.name!r}, but its own optimiser's state has another "
+        "structure: give both stages the same optimizer (name, trainable_modules, clipping, L1)."
+      )
+    return jax.tree.map(np.asarray, saved)
+
+  return start
+
+
+def stage_clock(stage: spec_lib.Stage, stage_config) -> int:
+  """The epochs `stage` counts on the run's clock (Stage.clock_epochs; its num_epochs by default)."""
+  return int(stage_config.num_epochs) if stage.clock_epochs is None else int(stage.clock_epochs)
 
 
 def network_variables(variables, model, input_shape) -> dict:

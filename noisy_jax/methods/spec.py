@@ -26,6 +26,8 @@ class Context:
     transition: the resolved [C, C] noise transition matrix for methods with `needs_transition`, else None.
     num_examples: N, the training split's size (DISC's first thresholds, 1/N), when the caller knows it.
     products: what the run's earlier stages made for the later ones ({name: value}, `Stage.product`).
+    epochs_before: the run's clock at this stage's start: the epochs its earlier stages count (`Stage.clock_epochs`),
+      for a stage whose schedules continue the run's (PES's last stage: loop epoch T1 + 1 at its first epoch).
   """
 
   num_classes: int
@@ -33,6 +35,7 @@ class Context:
   transition: np.ndarray | None = None
   num_examples: int | None = None
   products: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  epochs_before: int = 0
 
 
 TABLE_STARTS = ("noisy", "previous")
@@ -59,6 +62,17 @@ class Stage:
     network: where its network starts: 'fresh' (initialised from its key, or the run's pretrained weights),
       'previous_best' or 'previous_final' (the previous stage's best-validation or final variables; its optimiser
       starts afresh).
+    renew: top-level modules of the network (names, or name prefixes; `optim.CLASSIFIER` for the model's classifier)
+      re-initialised, params and BatchNorm statistics, from the stage's own fresh initialisation when it starts from
+      a previous stage's network (PES's refine: the last block and the classifier).
+    trainable: () (every parameter trains) or the top-level modules that alone train in this stage, as renew names
+      them: the stage's `optimizer.trainable_modules` (noisy_jax.train.optim; the others frozen, their BatchNorm
+      statistics still moving in train mode).
+    optimizer_from: None (its optimiser starts afresh) or the name of an earlier stage whose final optimiser state
+      (momentum, moments, schedule counts) it continues; the two optimisers must have the same structure (PES's
+      last stage continues its first stage's SGD across the refines).
+    clock_epochs: the epochs this stage counts on the run's clock (Context.epochs_before of the later stages); None:
+      its own num_epochs.
     auxiliary: a training whose only use is its product: not checkpointed (a resumed run trains it again, the same
       way), its epochs not logged; its summary is `{"epochs", **summary_of(history)}`.
     product: None, or `(train_probs [N, C] float64, method_config) -> {name: value}`: made from the stage's eval-mode
@@ -76,6 +90,10 @@ class Stage:
   config_section: str | None = None
   table: str = "noisy"
   network: str = "fresh"
+  renew: tuple[str, ...] = ()
+  trainable: tuple[str, ...] = ()
+  optimizer_from: str | None = None
+  clock_epochs: int | None = None
   auxiliary: bool = False
   product: Callable[[np.ndarray, Any], dict] | None = None
   product_from: str = "final"
@@ -86,6 +104,10 @@ class Stage:
     for field, allowed in (("table", TABLE_STARTS), ("network", NETWORK_STARTS), ("product_from", PRODUCT_SOURCES)):
       if getattr(self, field) not in allowed:
         raise ValueError(f"stage {self.name!r}: {field}={getattr(self, field)!r}; allowed: {allowed}.")
+    if self.renew and self.network == "fresh":
+      raise ValueError(f"stage {self.name!r}: renew={self.renew!r} needs a network from a previous stage.")
+    if self.clock_epochs is not None and (int(self.clock_epochs) != self.clock_epochs or self.clock_epochs < 0):
+      raise ValueError(f"stage {self.name!r}: clock_epochs={self.clock_epochs!r} must be an integer >= 0 or None.")
 
 
 # A method's own training, the whole run for most methods.
@@ -94,8 +116,8 @@ OWN_STAGE = Stage("stage1", delivers=True, scores_labels=True)
 
 def check_stages(stages: tuple[Stage, ...], method_name: str) -> tuple[Stage, ...]:
   """`stages` when they make a run (ValueError otherwise): distinct names, exactly one stage that trains the
-  method itself (`build` None), one that delivers and one that scores labels, neither auxiliary, and no 'previous'
-  table in the first stage."""
+  method itself (`build` None), one that delivers and one that scores labels, neither auxiliary, no 'previous'
+  table or network in the first stage, and an `optimizer_from` that names an earlier stage (not auxiliary)."""
   names = [stage.name for stage in stages]
   problems = []
   if len(set(names)) != len(names):
@@ -111,6 +133,10 @@ def check_stages(stages: tuple[Stage, ...], method_name: str) -> tuple[Stage, ..
     problems.append("an auxiliary stage delivers or scores labels")
   if stages and (stages[0].table == "previous" or stages[0].network != "fresh"):
     problems.append("the first stage starts from a previous stage's table or network")
+  for position, stage in enumerate(stages):
+    earlier = [s.name for s in stages[:position] if not s.auxiliary]
+    if stage.optimizer_from is not None and stage.optimizer_from not in earlier:
+      problems.append(f"{stage.name!r} continues the optimiser of {stage.optimizer_from!r}, not an earlier stage")
   if problems:
     raise ValueError(f"method {method_name!r}: its stages {names} do not make a run: {'; '.join(problems)}.")
   return tuple(stages)

@@ -102,6 +102,7 @@ def fit(
   checkpoint_dir: str | None = None,
   on_resume: Callable[[list[dict]], None] | None = None,
   init_variables: Callable | None = None,
+  init_opt_state: Callable | None = None,
   skipped_files: bad_files.Log | None = None,
 ):
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
@@ -127,6 +128,8 @@ def fit(
   `table` is then a host table, or one already split with table_sharding.create (used as it is, and donated).
   init_variables: None (random initialisation) or a map of each network's fresh variables to its starting ones
   (pretrained weights; state.create_train_state). A resumed run takes its variables from the checkpoint.
+  init_opt_state: None (the optimiser starts afresh) or a map of the fresh optimiser state to the starting one (an
+  earlier stage's, continued). A resumed run takes it from the checkpoint.
   skipped_files: where the training files that streaming skips are recorded (a streamed x_train with
   on_bad_file='skip', noisy_jax.data.bad_files: each epoch meets them again, the log lists them once and raises
   once more than max_bad_fraction of the dataset's files are skipped); None: a log in memory, for that check only.
@@ -154,6 +157,8 @@ def fit(
   state = state_lib.create_train_state(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )
+  if init_opt_state is not None:
+    state = state.replace(opt_state=init_opt_state(state.opt_state))
   state = replicate(method.program.init_state(state), mesh)  # with its own program's part (ELR+'s weight averages)
   shard_table = table_sharded(
     config,

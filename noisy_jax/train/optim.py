@@ -31,8 +31,17 @@
                     final update is the same step), a common fine-tuning choice for pretrained weights
                     (config.model.pretrained). s = 0 trains the classifier alone (the backbone stays where it starts).
 
+  trainable_modules None or () (default: every parameter trains) or a list of top-level modules of the network's
+                    params: a module trains when its name starts with one of the entries (CLASSIFIER stands for the
+                    model's classifier, `models.classifier_name`); every other parameter is frozen: zero update, no
+                    weight decay, no optimiser state (optax.multi_transform with set_to_zero). PyTorch's
+                    `requires_grad = False` on the frozen modules with an optimiser over the others (PES's refine
+                    stages: the last block and the classifier re-initialised and trained alone). BatchNorm statistics
+                    of frozen modules still move in train mode, as PyTorch's.
+
 The chain is: L1 (if on) -> clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the
-momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0) -> backbone scale (if not 1).
+momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0) -> backbone scale (if not
+1); with trainable_modules, the whole chain sees only the trainable parameters.
 
 `name` = 'sgd' (default, all of the above), 'adam' (PyTorch's Adam: the same L1, clip, coupled weight decay and lr
 schedule, then Adam's moments with betas (`beta1`, `beta2`, default 0.9, 0.999) and eps 1e-8 in place of SGD's
@@ -61,6 +70,7 @@ OPTIMIZERS = ("sgd", "adam", "coteaching_adam")
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, as its eps
 ADAM_EPS = 1e-8
 DEFAULT_BACKBONE_LR_SCALE = 1.0  # experiments/configs/base.py's optimizer() sets the same
+CLASSIFIER = "<classifier>"  # in trainable_modules: the model's classifier, whatever its name
 
 
 def _cosine_epochs(config, num_epochs: int | None) -> int:
@@ -107,6 +117,20 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
 
 
 def make_optimizer(
+  config, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
+) -> optax.GradientTransformation:
+  """`optimizer_chain`, restricted to config.trainable_modules when set (`train_only`; module docstring).
+
+  Raises:
+    ValueError: those of `optimizer_chain`; trainable_modules not a list of names; when the optimizer is
+      initialised, an entry that names no top-level module of the params.
+  """
+  chain = optimizer_chain(config, steps_per_epoch, num_epochs, classifier=classifier)
+  trainable = config.get("trainable_modules", None)
+  return chain if not trainable else train_only(chain, trainable, classifier)
+
+
+def optimizer_chain(
   config, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
 ) -> optax.GradientTransformation:
   """SGD with momentum, coupled (PyTorch-style, before momentum) weight decay on every parameter, the lr schedule of
@@ -173,6 +197,47 @@ def make_optimizer(
     ),
   ]
   return optax.chain(*steps, *last)
+
+
+def trainable_names(params, entries, classifier: str | None) -> set:
+  """The top-level modules of `params` whose name starts with one of `entries` (CLASSIFIER: `classifier`).
+
+  Raises:
+    ValueError: naming the entry and the params' modules when an entry matches none, or CLASSIFIER without a
+      known classifier.
+  """
+  names = set()
+  for entry in entries:
+    if entry == CLASSIFIER:
+      if classifier is None:
+        raise ValueError(f"trainable_modules names {CLASSIFIER!r}, but this model's classifier is not known.")
+      entry = classifier
+    matched = {name for name in params if str(name).startswith(entry)}
+    if not matched:
+      raise ValueError(
+        f"trainable_modules entry {entry!r} names no module of the network (its modules: "
+        f"{', '.join(map(repr, params))})."
+      )
+    names |= matched
+  return names
+
+
+def train_only(chain: optax.GradientTransformation, entries, classifier: str | None) -> optax.GradientTransformation:
+  """`chain` on the parameters of the top-level modules `trainable_names(params, entries, classifier)`, a zero
+  update (and no state) for every other parameter.
+
+  Raises:
+    ValueError: `entries` not a list of strings.
+  """
+  entries = tuple(entries)
+  if not all(isinstance(entry, str) for entry in entries):
+    raise ValueError(f"trainable_modules={entries!r} must be a list of module names (or name prefixes).")
+
+  def labels(params):
+    names = trainable_names(params, entries, classifier)
+    return jax.tree_util.tree_map_with_path(lambda path, _: path[0].key in names, params)
+
+  return optax.multi_transform({True: chain, False: optax.set_to_zero()}, labels)
 
 
 def backbone_mask(params, classifier: str):
