@@ -436,6 +436,41 @@ def parse_args(argv=None) -> argparse.Namespace:
   return parser.parse_args(argv)
 
 
+def _table_run(table: readme_tables.Table, runs: dict, *, root: str, reuse: bool, rows) -> tuple[str, dict]:
+  """(workdir, record) of the table's run (`obtain_run`), kept in `runs` by run name for the tables that share it,
+  a failure too (RuntimeError naming it, for every table of that run)."""
+  if table.run_name not in runs:
+    try:
+      runs[table.run_name] = obtain_run(table, root, reuse, rows)
+    except (OSError, RuntimeError) as e:
+      runs[table.run_name] = e
+  if isinstance(runs[table.run_name], Exception):
+    raise RuntimeError(f"no usable run {table.run_name!r}: {runs[table.run_name]}")
+  return runs[table.run_name]
+
+
+def _regenerate(table: readme_tables.Table, args, *, root: str, rows, runs: dict, texts: dict) -> None:
+  """Renders `table` (or with `rows` only those rows) from its run, prints the comparison with the README's and
+  puts the new text in texts[README path] (read first when not there yet)."""
+  path = os.path.join(args.readme_root, table.readme)
+  rows_of = table.rows_of(rows) if rows else None
+  workdir, record = _table_run(table, runs, root=root, reuse=args.reuse, rows=rows)
+  if path not in texts:
+    with open(path) as f:
+      texts[path] = f.read()
+  if rows_of:
+    new_env = env_line(record, rows)
+    labels = [label for _, label in table.rows()]
+    rows_table = table.render_rows(workdir, rows_of)
+    new_table = splice_rows(current_table(texts[path], table.name, table.readme)[0], rows_table, labels)
+    print(comparison(table, texts[path], new_table, new_env, table.readme))
+    texts[path] = replace_rows(texts[path], table.name, rows_table, labels, new_env, rows, table.readme)
+    return
+  new_table, new_env = table.render(workdir), env_line(record)
+  print(comparison(table, texts[path], new_table, new_env, table.readme))
+  texts[path] = replace_table(texts[path], table.name, new_table, new_env, table.readme)
+
+
 def main(argv=None) -> int:
   """Runs (or reuses), renders, compares and, with --write, writes. Returns 0, or 1 when a table failed."""
   args = parse_args(argv)
@@ -455,31 +490,8 @@ def main(argv=None) -> int:
   root = os.path.join(REPO, args.root)  # an absolute --root stays as it is
   runs, texts, failed = {}, {}, []
   for table in tables:
-    path = os.path.join(args.readme_root, table.readme)
     try:
-      rows_of = table.rows_of(rows) if rows else None
-      if table.run_name not in runs:
-        try:
-          runs[table.run_name] = obtain_run(table, root, args.reuse, rows)
-        except (OSError, RuntimeError) as e:
-          runs[table.run_name] = e
-      if isinstance(runs[table.run_name], Exception):
-        raise RuntimeError(f"no usable run {table.run_name!r}: {runs[table.run_name]}")
-      workdir, record = runs[table.run_name]
-      if path not in texts:
-        with open(path) as f:
-          texts[path] = f.read()
-      if rows_of:
-        new_env = env_line(record, rows)
-        labels = [label for _, label in table.rows()]
-        rows_table = table.render_rows(workdir, rows_of)
-        new_table = splice_rows(current_table(texts[path], table.name, table.readme)[0], rows_table, labels)
-        print(comparison(table, texts[path], new_table, new_env, table.readme))
-        texts[path] = replace_rows(texts[path], table.name, rows_table, labels, new_env, rows, table.readme)
-        continue
-      new_table, new_env = table.render(workdir), env_line(record)
-      print(comparison(table, texts[path], new_table, new_env, table.readme))
-      texts[path] = replace_table(texts[path], table.name, new_table, new_env, table.readme)
+      _regenerate(table, args, root=root, rows=rows, runs=runs, texts=texts)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
       failed.append(table.name)
       print(f"== {table.name} ({table.readme}) ==\nerror: {e}\n", file=sys.stderr)

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: experiments/
 
@@ -45,22 +46,27 @@ def _max_diff(a, b):
   return max(jax.tree.leaves(diffs), default=0.0)
 
 
-def main(num_devices: int, epochs: int):
-  assert jax.device_count() >= num_devices, jax.devices()
-  rng = np.random.default_rng(0)
-  n, c = 300, 5  # 300 = 2 full batches of 128 + one padded batch of 44: exercises the padding path too.
-  images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
-  noisy = rng.integers(0, c, n)
-  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=mesh_lib.AXIS)
-  opt = ml_collections.ConfigDict(
-    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
-  )
-  tx = optim.make_optimizer(opt, steps_per_epoch=3)
-  state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
+class _Inputs(NamedTuple):
+  """What every variant trains on: the [n, 6, 6, 1] float images and their uint8 codes, the noisy labels, n, c, the
+  initial states (one network, a pair), the codes' normalisation and the augmentation."""
+
+  images: np.ndarray
+  codes: np.ndarray
+  noisy: np.ndarray
+  n: int
+  c: int
+  state0: object
+  state_pair: object
+  normalize: object
+  augment: object
+
+
+def _variants(c: int) -> dict:
+  """{variant name: method}: the input and table paths compared, on methods of the registry's tiny cases (every
+  method's whole run: `registered_runs`)."""
   ce_method = registry.make(tiny.get_config("ce").method, num_classes=c)
   jo_method = registry.make(tiny.get_config("joint_optimization").method, num_classes=c)
-  # Input and table paths, on methods of the registry's tiny cases (every method's whole run: `registered_runs`).
-  variants = {
+  return {
     "cross_entropy": ce_method,
     # Random crop + flip of the [6, 6, 1] images inside the step (the MLP flattens them afterwards), in both
     # epoch modes: each example's augmentation depends on (step key, its index), not on the device split.
@@ -75,79 +81,75 @@ def main(num_devices: int, epochs: int):
       ml_collections.ConfigDict({"name": "sop", "init_std": 0.3, "ratio_balance": 0.1}), num_classes=c
     ),
   }
-  state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
-  codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
-  normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0), "per_channel")
-  augment = augment_lib.make_augment(crop_padding=1, flip=True)
-  out, seconds = {}, {}
-  for name, method in variants.items():
-    began = time.perf_counter()
-    results = []
-    for devices in (1, num_devices):
-      mesh = mesh_lib.make_mesh(devices)
-      table = label_table_lib.create(noisy, c, history_length=method.history_length)
-      if method.init_rows is not None:
-        table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(7), n, c))
-      start = state_pair if method.num_networks > 1 else state0
-      state = mesh_lib.replicate(jax.tree.map(jnp.copy, start), mesh)
-      sharded = name.endswith("_sharded") and devices > 1
-      table = table_sharding.shard(table, mesh, mesh_lib.AXIS) if sharded else mesh_lib.replicate(table, mesh)
-      streamed = name.endswith("_streamed")
-      x = mesh_lib.replicate(jnp.asarray(codes if streamed else images), mesh)
-      augmented = name.startswith("cross_entropy_augmented") or streamed
-      source = codes if streamed and devices > 1 else None
-      epoch_fn = epoch_lib.make_epoch_fn(
-        method,
-        mesh,
-        batch_size=128,
-        num_examples=n,
-        mode="scan" if name.endswith("_scan") else "auto",
-        augment=augment if augmented else None,
-        normalize=normalize if streamed else None,
-        source=source,
-        shard_table=sharded,
-      )
-      if source is not None:
-        x = None
-      losses = []
-      for epoch in range(1, epochs + 1):
-        state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))
-        jax.block_until_ready((state, table))
-        losses.append(float(metrics["train_loss"]))
-      if method.history_length:
-        table = label_table_lib.relabel(table, mode="soft")
-      if sharded:
-        table = table_sharding.host_table(table, n)
-      results.append(
-        {
-          "params": jax.device_get(state.params),
-          "batch_stats": jax.device_get(state.batch_stats),
-          "table": jax.device_get(table),
-          "losses": losses,
-          "start": start,
-        }
-      )
-    one, many = results
-    out[name] = {
-      "params": _max_diff(one["params"], many["params"]),
-      "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
-      "table": _max_diff(one["table"], many["table"]),
-      "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
-      "param_change": _max_diff(one["start"].params, one["params"]),
-    }
-    if method.init_rows is not None:  # the rows really changed in training
-      out[name]["rows_change"] = _max_diff(method.init_rows(jax.random.PRNGKey(7), n, c), one["table"].method_rows)
-    out[name]["first_params"] = one["params"]
-    seconds[name] = time.perf_counter() - began
-  # Augmentation really changed the training (else the augmented comparison would prove nothing new).
-  for name in ("cross_entropy_augmented", "cross_entropy_augmented_scan"):
-    out[name]["vs_unaugmented"] = _max_diff(out[name]["first_params"], out["cross_entropy"]["first_params"])
-  for name in out:
-    del out[name]["first_params"]
-  # A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
-  # computed where its rows live: the same rows as the unsharded init (padding rows aside).
-  began = time.perf_counter()
-  sop = variants["sop_sharded"]
+
+
+def _train_variant(name: str, method, devices: int, inputs: _Inputs, epochs: int) -> dict:
+  """Variant `name` trained for `epochs` epochs on a mesh of `devices`: its params, batch stats, host label table
+  (relabelled when the method keeps a history), losses and starting state."""
+  n, c = inputs.n, inputs.c
+  mesh = mesh_lib.make_mesh(devices)
+  table = label_table_lib.create(inputs.noisy, c, history_length=method.history_length)
+  if method.init_rows is not None:
+    table = label_table_lib.with_method_rows(table, method.init_rows(jax.random.PRNGKey(7), n, c))
+  start = inputs.state_pair if method.num_networks > 1 else inputs.state0
+  state = mesh_lib.replicate(jax.tree.map(jnp.copy, start), mesh)
+  sharded = name.endswith("_sharded") and devices > 1
+  table = table_sharding.shard(table, mesh, mesh_lib.AXIS) if sharded else mesh_lib.replicate(table, mesh)
+  streamed = name.endswith("_streamed")
+  x = mesh_lib.replicate(jnp.asarray(inputs.codes if streamed else inputs.images), mesh)
+  augmented = name.startswith("cross_entropy_augmented") or streamed
+  source = inputs.codes if streamed and devices > 1 else None
+  epoch_fn = epoch_lib.make_epoch_fn(
+    method,
+    mesh,
+    batch_size=128,
+    num_examples=n,
+    mode="scan" if name.endswith("_scan") else "auto",
+    augment=inputs.augment if augmented else None,
+    normalize=inputs.normalize if streamed else None,
+    source=source,
+    shard_table=sharded,
+  )
+  if source is not None:
+    x = None
+  losses = []
+  for epoch in range(1, epochs + 1):
+    state, table, metrics = epoch_fn(state, table, x, jax.random.PRNGKey(100 + epoch), jnp.int32(epoch))
+    jax.block_until_ready((state, table))
+    losses.append(float(metrics["train_loss"]))
+  if method.history_length:
+    table = label_table_lib.relabel(table, mode="soft")
+  if sharded:
+    table = table_sharding.host_table(table, n)
+  return {
+    "params": jax.device_get(state.params),
+    "batch_stats": jax.device_get(state.batch_stats),
+    "table": jax.device_get(table),
+    "losses": losses,
+    "start": start,
+  }
+
+
+def _differences(one: dict, many: dict, method, n: int, c: int) -> dict:
+  """The largest differences between the 1-device and the N-device run, how far training moved the parameters (and
+  the method's rows), and the 1-device run's parameters ("first_params")."""
+  out = {
+    "params": _max_diff(one["params"], many["params"]),
+    "batch_stats": _max_diff(one["batch_stats"], many["batch_stats"]),
+    "table": _max_diff(one["table"], many["table"]),
+    "loss": max(abs(a - b) for a, b in zip(one["losses"], many["losses"])),
+    "param_change": _max_diff(one["start"].params, one["params"]),
+  }
+  if method.init_rows is not None:  # the rows really changed in training
+    out["rows_change"] = _max_diff(method.init_rows(jax.random.PRNGKey(7), n, c), one["table"].method_rows)
+  out["first_params"] = one["params"]
+  return out
+
+
+def _sop_rows_built_sharded(sop, noisy, n: int, c: int, num_devices: int) -> dict:
+  """A sharded table built in place (table_sharding.create, as run_single does for a large table) gets SOP's u, v
+  computed where its rows live: whether they are sharded, and their largest difference from the unsharded init
+  (padding rows aside)."""
   mesh = mesh_lib.make_mesh(num_devices)
   built = table_sharding.add_method_rows(
     table_sharding.create(noisy, c, history_length=0, mesh=mesh, axis=mesh_lib.AXIS),
@@ -155,10 +157,44 @@ def main(num_devices: int, epochs: int):
     mesh=mesh,
     axis=mesh_lib.AXIS,
   )
-  out["sop_rows_built_sharded"] = {
+  return {
     "sharded": not built.method_rows["sop_v"].is_fully_replicated,
     "rows": _max_diff(table_sharding.host_table(built, n).method_rows, sop.init_rows(jax.random.PRNGKey(7), n, c)),
   }
+
+
+def main(num_devices: int, epochs: int):
+  assert jax.device_count() >= num_devices, jax.devices()
+  rng = np.random.default_rng(0)
+  n, c = 300, 5  # 300 = 2 full batches of 128 + one padded batch of 44: exercises the padding path too.
+  images = rng.normal(size=(n, 6, 6, 1)).astype(np.float32)
+  noisy = rng.integers(0, c, n)
+  model = models.get("mlp", num_classes=c, hidden_sizes=(32,), bn_axis_name=mesh_lib.AXIS)
+  opt = ml_collections.ConfigDict(
+    {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
+  )
+  tx = optim.make_optimizer(opt, steps_per_epoch=3)
+  state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
+  variants = _variants(c)
+  state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)
+  codes = rng.integers(0, 256, size=images.shape).astype(np.uint8)
+  normalize = normalization.fit(data.from_arrays(codes, noisy, codes[:1], noisy[:1], pixel_max=255.0), "per_channel")
+  augment = augment_lib.make_augment(crop_padding=1, flip=True)
+  inputs = _Inputs(images, codes, noisy, n, c, state0, state_pair, normalize, augment)
+  out, seconds = {}, {}
+  for name, method in variants.items():
+    began = time.perf_counter()
+    one = _train_variant(name, method, 1, inputs, epochs)
+    many = _train_variant(name, method, num_devices, inputs, epochs)
+    out[name] = _differences(one, many, method, n, c)
+    seconds[name] = time.perf_counter() - began
+  # Augmentation really changed the training (else the augmented comparison would prove nothing new).
+  for name in ("cross_entropy_augmented", "cross_entropy_augmented_scan"):
+    out[name]["vs_unaugmented"] = _max_diff(out[name]["first_params"], out["cross_entropy"]["first_params"])
+  for name in out:
+    del out[name]["first_params"]
+  began = time.perf_counter()
+  out["sop_rows_built_sharded"] = _sop_rows_built_sharded(variants["sop_sharded"], noisy, n, c, num_devices)
   seconds["sop_rows_built_sharded"] = time.perf_counter() - began
   out.update(registered_runs(num_devices, seconds=seconds))
   out["case_seconds"] = seconds

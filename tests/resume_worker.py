@@ -36,6 +36,7 @@ sys.path.insert(0, REPO)
 
 from experiments.configs import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from noisy_jax.experiment import stages as stages_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.methods import registry  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -76,7 +77,7 @@ def _stage(config, name: str):
 def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: float = 120.0) -> None:
   """Waits until the newest checkpoint due by `epoch` is on disk (orbax saves in a background thread and renames
   the finished directory to its epoch), so that the kill happens right after it, never during it."""
-  stage_config = runs.config_of_stage(config, _stage(config, stage))
+  stage_config = stages_lib.config_of_stage(config, _stage(config, stage))
   num_epochs, every = int(stage_config.num_epochs), int(config.checkpoint_every)
   due = max(e for e in range(1, epoch + 1) if checkpoint_lib.is_due(e, every=every, num_epochs=num_epochs))
   path = os.path.join(checkpoint_lib.stage_dir(workdir, stage), str(due))

@@ -132,16 +132,13 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
   n = images.shape[0]
   mesh = mesh_lib.make_mesh(devices)
   table = label_table_lib.create(noisy, c, history_length=method.history_length)
-  if sharded:
-    table = table_sharding.shard(table, mesh, AXIS)
-    update = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
-    top_k = table_sharding.sharded_update(
-      lambda t, p: label_table_lib.relabel_top_k(t, 40), mesh, AXIS, table.num_examples
-    )
-  else:
-    table = mesh_lib.replicate(table, mesh)
-    update = jax.jit(method.table_update)
-    top_k = jax.jit(lambda t, p: label_table_lib.relabel_top_k(t, 40))
+  table = table_sharding.shard(table, mesh, AXIS) if sharded else mesh_lib.replicate(table, mesh)
+  # As loop.fit jits the epoch-end update: rows kept split on a sharded table, its padding rows zero probabilities.
+  out_shardings = table_sharding.shardings(mesh, AXIS, sharded=True) if sharded else None
+  jitted = lambda fn: jax.jit(fn, static_argnames=("num_examples",), out_shardings=out_shardings)
+  end = jitted(method.epoch_end.update)
+  top_k = jitted(lambda t, p, e, num_examples: label_table_lib.relabel_top_k(t, 40))
+  update = lambda t, p: end(t, None if p is None else table_sharding.pad_rows(p, t.num_examples), 0, num_examples=n)
   state = mesh_lib.replicate(jax.tree.map(jnp.copy, state0), mesh)
   x = mesh_lib.replicate(jnp.asarray(images), mesh)
   epoch_fn = epoch_lib.make_epoch_fn(method, mesh, batch_size=128, num_examples=n, mode=mode, shard_table=sharded)
@@ -152,7 +149,7 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
     jax.block_until_ready((state, table))
     losses.append(float(metrics["train_loss"]))
     variables = {"params": state.params, "batch_stats": state.batch_stats}
-    probs = predict(variables, x) if method.needs_train_probs else None
+    probs = predict(variables, x) if method.reads_train_probs else None
     table = jax.block_until_ready(update(table, probs))
   rows = sorted(int(s.data.shape[0]) for s in table.soft_labels.addressable_shards)
   history_rows = sorted(int(s.data.shape[1]) for s in table.history.addressable_shards)
@@ -165,7 +162,7 @@ def _train(method, images, noisy, c, state0, model, *, devices, sharded, epochs,
     "table": table_sharding.host_table(table, n),
   }
   if method.history_length:
-    out["top_k"] = table_sharding.host_table(jax.block_until_ready(top_k(table, None)), n)
+    out["top_k"] = table_sharding.host_table(jax.block_until_ready(top_k(table, None, 0, num_examples=n)), n)
   return out
 
 

@@ -23,6 +23,7 @@ from experiments.configs import elr_paper
 from experiments.configs import sop_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import registry
 from noisy_jax.train import coteaching_adam
@@ -70,7 +71,7 @@ def test_coteaching_paper_values(arg):
   assert config.model.to_dict() == {"name": "coteaching_cnn", "kwargs": {"dropout_rate": 0.0}, "pretrained": "none"}
   # REFERENCE §7: Adam lr 1e-3, 200 epochs, batch 128, no augmentation, no weight decay (Adam has none here).
   assert config.optimizer.to_dict() == {"name": "coteaching_adam", "learning_rate": 1e-3, "decay_start": decay_start}
-  assert config.num_epochs == 200 and runs.total_epochs(config) == 200 and config.batch_size == 128
+  assert config.num_epochs == 200 and stages_lib.total_epochs(config) == 200 and config.batch_size == 128
   assert config.augment.to_dict() == {"crop_padding": 0, "flip": False}
   # Co-teaching main.py: transforms.ToTensor() only, no validation split (config docstring).
   assert config.normalization == "none"
@@ -143,7 +144,7 @@ def test_elr_paper_values(arg):
     epochs, boundaries = 120, (40, 80)
   config = elr_paper.get_config(arg)
   assert config.method.to_dict() == {"name": "elr", "lam": lam, "beta": beta}
-  assert config.num_epochs == epochs and runs.total_epochs(config) == epochs
+  assert config.num_epochs == epochs and stages_lib.total_epochs(config) == epochs
   # REFERENCE §6: ResNet-34, SGD momentum 0.9, weight decay 1e-3, lr 0.02, batch 128, 45k / 5k split.
   assert config.model.to_dict() == {"name": "resnet34", "kwargs": {}, "pretrained": "none"}
   opt = config.optimizer
@@ -211,7 +212,7 @@ def test_sop_paper_values(arg):
   # REFERENCE §9: CIFAR-100, SGD 0.02 / momentum 0.9 / weight decay 1e-3, batch 128, 300 epochs,
   # CosineAnnealingLR(300, 2e-4) stepped per epoch.
   assert config.dataset == "cifar100" and config.batch_size == 128
-  assert config.num_epochs == 300 and runs.total_epochs(config) == 300
+  assert config.num_epochs == 300 and stages_lib.total_epochs(config) == 300
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 1e-3, False)
   assert (opt.lr_schedule, opt.cosine_epochs, opt.lr_min) == ("cosine", 300, 2e-4)

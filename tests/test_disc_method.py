@@ -167,7 +167,7 @@ def test_table_update_divides_and_label_evidence_is_the_mean_of_both_views():
   rows["disc_w_probs"] = jax.nn.softmax(jnp.asarray(rng.normal(size=(N, C)) * 3, jnp.float32))
   rows["disc_s_probs"] = jax.nn.softmax(jnp.asarray(rng.normal(size=(N, C)) * 3, jnp.float32))
   table = label_table_lib.with_method_rows(table, rows)
-  updated = jax.jit(lambda t: method.table_update(t, None))(table)
+  updated = jax.jit(lambda t: method.epoch_end.update(t, None, 1, t.num_examples))(table)
   want = disc.divide(
     rows["disc_w_probs"],
     rows["disc_s_probs"],
@@ -182,7 +182,7 @@ def test_table_update_divides_and_label_evidence_is_the_mean_of_both_views():
   np.testing.assert_allclose(rows["disc_w_confidence"], 1.0 / N)  # the original's first thresholds
   assert tuple(method.init_rows(None, N, C)) == disc.ROWS  # the documented layout of the state
   np.testing.assert_array_equal(updated.soft_labels, table.soft_labels)  # DISC never relabels the table
-  assert method.update_due(1) and method.strong_view
+  assert method.epoch_end.due(1) and method.epoch_end.reads == "nothing" and method.strong_view
 
   issues = label_issues.from_run(method, jax.device_get(updated))
   probs = (np.asarray(rows["disc_w_probs"], np.float64) + np.asarray(rows["disc_s_probs"], np.float64)) / 2

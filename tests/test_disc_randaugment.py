@@ -294,29 +294,35 @@ def test_autocontrast_corrections_are_pils_float64_table():
 # Level -> value
 
 
+def _assert_original_value(op: str, level: int, size: tuple[int, int], max_v, bias) -> None:
+  """dra.op_value of `op` at `level` on images of `size` is the original's formula (ORIGINAL's max_v and bias for
+  the factor ops), negated where the op takes a sign."""
+  value = dra.op_value(op, level, size)
+  if op in dra.FACTOR_OPS:
+    assert value == float(level) * max_v / 10 + bias
+  elif op == "Posterize":
+    assert value == int(level * 4 / 10) + 4
+  elif op == "Rotate":
+    assert value == int(level * 30 / 10) and dra.op_value(op, level, size, True) == -value
+  elif op in ("ShearX", "ShearY"):
+    assert value == float(level) * 0.1 / 10 and dra.op_value(op, level, size, True) == -value
+  elif op == "Solarize":
+    assert value == 256 - int(level * 256 / 10)
+  elif op == "SolarizeAdd":
+    assert value == int(level * 110 / 10)
+  elif op in ("TranslateX", "TranslateY"):
+    assert value == int(float(level) * 0.05 / 10 * size[0])
+  elif op == "Cutout":
+    assert value == int(float(level) * 0.1 / 10 * min(size))
+  else:
+    assert value == 0.0
+
+
 def test_level_to_value_is_the_originals():
   for size in [(32, 32), (28, 28)]:
     for op, (_, max_v, bias) in ORIGINAL.items():
       for level in range(1, 10):
-        value = dra.op_value(op, level, size)
-        if op in dra.FACTOR_OPS:
-          assert value == float(level) * max_v / 10 + bias
-        elif op == "Posterize":
-          assert value == int(level * 4 / 10) + 4
-        elif op == "Rotate":
-          assert value == int(level * 30 / 10) and dra.op_value(op, level, size, True) == -value
-        elif op in ("ShearX", "ShearY"):
-          assert value == float(level) * 0.1 / 10 and dra.op_value(op, level, size, True) == -value
-        elif op == "Solarize":
-          assert value == 256 - int(level * 256 / 10)
-        elif op == "SolarizeAdd":
-          assert value == int(level * 110 / 10)
-        elif op in ("TranslateX", "TranslateY"):
-          assert value == int(float(level) * 0.05 / 10 * size[0])
-        elif op == "Cutout":
-          assert value == int(float(level) * 0.1 / 10 * min(size))
-        else:
-          assert value == 0.0
+        _assert_original_value(op, level, size, max_v, bias)
   # CIFAR-10's m = 5 (levels 1..4), spelled out
   assert [dra.op_value("Brightness", v, (32, 32)) for v in range(1, 5)] == pytest.approx([0.28, 0.46, 0.64, 0.82])
   assert [dra.op_value("Posterize", v, (32, 32)) for v in range(1, 5)] == [4, 4, 5, 5]

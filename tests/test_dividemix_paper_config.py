@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 from experiments.configs import dividemix_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import dividemix
 from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import registry
@@ -68,7 +69,7 @@ def test_dividemix_paper_values(arg):
   }
   # REFERENCE §8: SGD lr 0.02, momentum 0.9, weight decay 5e-4, x0.1 from epoch 150; 300 epochs (the paper's; the
   # code's loop has 301 passes, the config's stated choice); batch 64 + 64 (= 128 here), warm-up batch 128.
-  assert config.num_epochs == 300 and runs.total_epochs(config) == 300 and config.batch_size == 128
+  assert config.num_epochs == 300 and stages_lib.total_epochs(config) == 300 and config.batch_size == 128
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 5e-4, False)
   assert opt.get("lr_schedule", "piecewise") == "piecewise"

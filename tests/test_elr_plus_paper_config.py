@@ -21,6 +21,7 @@ import tensorflow_datasets as tfds
 from experiments.configs import elr_plus_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
@@ -67,7 +68,7 @@ def test_elr_plus_paper_values(arg):
   }
   # Code config_*.json: SGD lr 0.02, momentum 0.9, weight decay 5e-4 (both networks), batch 128,
   # MultiStepLR(gamma 0.1) stepped per epoch.
-  assert config.num_epochs == epochs and runs.total_epochs(config) == epochs and config.batch_size == 128
+  assert config.num_epochs == epochs and stages_lib.total_epochs(config) == epochs and config.batch_size == 128
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 5e-4, False)
   assert opt.get("lr_schedule", "piecewise") == "piecewise"

@@ -61,8 +61,9 @@ def _env(devices_per_process: int) -> dict:
   return env
 
 
-def _run_workers(root, num_processes: int, devices_per_process: int = 1) -> list[str]:
-  """Starts the workers (one per process), waits for all; returns each process's output directory."""
+def _start_workers(root, num_processes: int, devices_per_process: int) -> tuple[list[str], list, list]:
+  """(output directories, processes, open log files) of the workers started, one per process, each logging to
+  ROOT/processPID.log."""
   port = _free_port()
   outs, procs, logs = [], [], []
   for pid in range(num_processes):
@@ -75,31 +76,51 @@ def _run_workers(root, num_processes: int, devices_per_process: int = 1) -> list
     procs.append(subprocess.Popen(cmd, env=_env(devices_per_process), stdout=log, stderr=subprocess.STDOUT))
     outs.append(out)
     logs.append(log)
+  return outs, procs, logs
+
+
+def _wait(procs) -> str | None:
+  """Waits until every worker has ended; None, or why it stopped waiting early (a worker failed, the timeout)."""
   deadline = time.monotonic() + TIMEOUT_S
+  while any(p.poll() is None for p in procs):
+    if any(p.poll() not in (None, 0) for p in procs):
+      return "a worker failed"
+    if time.monotonic() > deadline:
+      return f"timed out after {TIMEOUT_S} s"
+    time.sleep(0.5)
+  return None
+
+
+def _stop(procs, logs) -> None:
+  """Kills the workers still running and closes their logs."""
+  for p in procs:
+    if p.poll() is None:
+      p.kill()
+      p.wait()
+  for log in logs:
+    log.close()
+
+
+def _fail_with_logs(root, failed: str | None, codes: list) -> None:
+  """pytest.fail with the reason, the exit codes and the tail of every worker's log."""
+  tails = []
+  for pid in range(len(codes)):
+    with open(os.path.join(root, f"process{pid}.log")) as f:
+      tails.append(f"--- process {pid} (exit {codes[pid]}):\n{f.read()[-3000:]}")
+  pytest.fail(f"{failed or 'a worker failed'}; exit codes {codes}\n" + "\n".join(tails))
+
+
+def _run_workers(root, num_processes: int, devices_per_process: int = 1) -> list[str]:
+  """Starts the workers (one per process), waits for all; returns each process's output directory."""
+  outs, procs, logs = _start_workers(root, num_processes, devices_per_process)
   failed = None
   try:
-    while any(p.poll() is None for p in procs):
-      if any(p.poll() not in (None, 0) for p in procs):
-        failed = "a worker failed"
-        break
-      if time.monotonic() > deadline:
-        failed = f"timed out after {TIMEOUT_S} s"
-        break
-      time.sleep(0.5)
+    failed = _wait(procs)
   finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-        p.wait()
-    for log in logs:
-      log.close()
+    _stop(procs, logs)
   codes = [p.returncode for p in procs]
   if failed or any(codes):
-    tails = []
-    for pid in range(num_processes):
-      with open(os.path.join(root, f"process{pid}.log")) as f:
-        tails.append(f"--- process {pid} (exit {codes[pid]}):\n{f.read()[-3000:]}")
-    pytest.fail(f"{failed or 'a worker failed'}; exit codes {codes}\n" + "\n".join(tails))
+    _fail_with_logs(root, failed, codes)
   return outs
 
 

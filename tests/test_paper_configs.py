@@ -31,6 +31,7 @@ from noisy_jax.core import noise as noise_lib
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
 
@@ -72,7 +73,7 @@ def test_gce_paper_values(dataset, method, noise):
   c100 = dataset.startswith("cifar100")
   assert config.num_epochs == (150 if c100 else 120)
   assert tuple(config.optimizer.lr_boundaries) == ((80, 120) if c100 else (40, 80))
-  assert runs.total_epochs(config) == config.num_epochs
+  assert stages_lib.total_epochs(config) == config.num_epochs
   # REFERENCE §1: ResNet-34 (CIFAR), ResNet-18 (FASHION-MNIST).
   assert config.model.name == ("resnet18" if dataset == "fashion_mnist" else "resnet34")
   assert dict(config.model.kwargs) == {}
@@ -164,7 +165,7 @@ def test_jo_paper_values(noise, code_defaults):
   assert config.stage2.optimizer.learning_rate == 0.2
   assert tuple(config.stage2.optimizer.lr_boundaries) == (40, 80) and config.stage2.optimizer.lr_decay == 0.1
   assert config.stage2.optimizer.momentum == 0.9 and config.stage2.optimizer.weight_decay == 1e-4
-  assert runs.total_epochs(config) == 320
+  assert stages_lib.total_epochs(config) == 320
   # Data: 45k / 5k, mean-image subtraction, pad 4 + crop + flip, the 32/64/128 pre-activation ResNet.
   assert config.dataset_kwargs.validation_size == 5000
   assert config.normalization == "mean_image"
@@ -208,7 +209,7 @@ def test_el_paper_values(dataset, method):
     assert config.method.to_dict() == {"name": "encouraging", "log_end": 0.75, "label_smoothing": 0.0}
   else:
     assert config.method.to_dict() == {"name": "loss", "loss": "cross_entropy", "loss_kwargs": {}}
-  assert config.num_epochs == 90 and runs.total_epochs(config) == 90
+  assert config.num_epochs == 90 and stages_lib.total_epochs(config) == 90
   assert tuple(config.optimizer.lr_boundaries) == (30, 60, 80)
   assert config.optimizer.learning_rate == 0.025 and config.batch_size == 64
   assert config.optimizer.momentum == 0.9 and config.optimizer.nesterov and config.optimizer.weight_decay == 1e-4
@@ -239,7 +240,7 @@ def test_peers_paper_single_values(name):
     **peers_paper.METHOD_EXTRAS.get(name, {}),
   }
   assert loss in losses.LOSSES
-  assert runs.total_epochs(config) == 120
+  assert stages_lib.total_epochs(config) == 120
   registry.make(config.method, num_classes=10)
 
 
@@ -259,7 +260,7 @@ def test_peers_paper_values_and_comparison():
       single = peers_paper.get_config(name)
       single.seed = 0
       assert merged.to_dict() == single.to_dict()
-      assert runs.total_epochs(merged) == epochs
+      assert stages_lib.total_epochs(merged) == epochs
   assert tuple(peers_paper.get_config("apl_all").shared.seeds) == (0, 1, 2)
   with pytest.raises(ValueError, match="nce_rce.*apl_nce_rce.*apl_all"):
     peers_paper.get_config("apl")
@@ -284,7 +285,7 @@ def test_peers_paper_apl_values(name):
   assert dict(config.method.loss_kwargs).get("log_zero", losses.APL_LOG_ZERO) == losses.APL_LOG_ZERO
   # yaml: epochs 120, batch 128, SGD lr 0.01 / momentum 0.9 / weight decay 1e-4, CosineAnnealingLR(T_max 120,
   # eta_min 0) stepped per epoch (main.py), grad_bound 5.0 (trainer.py clip_grad_norm_).
-  assert config.num_epochs == 120 and runs.total_epochs(config) == 120 and config.batch_size == 128
+  assert config.num_epochs == 120 and stages_lib.total_epochs(config) == 120 and config.batch_size == 128
   opt = config.optimizer
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.01, 0.9, 1e-4, False)
   assert (opt.lr_schedule, opt.lr_min, opt.grad_clip_norm) == ("cosine", 0.0, 5.0)
@@ -567,10 +568,10 @@ def test_real_noise_paper_values(name, method):
     stage2 = config.stage2.to_dict()
     stage2["optimizer"]["lr_boundaries"] = tuple(stage2["optimizer"]["lr_boundaries"])
     assert stage2 == {"num_epochs": epochs, "optimizer": recipe}
-    assert runs.total_epochs(config) == 2 * epochs
+    assert stages_lib.total_epochs(config) == 2 * epochs
   else:
     assert optimizer == recipe and "stage2" not in config
-    assert runs.total_epochs(config) == epochs
+    assert stages_lib.total_epochs(config) == epochs
     loss = {"ce": ("cross_entropy", {}), "gce": ("generalized_cross_entropy", {"q": 0.7})}[method]  # REF §1: q 0.7
     assert config.method.to_dict() == {"name": "loss", "loss": loss[0], "loss_kwargs": loss[1]}
   registry.make(config.method, num_classes=classes)

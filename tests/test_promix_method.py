@@ -63,7 +63,7 @@ def test_member_update_selects_each_networks_small_losses_per_class_with_the_epo
   table = label_table_lib.create(labels, c)
   table = label_table_lib.with_method_rows(table, promix_train.init_rows(rows))
   for epoch in (1, 2, 6):
-    out = method.program.member_update(table, jnp.asarray(probs), jnp.asarray(epoch), num_examples=n)
+    out = method.epoch_end.update(table, jnp.asarray(probs), jnp.asarray(epoch), num_examples=n)
     selected = np.asarray(out.method_rows[promix_train.SELECTED])
     assert not selected[n:].any()
     rho = 0.2 + (0.6 - 0.2) * min(epoch / 4, 1)  # the original's arithmetic, in doubles
@@ -73,7 +73,7 @@ def test_member_update_selects_each_networks_small_losses_per_class_with_the_epo
         members = np.flatnonzero(labels[:n] == j)
         chosen = members[np.argsort(-probs[m, members, j], kind="stable")][: max(min(budget, members.size), 1)]
         np.testing.assert_array_equal(np.flatnonzero(selected[:n, m] & (labels[:n] == j)), np.sort(chosen))
-  assert method.update_due(1) and not method.update_due(0)
+  assert method.epoch_end.due(1) and not method.epoch_end.due(0) and method.epoch_end.reads == "members"
 
 
 def test_the_run_refuses_promix_without_a_strong_view_or_pseudo_head(tmp_path):

@@ -16,6 +16,7 @@ from experiments.configs import joint_optimization
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.experiment import tfevents
 
 
@@ -124,7 +125,7 @@ def test_training_run_writes_tensorboard_scalars_and_curves(tmp_path):
   config.method.update({"begin": 2, "history_length": 2})
   config.stage2.num_epochs = 2
   summary = runs.run_single(config, str(tmp_path))
-  assert runs.total_epochs(config) == 5 == len(summary["history"])
+  assert stages_lib.total_epochs(config) == 5 == len(summary["history"])
   acc = event_accumulator.EventAccumulator(glob.glob(str(tmp_path / "events.out.tfevents.*"))[0])
   acc.Reload()
   jsonl = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from noisy_jax import models
-from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
@@ -65,7 +65,7 @@ def _result(stage, variables, opt_state=None):
   )
   if opt_state is not None:
     state = state.replace(opt_state=opt_state)
-  return runs.StageResult(stage, None, None, state, None, [], variables)
+  return stages_lib.StageResult(stage, None, None, state, None, [], variables)
 
 
 def test_a_renewed_module_comes_from_the_fresh_initialisation_params_and_statistics():
@@ -75,7 +75,7 @@ def test_a_renewed_module_comes_from_the_fresh_initialisation_params_and_statist
   )
   trained, fresh = init(0), init(1)
   stage = spec_lib.Stage("refine1", network="previous_final", renew=(optim.CLASSIFIER, "BatchNorm"))
-  started = runs.previous_network(_result(stage, trained), stage, model)(fresh)
+  started = stages_lib.previous_network(_result(stage, trained), stage, model)(fresh)
   assert set(started["params"]) == {"Dense_0", "BatchNorm_0", "Dense_1"}
   for collection, name, source in [
     ("params", "Dense_0", trained),
@@ -93,7 +93,7 @@ def test_a_continued_optimiser_starts_from_the_earlier_stages_state_and_refuses_
   saved = optax.sgd(0.1, momentum=0.9).init(params)
   saved = jax.tree.map(lambda x: x + 2.0 if x.dtype == jnp.float32 else x, saved)
   earlier = _result(spec_lib.Stage("warmup"), {"params": params, "batch_stats": {}}, saved)
-  start = runs.continued_optimizer(earlier)
+  start = stages_lib.continued_optimizer(earlier)
   got = start(optax.sgd(0.1, momentum=0.9).init(params))
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(saved), strict=True):
     np.testing.assert_array_equal(a, b)
@@ -109,3 +109,24 @@ def test_stage_declarations_that_make_no_run_are_refused():
   own = spec_lib.Stage("stage1", delivers=True, scores_labels=True, optimizer_from="later")
   with pytest.raises(ValueError, match="not an earlier stage"):
     spec_lib.check_stages((own, spec_lib.Stage("later", build=lambda c, x: None, network="previous_final")), "m")
+
+
+def test_a_continued_optimiser_forgets_the_state_of_modules_renewed_since():
+  params = {"body": {"w": jnp.ones(3)}, "head": {"w": jnp.ones(2)}}
+  tx = optax.sgd(optax.constant_schedule(0.1), momentum=0.9)
+  state = tx.init(params)
+  _, state = tx.update(jax.tree.map(jnp.ones_like, params), state, params)  # momentum 1 everywhere, count 1
+  earlier = _result(spec_lib.Stage("warmup"), {"params": params, "batch_stats": {}}, state)
+  stages = (
+    spec_lib.Stage("warmup"),
+    spec_lib.Stage("refine", network="previous_final", renew=(optim.CLASSIFIER,)),
+    spec_lib.Stage("stage1", network="previous_final", optimizer_from="warmup"),
+  )
+  model = models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": ()})  # its classifier: Dense_0
+  assert stages_lib.renewed_since(stages, 2, {"Dense_0": {}, "other": {}}, model) == {"Dense_0"}
+  got = stages_lib.continued_optimizer(earlier, {"head"})(tx.init(params))
+  traces = [leaf for leaf in jax.tree.leaves(got) if np.ndim(leaf) == 1]
+  counts = [leaf for leaf in jax.tree.leaves(got) if np.ndim(leaf) == 0]
+  np.testing.assert_array_equal(traces[0], np.ones(3))  # body: its momentum kept
+  np.testing.assert_array_equal(traces[1], np.zeros(2))  # head: renewed, no history
+  assert counts and all(int(c) == 1 for c in counts)  # the schedule's count kept

@@ -24,6 +24,7 @@ from noisy_jax.core import t_revision as core
 from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import inputs as inputs_lib
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
@@ -362,7 +363,7 @@ def test_tiny_run_passes_through_the_three_stages(monkeypatch):
   summary = runs.run_single(config, keep_arrays=True)
   stages = [(r["stage"], r["epoch"]) for r in summary["history"]]
   assert stages == [("warmup", 1), ("warmup", 2), ("reweight", 1), ("reweight", 2)] + [("stage1", e) for e in (1, 2, 3)]
-  assert runs.total_epochs(config) == 7
+  assert stages_lib.total_epochs(config) == 7
   assert all(np.isfinite(r["train_loss"]) for r in summary["history"])
   assert summary["method"] == "t_revision" and set(summary) >= {"warmup", "reweight", "stage1"}
   assert summary["last_test_accuracy"] == summary["stage1"]["last_test_accuracy"] > 0.5
@@ -388,7 +389,7 @@ class _Stopped(Exception):
 def _wait_for_checkpoint(workdir, config, stage_name, epoch, timeout=120.0):
   """Until the newest checkpoint of `stage_name` due by `epoch` is on disk (orbax writes in the background)."""
   stage = next(s for s in t_revision.stages(config.method) if s.name == stage_name)
-  num_epochs = int(runs.config_of_stage(config, stage).num_epochs)
+  num_epochs = int(stages_lib.config_of_stage(config, stage).num_epochs)
   every = int(config.checkpoint_every)
   due = max(e for e in range(1, epoch + 1) if checkpoint_lib.is_due(e, every=every, num_epochs=num_epochs))
   path = os.path.join(checkpoint_lib.stage_dir(workdir, stage_name), str(due))
@@ -476,8 +477,8 @@ def test_the_transition_comes_from_the_warmups_best_validation_network(stopped_r
   model = models.build(
     config.model.name, dataset.num_classes, dataset.x_train.shape[1:], kwargs=config.model.get("kwargs")
   )  # as runs.run_single builds it
-  warmup_config = runs.config_of_stage(config, t_revision.WARMUP)
-  probs = runs.training_probs(warmup_config, dataset, model, best, mesh=mesh_lib.make_mesh(1))
+  warmup_config = stages_lib.config_of_stage(config, t_revision.WARMUP)
+  probs = stages_lib.training_probs(warmup_config, dataset, model, best, mesh=mesh_lib.make_mesh(1))
   np.testing.assert_array_equal(product["probs"], probs)
   np.testing.assert_array_equal(product["transition"], t_revision.estimate_transition(probs, percentile=97.0))
 

@@ -22,6 +22,7 @@ import torch
 
 from experiments.configs import t_revision_paper
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.methods import t_revision
@@ -83,10 +84,10 @@ def test_t_revision_paper_values(arg):
   # Three stages; their epochs: code main.py n_epoch_estimate, n_epoch, n_epoch_revision.
   stages = t_revision.stages(config.method)
   assert [s.name for s in stages] == ["warmup", "reweight", "stage1"]
-  epochs = [int(runs.config_of_stage(config, s).num_epochs) for s in stages]
-  assert epochs == [warmup_epochs, 200, 200] and runs.total_epochs(config) == sum(epochs)
+  epochs = [int(stages_lib.config_of_stage(config, s).num_epochs) for s in stages]
+  assert epochs == [warmup_epochs, 200, 200] and stages_lib.total_epochs(config) == sum(epochs)
   # Warm-up: code main.py optimizer_es = SGD(lr 0.01, weight_decay 1e-4), no momentum, no scheduler.
-  warmup = runs.config_of_stage(config, stages[0]).optimizer
+  warmup = stages_lib.config_of_stage(config, stages[0]).optimizer
   assert (warmup.name, warmup.learning_rate, warmup.momentum, warmup.weight_decay, warmup.nesterov) == (
     "sgd",
     0.01,
@@ -97,7 +98,7 @@ def test_t_revision_paper_values(arg):
   schedule = optim.learning_rate_schedule(warmup, STEPS, num_epochs=warmup_epochs)
   np.testing.assert_allclose([float(schedule(e * STEPS)) for e in range(warmup_epochs)], 0.01, rtol=1e-6)
   # Reweighting: code main.py optimizer = SGD(lr 0.01, momentum 0.9, weight_decay 1e-4), MultiStepLR([40, 80]).
-  reweight = runs.config_of_stage(config, stages[1]).optimizer
+  reweight = stages_lib.config_of_stage(config, stages[1]).optimizer
   assert (reweight.name, reweight.learning_rate, reweight.momentum, reweight.weight_decay) == ("sgd", 0.01, 0.9, 1e-4)
   schedule = optim.learning_rate_schedule(reweight, STEPS, num_epochs=200)
   lr = np.array([float(schedule(e * STEPS)) for e in range(200)])

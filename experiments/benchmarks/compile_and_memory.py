@@ -34,6 +34,21 @@ from experiments.benchmarks import common
 _START = time.perf_counter()
 INPUT_SHAPES = {"preact_resnet32": (32, 32, 3), "small_cnn": (28, 28, 1)}
 FRAMEWORKS = ("noisy_jax", "torch")
+FIELDS = (
+  "import_s",
+  "init_s",
+  "first_step_s",
+  "lower_s",
+  "compile_s",
+  "step_ms",
+  "rss_after_import_mb",
+  "peak_rss_mb",
+  "xla_argument_mb",
+  "xla_output_mb",
+  "xla_alias_mb",
+  "xla_temp_mb",
+  "device_peak_bytes_in_use_mb",
+)  # a worker's measurements: the first 8 in the main table, the rest in the XLA buffers' table
 
 
 def _jax_worker(model_name: str, batch_size: int, steps: int) -> dict:
@@ -152,7 +167,8 @@ def _run_worker(framework: str, model: str, args) -> dict:
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None):
+def _parse_args(argv):
+  """The command line (common.base_parser's flags and this script's)."""
   parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=0)
   parser.add_argument(
     "--models", default=None, help="comma-separated (default preact_resnet32,small_cnn; --quick: small_cnn)"
@@ -160,62 +176,102 @@ def main(argv=None):
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument("--steps", type=int, default=5, help="steady-state steps timed after the first")
   parser.add_argument("--worker", default="", help=argparse.SUPPRESS)  # internal: FRAMEWORK:MODEL
-  args = parser.parse_args(argv)
+  return parser.parse_args(argv)
 
-  if args.worker:  # one measurement in this fresh process; prints one JSON line
-    framework, model = args.worker.split(":")
-    threads = common.configure_threads(args.threads, with_torch=framework == "torch", host_malloc=args.host_malloc)
-    fn = _jax_worker if framework == "noisy_jax" else _torch_worker
-    print(json.dumps({**fn(model, args.batch_size, args.steps), "threads": threads}))
-    return
 
-  if args.quick:
-    args.repeats, args.batch_size, args.steps = 1, 32, 2
+def _worker_main(args) -> None:
+  """One measurement (args.worker: FRAMEWORK:MODEL) in this fresh process; prints one JSON line."""
+  framework, model = args.worker.split(":")
+  threads = common.configure_threads(args.threads, with_torch=framework == "torch", host_malloc=args.host_malloc)
+  fn = _jax_worker if framework == "noisy_jax" else _torch_worker
+  print(json.dumps({**fn(model, args.batch_size, args.steps), "threads": threads}))
+
+
+def _models(args) -> list[str]:
+  """The models to measure (--models, or the defaults of --quick or not), checked."""
   models = (args.models or ("small_cnn" if args.quick else "preact_resnet32,small_cnn")).split(",")
   for model in models:
     if model not in INPUT_SHAPES:
       raise ValueError(f"unknown model {model!r}; choose from {sorted(INPUT_SHAPES)}.")
-  threads = common.configure_threads(args.threads, with_torch=False, host_malloc=args.host_malloc)
+  return models
+
+
+def _measure(models: list[str], args) -> dict:
+  """{(framework, model): [worker records]}: the workers run alternately (JAX, torch, JAX, torch, ...) `repeats`
+  times."""
   runs = {(f, m): [] for m in models for f in FRAMEWORKS}
   for _ in range(args.repeats):
     for model in models:
       for framework in FRAMEWORKS:  # alternating: JAX, torch, JAX, torch, ...
         runs[framework, model].append(_run_worker(framework, model, args))
+  return runs
 
-  results, rows = {}, []
-  fields = (
-    "import_s",
-    "init_s",
-    "first_step_s",
-    "lower_s",
-    "compile_s",
-    "step_ms",
-    "rss_after_import_mb",
-    "peak_rss_mb",
-    "xla_argument_mb",
-    "xla_output_mb",
-    "xla_alias_mb",
-    "xla_temp_mb",
-    "device_peak_bytes_in_use_mb",
-  )
-  for (framework, model), records in runs.items():
-    summary = {}
-    for field in fields:
-      values = [r[field] for r in records if r.get(field) is not None]
-      if values:
-        summary[field] = statistics.median(values)
-        summary[f"{field}_min_max"] = [min(values), max(values)]
-    summary["parameters"] = records[0]["parameters"]
-    summary["worker_threads"] = records[0]["threads"]
-    if framework == "noisy_jax":
-      summary["compilation_cache_dir"] = records[0]["compilation_cache_dir"]
-      summary["device_memory_stats"] = records[0]["device_memory_stats"]
-    results[f"{framework}/{model}"] = summary
-    rows.append([f"{framework}/{model}"] + [summary.get(f, "-") for f in fields[:8]])
+
+def _summary(framework: str, records: list[dict]) -> dict:
+  """The median, min and max of each measurement over one row's workers, its parameter count and threads (and,
+  for noisy_jax, the compilation cache and device memory statistics of its first worker)."""
+  summary = {}
+  for field in FIELDS:
+    values = [r[field] for r in records if r.get(field) is not None]
+    if values:
+      summary[field] = statistics.median(values)
+      summary[f"{field}_min_max"] = [min(values), max(values)]
+  summary["parameters"] = records[0]["parameters"]
+  summary["worker_threads"] = records[0]["threads"]
+  if framework == "noisy_jax":
+    summary["compilation_cache_dir"] = records[0]["compilation_cache_dir"]
+    summary["device_memory_stats"] = records[0]["device_memory_stats"]
+  return summary
+
+
+def _tables(results: dict, models: list[str]) -> list[str]:
+  """The report's tables: timings and RSS of every row, the XLA buffers of the noisy_jax rows."""
+  rows = [[name] + [summary.get(f, "-") for f in FIELDS[:8]] for name, summary in results.items()]
+  xla_rows = [[f"noisy_jax/{m}"] + [results[f"noisy_jax/{m}"].get(f, "-") for f in FIELDS[8:]] for m in models]
+  return [
+    common.format_table(
+      [
+        "framework/model",
+        "import s",
+        "init s",
+        "first step s",
+        "lower s",
+        "compile s",
+        "step ms",
+        "RSS after import MiB",
+        "peak RSS MiB",
+      ],
+      rows,
+    ),
+    common.format_table(
+      [
+        "XLA buffers of the step",
+        "arguments MiB",
+        "outputs MiB",
+        "aliased (donated) MiB",
+        "temporaries MiB",
+        "device peak MiB",
+      ],
+      xla_rows,
+    ),
+  ]
+
+
+def main(argv=None):
+  args = _parse_args(argv)
+  if args.worker:  # one measurement in this fresh process; prints one JSON line
+    _worker_main(args)
+    return
+
+  if args.quick:
+    args.repeats, args.batch_size, args.steps = 1, 32, 2
+  models = _models(args)
+  threads = common.configure_threads(args.threads, with_torch=False, host_malloc=args.host_malloc)
+  runs = _measure(models, args)
+  results = {f"{framework}/{model}": _summary(framework, records) for (framework, model), records in runs.items()}
   params = {m: {f: results[f"{f}/{m}"]["parameters"] for f in FRAMEWORKS} for m in models}
   for model, counts in params.items():
     assert counts["noisy_jax"] == counts["torch"], (model, counts)
-  xla_rows = [[f"noisy_jax/{m}"] + [results[f"noisy_jax/{m}"].get(f, "-") for f in fields[8:]] for m in models]
   settings = {
     "models": models,
     "batch_size": args.batch_size,
@@ -230,33 +286,7 @@ def main(argv=None):
     threads=threads,
     settings=settings,
     results=results,
-    tables=[
-      common.format_table(
-        [
-          "framework/model",
-          "import s",
-          "init s",
-          "first step s",
-          "lower s",
-          "compile s",
-          "step ms",
-          "RSS after import MiB",
-          "peak RSS MiB",
-        ],
-        rows,
-      ),
-      common.format_table(
-        [
-          "XLA buffers of the step",
-          "arguments MiB",
-          "outputs MiB",
-          "aliased (donated) MiB",
-          "temporaries MiB",
-          "device peak MiB",
-        ],
-        xla_rows,
-      ),
-    ],
+    tables=_tables(results, models),
     notes=[
       f"medians over {args.repeats} fresh process(es) per row; synthetic data.",
       f"JAX device.memory_stats(): {results[f'noisy_jax/{models[0]}']['device_memory_stats']}.",

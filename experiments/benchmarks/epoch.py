@@ -32,7 +32,8 @@ import math
 from experiments.benchmarks import common
 
 
-def main(argv=None):
+def _parse_args(argv):
+  """The command line (common.base_parser's flags and this script's), --quick's sizes applied."""
   parser = common.base_parser(__doc__.splitlines()[0], repeats=3, warmup=1, torch_device=True)
   parser.add_argument("--num-examples", type=int, default=5000)
   parser.add_argument("--batch-size", type=int, default=128)
@@ -49,36 +50,24 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup, args.num_examples, args.batch_size = 2, 1, 96, 32
-  workers = [int(w) for w in args.workers.split(",")]
-  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
-  device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
+  return args
 
+
+def _jax_side(args, images_u8, labels, num_classes: int, steps_per_epoch: int):
+  """(jax_epoch, method, number of parameters): `jax_epoch()` runs one epoch of fit's epoch program (and the
+  method's table update when due) and returns its metrics."""
   import types  # pylint: disable=g-import-not-at-top
-  import warnings  # pylint: disable=g-import-not-at-top
 
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
-  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
 
   from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
   from noisy_jax.parallel import mesh as mesh_lib
   from noisy_jax.parallel import xla_options
   from noisy_jax.train import epoch as epoch_lib
 
-  n, batch_size, num_classes = args.num_examples, args.batch_size, 10
-  rng = np.random.default_rng(0)
-  images_u8 = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-  labels = rng.integers(0, num_classes, n)
-  mean = images_u8.reshape(-1, 3).mean(axis=0) / 255.0
-  std = images_u8.reshape(-1, 3).std(axis=0) / 255.0
-  steps_per_epoch = math.ceil(n / batch_size)
-
-  # --- noisy_jax: the epoch program of `fit`.
   mesh = mesh_lib.make_mesh(1)
   model = jax_side.make_model("preact_resnet32", num_classes)
   method = jax_side.make_method(args.method, num_classes)
@@ -95,14 +84,15 @@ def main(argv=None):
   epoch_fn = epoch_lib.make_epoch_fn(
     method,
     mesh,
-    batch_size=batch_size,
-    num_examples=n,
+    batch_size=args.batch_size,
+    num_examples=args.num_examples,
     mode=args.jax_mode,
     augment=augment_lib.make_augment(crop_padding=4, flip=True),
     normalize=normalize,
     compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
   )
-  update_table = jax.jit(method.table_update) if method.table_update is not None else None
+  end = method.epoch_end
+  update_table = None if end is None else jax.jit(end.update, static_argnames=("num_examples",))
   order_key = jax.random.key(1)
 
   def jax_epoch():
@@ -112,12 +102,29 @@ def main(argv=None):
       jx["state"], jx["table"], images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32)
     )
     metrics = jax.device_get(metrics)  # fit's record of the epoch waits for it
-    if update_table is not None and method.update_due(epoch):
-      jx["table"] = update_table(jx["table"], None)
+    if update_table is not None and end.due(epoch):  # JO's relabelling reads no softmax
+      jx["table"] = update_table(jx["table"], None, epoch, num_examples=args.num_examples)
     jax.block_until_ready(jx["table"])
     return metrics
 
-  # --- PyTorch: the ports' loop.
+  return jax_epoch, method, num_parameters
+
+
+def _torch_side(args, images_u8, labels, *, num_classes: int, method, num_parameters: int, device):
+  """`torch_epoch(num_workers) -> run`: `run()` trains one epoch of the ports' loop (PyTorch, a DataLoader with
+  `num_workers` workers) and returns its mean loss and accuracy."""
+  import warnings  # pylint: disable=g-import-not-at-top
+
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
+
+  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
+  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
+
+  n, batch_size = args.num_examples, args.batch_size
+  mean = images_u8.reshape(-1, 3).mean(axis=0) / 255.0
+  std = images_u8.reshape(-1, 3).std(axis=0) / 255.0
   torch.manual_seed(0)
   np.random.seed(0)
   net = torch_side.on_device(torch_side.PreActResNet32(num_classes), device)
@@ -183,6 +190,29 @@ def main(argv=None):
       return total_loss / n, correct / n
 
     return run
+
+  return torch_epoch
+
+
+def main(argv=None):
+  args = _parse_args(argv)
+  workers = [int(w) for w in args.workers.split(",")]
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
+
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  n, batch_size, num_classes = args.num_examples, args.batch_size, 10
+  rng = np.random.default_rng(0)
+  images_u8 = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+  labels = rng.integers(0, num_classes, n)
+  steps_per_epoch = math.ceil(n / batch_size)
+
+  # --- noisy_jax: the epoch program of `fit`; PyTorch: the ports' loop.
+  jax_epoch, method, num_parameters = _jax_side(args, images_u8, labels, num_classes, steps_per_epoch)
+  torch_epoch = _torch_side(
+    args, images_u8, labels, num_classes=num_classes, method=method, num_parameters=num_parameters, device=device
+  )
 
   torch_name = "torch" if device.type == "cpu" else f"torch {device.type}"
   sides = {f"noisy_jax (make_epoch_fn, {args.jax_mode})": jax_epoch}

@@ -26,7 +26,8 @@ import math
 from experiments.benchmarks import common
 
 
-def main(argv=None):
+def _parse_args(argv):
+  """The command line (common.base_parser's flags and this script's), --quick's repeats applied."""
   parser = common.base_parser(__doc__.splitlines()[0], repeats=10, torch_device=True)
   parser.add_argument("--batch-size", type=int, default=128)
   parser.add_argument(
@@ -38,6 +39,41 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats, args.warmup = 3, 1
+  return args
+
+
+def _torch_batches(loader_kind: str, tensors, *, batch_size: int, device):
+  """`batches()`: one epoch's (inputs, targets, index) on `device`, from a DataLoader of the host tensors
+  (loader_kind 'dataloader') or slices of a random permutation of the tensors already there ('slices').
+  tensors: (x, y) on the host and (x, y) on the device."""
+  import torch  # pylint: disable=g-import-not-at-top
+
+  (x, y), (x_on, y_on) = tensors
+  n = len(y)
+  if loader_kind == "dataloader":
+    loader = torch.utils.data.DataLoader(
+      torch.utils.data.TensorDataset(x, y, torch.arange(n)),
+      batch_size=batch_size,
+      shuffle=True,
+      pin_memory=device.type == "cuda",
+    )
+
+    def batches():
+      for inputs, targets, index in loader:
+        yield (inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True), index)
+  else:
+
+    def batches():
+      perm = torch.randperm(n, device=device)
+      for start in range(0, n, batch_size):
+        index = perm[start : start + batch_size]
+        yield x_on[index], y_on[index], index
+
+  return batches
+
+
+def main(argv=None):
+  args = _parse_args(argv)
   threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
   device = common.torch_device(args.torch_device)  # fails here, before any work, if CUDA is asked and missing
 
@@ -102,24 +138,7 @@ def main(argv=None):
     net = torch_side.on_device(torch_side.SmallCNN(num_classes, in_channels=x.shape[1], image_size=x.shape[2]), device)
     assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
     optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
-    if loader_kind == "dataloader":
-      loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(x, y, torch.arange(n)),
-        batch_size=batch_size,
-        shuffle=True,
-        pin_memory=device.type == "cuda",
-      )
-
-      def batches():
-        for inputs, targets, index in loader:
-          yield (inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True), index)
-    else:
-
-      def batches():
-        perm = torch.randperm(n, device=device)
-        for start in range(0, n, batch_size):
-          index = perm[start : start + batch_size]
-          yield x_on[index], y_on[index], index
+    batches = _torch_batches(loader_kind, ((x, y), (x_on, y_on)), batch_size=batch_size, device=device)
 
     def run():
       net.train()

@@ -45,23 +45,25 @@ Four measurements, in one process (Grain's workers are spawned, PyTorch's forked
    glibc's default malloc (so that freed memory returns to the system); also what remains once the host array is
    deleted (the device copy, or the host array if the CPU device aliases it).
 
+Measurement 2 is in streaming_epoch.py, the memory measurements (3, 4) in streaming_memory.py.
+
   python -m experiments.benchmarks.streaming [--workers 2] [--num-files 50000] [--epoch-images 5000] [--quick]
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import threading
 import time
 
 from experiments.benchmarks import common
+from experiments.benchmarks import streaming_epoch
+from experiments.benchmarks import streaming_memory
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 GENERATOR_VERSION = 1  # bump when the pictures change, so that a cached folder is rewritten
 MARKER = "benchmark_folder.json"
-MIB = 2.0**20
+MIB = streaming_memory.MIB
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -170,158 +172,12 @@ def torch_listing(train_dir: str):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Peak RSS of this process and its workers
+# The command line, the listings and the PyTorch dataset
 
 
-class RssSampler:
-  """Samples RSS (this process, and the sum over its child processes) in a thread; peaks per labelled window."""
-
-  def __init__(self, interval: float):
-    import psutil  # pylint: disable=g-import-not-at-top
-
-    self._psutil = psutil
-    self._proc = psutil.Process()
-    self._interval = interval
-    self._label = None
-    self._lock = threading.Lock()
-    self._skip = {}  # pid -> True for multiprocessing's resource tracker (not a worker)
-    self.peaks: dict[str, dict] = {}
-    self._stop = threading.Event()
-    self._thread = threading.Thread(target=self._run, daemon=True)
-    self._thread.start()
-
-  def _is_tracker(self, child) -> bool:
-    if child.pid not in self._skip:
-      try:
-        self._skip[child.pid] = "resource_tracker" in " ".join(child.cmdline())
-      except (self._psutil.NoSuchProcess, self._psutil.AccessDenied):
-        return True
-    return self._skip[child.pid]
-
-  def sample(self) -> tuple[int, int, int, int]:
-    """(this process's RSS, the workers' RSS summed, their USS summed, the number of workers): bytes."""
-    own = self._proc.memory_info().rss
-    workers, unique, count = 0, 0, 0
-    for child in self._proc.children(recursive=True):
-      try:
-        if self._is_tracker(child):
-          continue
-        info = child.memory_full_info()  # uss: the pages only this process maps
-        workers += info.rss
-        unique += info.uss
-        count += 1
-      except (self._psutil.NoSuchProcess, self._psutil.AccessDenied):
-        pass
-    return own, workers, unique, count
-
-  def _record(self, label: str) -> None:
-    own, workers, unique, count = self.sample()
-    with self._lock:
-      p = self.peaks.setdefault(
-        label,
-        {
-          "process_at_start_mib": own / MIB,
-          "peak_total_mib": 0.0,
-          "peak_process_mib": 0.0,
-          "peak_workers_mib": 0.0,
-          "peak_workers_uss_mib": 0.0,
-          "max_workers_seen": 0,
-          "samples": 0,
-        },
-      )
-      p["peak_total_mib"] = max(p["peak_total_mib"], (own + workers) / MIB)
-      p["peak_process_mib"] = max(p["peak_process_mib"], own / MIB)
-      p["peak_workers_mib"] = max(p["peak_workers_mib"], workers / MIB)
-      p["peak_workers_uss_mib"] = max(p["peak_workers_uss_mib"], unique / MIB)
-      p["max_workers_seen"] = max(p["max_workers_seen"], count)
-      p["samples"] += 1
-
-  def _run(self) -> None:
-    while not self._stop.wait(self._interval):
-      label = self._label
-      if label is not None:
-        self._record(label)
-
-  def watch(self, label: str, fn):
-    """fn wrapped: the sampler attributes its samples to `label` while it runs (one sample at each end too)."""
-
-    def run():
-      self._record(label)
-      self._label = label
-      try:
-        return fn()
-      finally:
-        self._label = None
-        self._record(label)
-
-    return run
-
-  def close(self) -> None:
-    self._stop.set()
-    self._thread.join()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The resident split's memory, float32 vs uint8 (fresh processes)
-
-
-def _resident_child(dtype_name: str, num_examples: int, conn) -> None:
-  """In a fresh (spawned) process: RSS before/after jax.device_put of a fresh [N, 32, 32, 3] array."""
-  import gc  # pylint: disable=g-import-not-at-top
-
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import psutil  # pylint: disable=g-import-not-at-top
-
-  proc = psutil.Process()
-  jax.block_until_ready(jax.device_put(np.zeros(8, np.float32)))  # the CPU client started
-  before = proc.memory_info().rss
-  host = np.empty((num_examples, 32, 32, 3), np.dtype(dtype_name))
-  pattern = (np.arange(32 * 32 * 3) % 251).reshape(32, 32, 3)
-  host[...] = pattern / 255.0 if host.dtype == np.float32 else pattern  # every page touched
-  with_host = proc.memory_info().rss
-  on_device = jax.block_until_ready(jax.device_put(host))
-  after_put = proc.memory_info().rss
-  aliases = None
-  try:
-    aliases = on_device.unsafe_buffer_pointer() == host.ctypes.data
-  except Exception:  # pylint: disable=broad-except
-    pass
-  del host
-  gc.collect()
-  device_only = proc.memory_info().rss
-  conn.send(
-    {
-      "dtype": dtype_name,
-      "bytes": int(on_device.nbytes),
-      "host_array_rss_mib": (with_host - before) / MIB,
-      "device_put_rss_increase_mib": (after_put - with_host) / MIB,
-      "kept_after_host_deleted_mib": (device_only - before) / MIB,
-      "device_aliases_host": aliases,
-    }
-  )
-  conn.close()
-
-
-def resident_memory(num_examples: int) -> list[dict]:
-  import multiprocessing  # pylint: disable=g-import-not-at-top
-
-  ctx = multiprocessing.get_context("spawn")
-  out = []
-  for dtype_name in ("float32", "uint8"):
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_resident_child, args=(dtype_name, num_examples, send))
-    child.start()
-    send.close()
-    out.append(receive.recv())
-    child.join()
-  return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def main(argv=None):
+def _parse_args(argv):
+  """The command line (common.base_parser's flags and this script's), --quick's sizes applied, --epoch-images
+  checked."""
   parser = common.base_parser(__doc__.splitlines()[0], repeats=5, warmup=1)
   parser.add_argument(
     "--workers",
@@ -352,44 +208,21 @@ def main(argv=None):
   if args.quick:  # every code path once, tiny: 640 files, batch 32, 2 training steps
     args.repeats, args.warmup, args.epoch_repeats, args.batch_size = 1, 1, 1, 32
     args.num_files, args.epoch_images, args.resident_examples = 640, 64, 5000
-  workers = [int(w) for w in args.workers.split(",")]
-  data_dir = args.data_dir or default_data_dir(args.num_files)
   if not args.batch_size <= args.epoch_images <= args.num_files:  # epoch_lib.epoch_batches pads from the epoch's rows
     raise SystemExit(
       f"--epoch-images={args.epoch_images} must be in [--batch-size={args.batch_size}, --num-files={args.num_files}]."
     )
-  load_at_start = [round(x, 2) for x in os.getloadavg()]
-  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+  return args
 
-  import warnings  # pylint: disable=g-import-not-at-top
 
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+def _listings(data_dir: str):
+  """(files, labels, paths, torch labels): the training files as noisy_jax lists them (an ImageFiles, int32 class
+  ids) and as torchvision's ImageFolder does (paths, ids); both the same files in the same order (asserted)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from PIL import Image  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
-  import torch.nn.functional as F  # pylint: disable=g-import-not-at-top
 
-  from experiments.benchmarks import jax_side  # pylint: disable=g-import-not-at-top
-  from experiments.benchmarks import torch_side  # pylint: disable=g-import-not-at-top
-  from noisy_jax.core import augment as augment_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import disk  # pylint: disable=g-import-not-at-top
   from noisy_jax.data import image_files  # pylint: disable=g-import-not-at-top
-  from noisy_jax.data import normalization  # pylint: disable=g-import-not-at-top
-  from noisy_jax.parallel import mesh as mesh_lib
-  from noisy_jax.parallel import streaming  # pylint: disable=g-import-not-at-top
-  from noisy_jax.parallel import xla_options
-  from noisy_jax.train import epoch as epoch_lib
 
-  folder = ensure_folder(data_dir, args.num_files)
-  print(
-    f"folder {data_dir}: {args.num_files} training PNGs, mean {folder['mean_file_bytes']:.0f} bytes per file "
-    f"({'reused' if folder['reused'] else 'written in %.1f s' % folder['write_seconds']})",
-    flush=True,
-  )
-  batch_size, num_classes = args.batch_size, len(CLASSES)
-
-  # Both sides list the same files in the same order (asserted).
   listing = disk.list_folder(data_dir)["train"]
   jax_paths = [os.path.join(data_dir, source) for source, _ in listing]
   class_ids = {name: i for i, name in enumerate(disk.class_order([label for _, label in listing]))}
@@ -397,8 +230,15 @@ def main(argv=None):
   paths, labels = torch_listing(os.path.join(data_dir, "train"))
   assert [os.path.normpath(p) for p in paths] == [os.path.normpath(p) for p in jax_paths], "listings differ"
   assert list(jax_labels) == labels, "class ids differ"
-  files = image_files.ImageFiles.probe(jax_paths)
-  tenth = files[::10]
+  return image_files.ImageFiles.probe(jax_paths), jax_labels, paths, labels
+
+
+def _folder_images_class():
+  """The PyTorch Dataset of torchvision's ImageFolder: `FolderImages(paths, labels, transform)`, whose sample is
+  PIL open, convert('RGB'), then `transform` of the HWC uint8 array, and the label."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
 
   class FolderImages(torch.utils.data.Dataset):
     """ImageFolder's sample: PIL open, convert('RGB'), then `transform` of the HWC uint8 array, and the label."""
@@ -414,54 +254,76 @@ def main(argv=None):
         image = Image.open(f).convert("RGB")  # torchvision's pil_loader
       return self.transform(np.array(image)), self.labels[i]  # one copy of the pixels, as torchvision makes
 
-  def pil_to_tensor(pixels):  # torchvision's PILToTensor: uint8 HWC -> CHW
-    return torch.from_numpy(pixels).permute(2, 0, 1)
+  return FolderImages
 
-  # DataLoader workers are forked (Linux default); they run only PIL/NumPy/PyTorch and never call into JAX.
-  warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-  sampler = RssSampler(args.rss_interval)
-  order_key = jax.random.key(1)
 
-  # --- 1. The data path alone.
-  def jax_data(source, w):
-    state = {"epoch": 0}
+def _pil_to_tensor(pixels):
+  """torchvision's PILToTensor: uint8 HWC -> CHW."""
+  import torch  # pylint: disable=g-import-not-at-top
 
-    def run():
-      state["epoch"] += 1
-      indices, valid = epoch_lib.epoch_batches(jax.random.fold_in(order_key, state["epoch"]), len(source), batch_size)
-      count = 0
-      with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), workers=w) as loader:
-        for batch in loader:
-          assert batch["images"].shape[1:] == (32, 32, 3) and batch["images"].dtype == np.uint8
-          count += int(batch["valid"].sum())
-      assert count == len(source), (count, len(source))
+  return torch.from_numpy(pixels).permute(2, 0, 1)
 
-    return run
 
-  def torch_data(w):
-    loader = torch.utils.data.DataLoader(
-      FolderImages(paths, labels, pil_to_tensor),
-      batch_size=batch_size,
-      shuffle=True,
-      num_workers=w,
-      persistent_workers=False,
-    )
+# ---------------------------------------------------------------------------------------------------------------
+# 1. The data path alone
 
-    def run():
-      count = 0
-      for images, targets in loader:
-        assert images.dtype == torch.uint8 and tuple(images.shape[1:]) == (3, 32, 32)
-        count += len(targets)
-      assert count == len(paths)
 
-    return run
+def _jax_data_side(source, w: int, *, batch_size: int, order_key):
+  """`run()`: one epoch of `source` through streaming.epoch_loader with `w` Grain workers, every batch consumed."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
 
+  from noisy_jax.parallel import streaming  # pylint: disable=g-import-not-at-top
+  from noisy_jax.train import epoch as epoch_lib  # pylint: disable=g-import-not-at-top
+
+  state = {"epoch": 0}
+
+  def run():
+    state["epoch"] += 1
+    indices, valid = epoch_lib.epoch_batches(jax.random.fold_in(order_key, state["epoch"]), len(source), batch_size)
+    count = 0
+    with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), workers=w) as loader:
+      for batch in loader:
+        assert batch["images"].shape[1:] == (32, 32, 3) and batch["images"].dtype == np.uint8
+        count += int(batch["valid"].sum())
+    assert count == len(source), (count, len(source))
+
+  return run
+
+
+def _torch_data_side(folder_images, paths, labels, w: int, *, batch_size: int):
+  """`run()`: one epoch of the files (uint8 CHW samples of `folder_images`) through a shuffling DataLoader with `w`
+  workers."""
+  import torch  # pylint: disable=g-import-not-at-top
+
+  loader = torch.utils.data.DataLoader(
+    folder_images(paths, labels, _pil_to_tensor),
+    batch_size=batch_size,
+    shuffle=True,
+    num_workers=w,
+    persistent_workers=False,
+  )
+
+  def run():
+    count = 0
+    for images, targets in loader:
+      assert images.dtype == torch.uint8 and tuple(images.shape[1:]) == (3, 32, 32)
+      count += len(targets)
+    assert count == len(paths)
+
+  return run
+
+
+def _measure_data_path(args, workers, files, torch_files, *, sampler, order_key) -> dict:
+  """The data path's summary (measurement 1): per side, seconds per epoch and images/s, ratios per image.
+  torch_files: (FolderImages, paths, labels)."""
+  tenth = files[::10]
   data_sides = {}
   for w in workers:
-    data_sides[f"noisy_jax W={w}"] = jax_data(files, w)
-    data_sides[f"torch W={w}"] = torch_data(w)
-    if len(tenth) >= batch_size:  # epoch_lib.epoch_batches pads the last batch from the epoch's own rows
-      data_sides[f"noisy_jax W={w}, N/10"] = jax_data(tenth, w)
+    data_sides[f"noisy_jax W={w}"] = _jax_data_side(files, w, batch_size=args.batch_size, order_key=order_key)
+    data_sides[f"torch W={w}"] = _torch_data_side(*torch_files, w, batch_size=args.batch_size)
+    if len(tenth) >= args.batch_size:  # epoch_lib.epoch_batches pads the last batch from the epoch's own rows
+      data_sides[f"noisy_jax W={w}, N/10"] = _jax_data_side(tenth, w, batch_size=args.batch_size, order_key=order_key)
   data_sides = {name: sampler.watch(f"data: {name}", fn) for name, fn in data_sides.items()}
   print(f"data path: {len(data_sides)} sides, {args.warmup} + {args.repeats} epochs each ...", flush=True)
   data_times = common.alternate(data_sides, repeats=args.repeats, warmup=args.warmup)
@@ -472,189 +334,32 @@ def main(argv=None):
   for name, s in data_summary.items():  # back to seconds per epoch
     for key in ("median_s", "q1_s", "q3_s", "min_s", "max_s"):
       s[key] *= work[name]
+  return data_summary
 
-  # --- 2. A whole epoch feeding the ResNet-32 step.
-  epoch_results, epoch_summary, epoch_times = {}, {}, {}
-  n_epoch = args.epoch_images
-  stride = args.num_files // n_epoch
-  rows = np.arange(0, stride * n_epoch, stride)
-  epoch_files = files[rows]
-  epoch_paths, epoch_labels = [paths[i] for i in rows], jax_labels[rows]
-  norm = None
-  if not args.skip_epoch:
-    import types  # pylint: disable=g-import-not-at-top
 
-    norm = normalization.fit(types.SimpleNamespace(x_train=epoch_files, pixel_max=255.0), "per_channel")
-    steps_per_epoch = math.ceil(n_epoch / batch_size)
-    augment = augment_lib.make_augment(crop_padding=4, flip=True) if args.augment else None
-    mesh = mesh_lib.make_mesh(1)
-    model = jax_side.make_model("preact_resnet32", num_classes)
-    method = jax_side.make_method("ce", num_classes)
-    state = jax_side.make_state(model, (32, 32, 3), steps_per_epoch=steps_per_epoch)
-    num_parameters = jax_side.count_parameters(state.params)
-    jx = {
-      "state": mesh_lib.replicate(state, mesh),
-      "table": mesh_lib.replicate(jax_side.make_table(method, epoch_labels, num_classes), mesh),
-      "epoch": 0,
-    }
-    waits = {}
+# ---------------------------------------------------------------------------------------------------------------
+# Tables and the record
 
-    def timed_epoch_loader(*a, **kw):  # streaming.epoch_loader with the time spent waiting for batches counted
-      start = time.perf_counter()
-      loader = original_epoch_loader(*a, **kw)
-      waits["current"] += time.perf_counter() - start
-      inner_next = loader.__next__
 
-      class Timed:
-        def __iter__(self):
-          return self
-
-        def __next__(self):
-          t = time.perf_counter()
-          try:
-            return inner_next()
-          finally:
-            waits["current"] += time.perf_counter() - t
-
-        def __enter__(self):
-          return self
-
-        def __exit__(self, *exc):
-          loader.close()
-
-      return Timed()
-
-    original_epoch_loader = streaming.epoch_loader
-
-    def jax_epoch(w):
-      fn = epoch_lib.make_epoch_fn(
-        method,
-        mesh,
-        batch_size=batch_size,
-        num_examples=n_epoch,
-        augment=augment,
-        compiler_options=xla_options.compiler_options(model, mesh.devices.flat[0].platform),
-        normalize=norm,
-        source=epoch_files,
-        workers=w,
-      )
-      name = f"noisy_jax W={w}"
-
-      def run():
-        jx["epoch"] += 1
-        waits["current"] = 0.0
-        streaming.epoch_loader = timed_epoch_loader
-        start = time.perf_counter()
-        try:
-          jx["state"], jx["table"], metrics = fn(
-            jx["state"],
-            jx["table"],
-            None,
-            jax.random.fold_in(order_key, jx["epoch"]),
-            jnp.asarray(jx["epoch"], jnp.int32),
-          )
-          metrics = jax.device_get(metrics)  # fit's record of the epoch waits for it
-        finally:
-          streaming.epoch_loader = original_epoch_loader
-        waits.setdefault(name, []).append(waits["current"] / (time.perf_counter() - start))
-        return metrics
-
-      return run
-
-    torch.manual_seed(0)
-    np.random.seed(0)
-    net = torch_side.PreActResNet32(num_classes)
-    assert torch_side.count_parameters(net) == num_parameters, (torch_side.count_parameters(net), num_parameters)
-    optimizer = torch_side.sgd(net, lr=0.1, momentum=0.9, weight_decay=5e-4)
-    mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
-    transform = torch_side.cifar_train_transform(mean, std, crop_padding=4 if args.augment else 0, flip=args.augment)
-    epoch_dataset = FolderImages(epoch_paths, [int(y) for y in epoch_labels], transform)
-
-    def torch_epoch(w):
-      loader = torch.utils.data.DataLoader(
-        epoch_dataset,
-        batch_size=batch_size,
-        shuffle=True,
-        num_workers=w,
-        persistent_workers=False,
-        worker_init_fn=torch_side.seed_worker if w else None,
-      )
-      name = f"torch W={w}"
-
-      def run():
-        net.train()
-        start = time.perf_counter()
-        iterator = iter(loader)
-        waited = time.perf_counter() - start
-        total_loss, correct = 0.0, 0
-        while True:
-          t = time.perf_counter()
-          try:
-            inputs, targets = next(iterator)
-          except StopIteration:
-            break
-          finally:
-            waited += time.perf_counter() - t
-          optimizer.zero_grad(set_to_none=True)
-          logits = net(inputs)
-          loss = F.cross_entropy(logits, targets)
-          loss.backward()
-          optimizer.step()
-          with torch.no_grad():
-            total_loss += loss.item() * len(targets)
-            correct += (logits.argmax(1) == targets).sum().item()
-        waits.setdefault(name, []).append(waited / (time.perf_counter() - start))
-        return total_loss / n_epoch, correct / n_epoch
-
-      return run
-
-    sides = {}
-    for w in workers:
-      sides[f"noisy_jax W={w}"] = jax_epoch(w)
-      sides[f"torch W={w}"] = torch_epoch(w)
-    sides = {name: sampler.watch(f"epoch: {name}", fn) for name, fn in sides.items()}
-    print(
-      f"training epochs: {len(sides)} sides, {args.warmup} + {args.epoch_repeats} epochs of {n_epoch} images each ...",
-      flush=True,
-    )
-    epoch_times = common.alternate(sides, repeats=args.epoch_repeats, warmup=args.warmup)
-    epoch_summary = common.summarize(epoch_times, work=n_epoch, unit="images/s")
-    for name, s in epoch_summary.items():
-      timed = waits[name][args.warmup :]  # the warm-up epochs left out
-      s["data_wait_fraction_median"] = float(np.median(timed))
-      s["data_wait_fractions"] = timed
-    epoch_results = {
-      "parameters": num_parameters,
-      "steps_per_epoch": steps_per_epoch,
-      "normalization": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
-    }
-  sampler.close()
-
-  # --- 4. The resident split, float32 vs uint8 (fresh processes).
-  resident = resident_memory(args.resident_examples) if args.resident_examples else []
-
-  # --- Tables and the record.
-  tables = [
-    "data path alone: one unit = one epoch of the files (the N/10 sides: every 10th file); x first per image",
-    common.timing_table(data_summary, unit="images/s", scale=1.0, time_unit="s"),
-  ]
-
-  def pairs(summary, extra=None):
-    rows_ = []
-    for w in workers:
-      jx_s, th_s = summary[f"noisy_jax W={w}"], summary[f"torch W={w}"]
-      row = [w, jx_s["images/s_at_median"], th_s["images/s_at_median"], th_s["median_s"] / jx_s["median_s"]]
-      if extra:
-        row += [jx_s[extra], th_s[extra]]
-      rows_.append(row)
-    header = ["W", "noisy_jax images/s", "torch images/s", "speed vs PyTorch"]
+def _pairs_table(summary: dict, workers, extra: str | None = None) -> str:
+  """noisy_jax vs PyTorch at each W: images/s of both and the speed ratio (and both sides' `extra` field)."""
+  rows_ = []
+  for w in workers:
+    jx_s, th_s = summary[f"noisy_jax W={w}"], summary[f"torch W={w}"]
+    row = [w, jx_s["images/s_at_median"], th_s["images/s_at_median"], th_s["median_s"] / jx_s["median_s"]]
     if extra:
-      header += ["noisy_jax data wait", "torch data wait"]
-    return common.format_table(header, rows_)
+      row += [jx_s[extra], th_s[extra]]
+    rows_.append(row)
+  header = ["W", "noisy_jax images/s", "torch images/s", "speed vs PyTorch"]
+  if extra:
+    header += ["noisy_jax data wait", "torch data wait"]
+  return common.format_table(header, rows_)
 
-  tables.append(pairs(data_summary))
+
+def _rss_tables(peaks: dict) -> list[str]:
+  """The peak host RSS table of every watched side, with its title."""
   rss_rows = []
-  for label, p in sampler.peaks.items():
+  for label, p in peaks.items():
     rss_rows.append(
       [
         label,
@@ -666,44 +371,67 @@ def main(argv=None):
         p["peak_process_mib"],
       ]
     )
-  tables += [
+  return [
     "peak host RSS, MiB (total = this process + its workers' RSS; the process holds both frameworks; "
     "workers USS = pages only the workers map)",
     common.format_table(
       ["side", "peak total", "peak workers", "workers USS", "workers", "process at start", "peak process"], rss_rows
     ),
   ]
+
+
+def _resident_tables(resident: list[dict], num_examples: int) -> list[str]:
+  """The resident split's memory table (measurement 4), with its title."""
+  return [
+    f"resident training split [{num_examples}, 32, 32, 3] on the CPU device (fresh processes)",
+    common.format_table(
+      [
+        "dtype",
+        "bytes MiB",
+        "host array RSS",
+        "device_put RSS increase",
+        "kept after host array deleted",
+        "device aliases host",
+      ],
+      [
+        [
+          r["dtype"],
+          r["bytes"] / MIB,
+          r["host_array_rss_mib"],
+          r["device_put_rss_increase_mib"],
+          r["kept_after_host_deleted_mib"],
+          r["device_aliases_host"],
+        ]
+        for r in resident
+      ],
+    ),
+  ]
+
+
+def _tables(args, workers, *, data_summary: dict, epoch_summary: dict, peaks: dict, resident: list[dict]) -> list[str]:
+  """The report's tables: the data path, peak RSS, the training epoch (if measured), the resident split (if
+  measured)."""
+  tables = [
+    "data path alone: one unit = one epoch of the files (the N/10 sides: every 10th file); x first per image",
+    common.timing_table(data_summary, unit="images/s", scale=1.0, time_unit="s"),
+  ]
+  tables.append(_pairs_table(data_summary, workers))
+  tables += _rss_tables(peaks)
   if epoch_summary:
     tables += [
-      f"training epoch, ResNet-32, {n_epoch} images, batch {batch_size}{', crop + flip' if args.augment else ''}",
+      f"training epoch, ResNet-32, {args.epoch_images} images, batch {args.batch_size}"
+      f"{', crop + flip' if args.augment else ''}",
       common.timing_table(epoch_summary, unit="images/s", scale=1.0, time_unit="s"),
-      pairs(epoch_summary, "data_wait_fraction_median"),
+      _pairs_table(epoch_summary, workers, "data_wait_fraction_median"),
     ]
   if resident:
-    tables += [
-      f"resident training split [{args.resident_examples}, 32, 32, 3] on the CPU device (fresh processes)",
-      common.format_table(
-        [
-          "dtype",
-          "bytes MiB",
-          "host array RSS",
-          "device_put RSS increase",
-          "kept after host array deleted",
-          "device aliases host",
-        ],
-        [
-          [
-            r["dtype"],
-            r["bytes"] / MIB,
-            r["host_array_rss_mib"],
-            r["device_put_rss_increase_mib"],
-            r["kept_after_host_deleted_mib"],
-            r["device_aliases_host"],
-          ]
-          for r in resident
-        ],
-      ),
-    ]
+    tables += _resident_tables(resident, args.resident_examples)
+  return tables
+
+
+def _notes(args, folder: dict) -> list[str]:
+  """The report's notes on the files, the ratios, batches, prefetching, workers, data wait and RSS."""
+  batch_size = args.batch_size
   example_bytes = 32 * 32 * 3
   prefetch_batches = 2  # streaming.Loader's per_worker_buffer_size
   notes = [
@@ -725,14 +453,19 @@ def main(argv=None):
   ]
   if args.quick:
     notes.append("--quick: a smoke run (640 files, batch 32, 2 training steps); the numbers mean nothing.")
-  settings = {
+  return notes
+
+
+def _settings(args, workers, data_dir: str, folder: dict, load_at_start) -> dict:
+  """The report's settings."""
+  return {
     "num_files": args.num_files,
     "data_dir": data_dir,
     "mean_file_bytes": folder["mean_file_bytes"],
     "folder_reused": folder["reused"],
-    "batch_size": batch_size,
+    "batch_size": args.batch_size,
     "workers": workers,
-    "epoch_images": n_epoch,
+    "epoch_images": args.epoch_images,
     "epoch_repeats": args.epoch_repeats,
     "augment": bool(args.augment),
     "model": "preact_resnet32",
@@ -742,6 +475,49 @@ def main(argv=None):
     "resident_examples": args.resident_examples,
     "load_average_start": load_at_start,
   }
+
+
+def main(argv=None):
+  args = _parse_args(argv)
+  workers = [int(w) for w in args.workers.split(",")]
+  data_dir = args.data_dir or default_data_dir(args.num_files)
+  load_at_start = [round(x, 2) for x in os.getloadavg()]
+  threads = common.configure_threads(args.threads, host_malloc=args.host_malloc)
+
+  import warnings  # pylint: disable=g-import-not-at-top
+
+  import jax  # pylint: disable=g-import-not-at-top
+
+  folder = ensure_folder(data_dir, args.num_files)
+  print(
+    f"folder {data_dir}: {args.num_files} training PNGs, mean {folder['mean_file_bytes']:.0f} bytes per file "
+    f"({'reused' if folder['reused'] else 'written in %.1f s' % folder['write_seconds']})",
+    flush=True,
+  )
+  # Both sides list the same files in the same order (asserted).
+  files, jax_labels, paths, labels = _listings(data_dir)
+  torch_files = (_folder_images_class(), paths, labels)
+  # DataLoader workers are forked (Linux default); they run only PIL/NumPy/PyTorch and never call into JAX.
+  warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+  sampler = streaming_memory.RssSampler(args.rss_interval)
+  order_key = jax.random.key(1)
+
+  # --- 1. The data path alone.
+  data_summary = _measure_data_path(args, workers, files, torch_files, sampler=sampler, order_key=order_key)
+  # --- 2. A whole epoch feeding the ResNet-32 step.
+  epoch_results, epoch_summary = {}, {}
+  if not args.skip_epoch:
+    epoch_results, epoch_summary = streaming_epoch.measure_epochs(
+      args, workers, files, jax_labels, torch_files, num_classes=len(CLASSES), sampler=sampler, order_key=order_key
+    )
+  sampler.close()
+  # --- 4. The resident split, float32 vs uint8 (fresh processes).
+  resident = streaming_memory.resident_memory(args.resident_examples) if args.resident_examples else []
+
+  # --- Tables and the record.
+  tables = _tables(
+    args, workers, data_summary=data_summary, epoch_summary=epoch_summary, peaks=sampler.peaks, resident=resident
+  )
   results = {
     "data_path": data_summary,
     "epoch": epoch_summary,
@@ -750,7 +526,15 @@ def main(argv=None):
     "resident": resident,
     "folder": folder,
   }
-  common.report("streaming", args=args, threads=threads, settings=settings, results=results, notes=notes, tables=tables)
+  common.report(
+    "streaming",
+    args=args,
+    threads=threads,
+    settings=_settings(args, workers, data_dir, folder, load_at_start),
+    results=results,
+    notes=_notes(args, folder),
+    tables=tables,
+  )
 
 
 if __name__ == "__main__":

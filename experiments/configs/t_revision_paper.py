@@ -21,7 +21,7 @@ its manual download):
       --config.dataset_kwargs.data_dir=$HOME/tensorflow_datasets --workdir=workdirs/trev_c100n_original
 
 A run is three stages (noisy_jax.methods.t_revision): 'warmup' (config.warmup), 'reweight' (config.reweight) and the
-revision, the method's own stage 'stage1' (the run's num_epochs and optimizer); runs.total_epochs counts all three.
+revision, the method's own stage 'stage1' (the run's num_epochs and optimizer); stages.total_epochs counts all three.
 
 Every constant and its source. REFERENCE = shared/REFERENCE.md §13 (xiaoboxia/T-Revision@b598cf2); "code" = that
 commit's files (main.py, loss.py, tools.py, Resnet.py, transformer.py, data_load.py, utils.py).

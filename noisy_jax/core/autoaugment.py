@@ -458,6 +458,58 @@ class StrongParts(NamedTuple):
   config: dict
 
 
+def _policy_settings(policy: str, num_ops, magnitude, num_magnitude_bins) -> tuple:
+  """(num_ops, magnitude, num_magnitude_bins) of a strong policy: None replaced by the policy's default, checked
+  where the policy reads them."""
+  if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
+    num_ops = disc_pool.NUM_OPS if num_ops is None else num_ops
+    magnitude = disc_pool.MAGNITUDE if magnitude is None else magnitude
+    disc_pool._check_pool(num_ops, magnitude)
+  elif policy == "promix_randaugment":  # RandomAugment's n (promix_randaugment.py; its m is never read)
+    num_ops = promix_pool._check_num_ops(promix_pool.NUM_OPS if num_ops is None else num_ops)
+  else:
+    num_ops = RANDAUGMENT_NUM_OPS if num_ops is None else num_ops
+    magnitude = RANDAUGMENT_MAGNITUDE if magnitude is None else magnitude
+  num_magnitude_bins = RANDAUGMENT_NUM_BINS if num_magnitude_bins is None else num_magnitude_bins
+  if policy == "randaugment":
+    _check_randaugment(num_ops, magnitude, num_magnitude_bins)
+  return num_ops, magnitude, num_magnitude_bins
+
+
+def _policy_fn(policy: str, num_ops, magnitude, num_magnitude_bins) -> tuple[AugmentFn | None, dict]:
+  """(`policy(key, uint8 images, indices) -> uint8 images` of a strong policy (None for 'none'), the fields it
+  reads besides the policy's name)."""
+  if policy == "autoaugment_cifar10":
+    return autoaugment, {}
+  if policy == "autoaugment_cifar10_tf":
+
+    def policy_fn(key, images, indices):
+      return autoaugment(key, images, indices, policy=AUTOAUGMENT_CIFAR10_TF, mapping="tf")
+
+    return policy_fn, {}
+  if policy == "randaugment":
+
+    def policy_fn(key, images, indices):
+      return randaugment(
+        key, images, indices, num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins
+      )
+
+    return policy_fn, {"num_ops": num_ops, "magnitude": magnitude, "num_magnitude_bins": num_magnitude_bins}
+  if policy == "disc_randaugment":
+
+    def policy_fn(key, images, indices):
+      return disc_pool.disc_randaugment(key, images, indices, num_ops=num_ops, magnitude=magnitude)
+
+    return policy_fn, {"num_ops": num_ops, "magnitude": magnitude}
+  if policy == "promix_randaugment":
+
+    def policy_fn(key, images, indices):
+      return promix_pool.promix_randaugment(key, images, indices, num_ops=num_ops)
+
+    return policy_fn, {"num_ops": num_ops}
+  return None, {}
+
+
 def strong_parts(
   *,
   policy: str = DEFAULT_POLICY,
@@ -474,51 +526,12 @@ def strong_parts(
   """
   if policy not in POLICIES:
     raise ValueError(f"Unknown strong augment policy={policy!r}; allowed: {', '.join(map(repr, POLICIES))}.")
-  if policy == "disc_randaugment":  # RandAugmentwogeo's n and m (disc_randaugment.py), CIFAR-10's defaults
-    num_ops = disc_pool.NUM_OPS if num_ops is None else num_ops
-    magnitude = disc_pool.MAGNITUDE if magnitude is None else magnitude
-    disc_pool._check_pool(num_ops, magnitude)
-  elif policy == "promix_randaugment":  # RandomAugment's n (promix_randaugment.py; its m is never read)
-    num_ops = promix_pool._check_num_ops(promix_pool.NUM_OPS if num_ops is None else num_ops)
-  else:
-    num_ops = RANDAUGMENT_NUM_OPS if num_ops is None else num_ops
-    magnitude = RANDAUGMENT_MAGNITUDE if magnitude is None else magnitude
-  num_magnitude_bins = RANDAUGMENT_NUM_BINS if num_magnitude_bins is None else num_magnitude_bins
-  if policy == "randaugment":
-    _check_randaugment(num_ops, magnitude, num_magnitude_bins)
+  num_ops, magnitude, num_magnitude_bins = _policy_settings(policy, num_ops, magnitude, num_magnitude_bins)
   size = _check_cutout(cutout)
   if policy == "none" and size == 0:
     return None
-  read = {"policy": policy, "cutout": size}
-  policy_fn = None
-  if policy == "autoaugment_cifar10":
-    policy_fn = autoaugment
-  elif policy == "autoaugment_cifar10_tf":
-
-    def policy_fn(key, images, indices):
-      return autoaugment(key, images, indices, policy=AUTOAUGMENT_CIFAR10_TF, mapping="tf")
-
-  elif policy == "randaugment":
-    read.update(num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins)
-
-    def policy_fn(key, images, indices):
-      return randaugment(
-        key, images, indices, num_ops=num_ops, magnitude=magnitude, num_magnitude_bins=num_magnitude_bins
-      )
-
-  elif policy == "disc_randaugment":
-    read.update(num_ops=num_ops, magnitude=magnitude)
-
-    def policy_fn(key, images, indices):
-      return disc_pool.disc_randaugment(key, images, indices, num_ops=num_ops, magnitude=magnitude)
-
-  elif policy == "promix_randaugment":
-    read.update(num_ops=num_ops)
-
-    def policy_fn(key, images, indices):
-      return promix_pool.promix_randaugment(key, images, indices, num_ops=num_ops)
-
-  return StrongParts(policy_fn, size, read)
+  policy_fn, policy_fields = _policy_fn(policy, num_ops, magnitude, num_magnitude_bins)
+  return StrongParts(policy_fn, size, {"policy": policy, "cutout": size, **policy_fields})
 
 
 def make_strong_augment(**fields: Any) -> AugmentFn | None:

@@ -243,7 +243,7 @@ def from_run(method, table, *, score: str = DEFAULT_SCORE, rule: str = DEFAULT_R
       f"{filled} recorded epochs"
       for i, s, y in zip(rows, suggested, given)
     ]
-  elif method.needs_train_probs:  # truncated Lq: the pruning weights
+  elif method.reads_train_probs:  # truncated Lq: the pruning weights
     weights = np.asarray(table.weights, np.float64)
     is_issue = weights == 0
     if probs is None:

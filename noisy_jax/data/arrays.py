@@ -45,6 +45,38 @@ def _sources(name: str, sources, num_rows: int) -> np.ndarray:
   return _readonly(array, array.dtype if array.size else str)
 
 
+def _checked_split(split: str, x, y, train_shape: tuple) -> tuple:
+  """(inputs, int32 labels) of one split of a Dataset, read-only; ValueError unless there is one label per row and
+  the example shape is that of the training inputs (train_shape: x_train's shape)."""
+  x = _inputs(x)
+  y = _readonly(y, np.int32)
+  if y.ndim != 1 or len(y) != len(x):
+    raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(x)} rows; expected [{len(x)}].")
+  if x.shape[1:] != train_shape[1:]:
+    raise ValueError(f"x_{split} has example shape {x.shape[1:]} but x_train has {train_shape[1:]}; they must match.")
+  return x, y
+
+
+def _checked_noisy_labels(noisy_y_train, num_classes: int, num_train: int) -> np.ndarray:
+  """A Dataset's noisy_y_train, read-only int32; ValueError unless they are class ids, one per training row."""
+  noisy = _checks.check_labels("noisy_y_train", noisy_y_train, num_classes)
+  if len(noisy) != num_train:
+    raise ValueError(
+      f"noisy_y_train has {len(noisy)} labels but the training split has {num_train} rows; expected [{num_train}]."
+    )
+  return _readonly(noisy, np.int32)
+
+
+def _checked_class_names(class_names, num_classes: int) -> tuple[str, ...]:
+  """A Dataset's class_names as a tuple; ValueError unless they are num_classes distinct strings."""
+  names = tuple(class_names)
+  if len(names) != num_classes or not all(isinstance(n, str) for n in names):
+    raise ValueError(f"class_names={names!r} must be {num_classes} strings (one per class).")
+  if len(set(names)) != len(names):
+    raise ValueError(f"class_names={names!r} holds a name twice; every class needs its own name.")
+  return names
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Dataset:
   """Train / validation / test splits of one classification dataset, held in memory.
@@ -105,31 +137,14 @@ class Dataset:
       raise ValueError(f"pixel_max={self.pixel_max!r} must be a positive number (255 for uint8 images).")
     object.__setattr__(self, "pixel_max", float(self.pixel_max))
     for split in ("train", "val", "test"):
-      x = _inputs(getattr(self, f"x_{split}"))
-      y = _readonly(getattr(self, f"y_{split}"), np.int32)
-      if y.ndim != 1 or len(y) != len(x):
-        raise ValueError(f"y_{split} has shape {y.shape} but x_{split} has {len(x)} rows; expected [{len(x)}].")
-      if x.shape[1:] != np.shape(self.x_train)[1:]:
-        raise ValueError(
-          f"x_{split} has example shape {x.shape[1:]} but x_train has {np.shape(self.x_train)[1:]}; they must match."
-        )
+      x, y = _checked_split(split, getattr(self, f"x_{split}"), getattr(self, f"y_{split}"), np.shape(self.x_train))
       object.__setattr__(self, f"x_{split}", x)
       object.__setattr__(self, f"y_{split}", y)
     if self.noisy_y_train is not None:
-      noisy = _checks.check_labels("noisy_y_train", self.noisy_y_train, self.num_classes)
-      if len(noisy) != len(self.y_train):
-        raise ValueError(
-          f"noisy_y_train has {len(noisy)} labels but the training split has {len(self.y_train)} "
-          f"rows; expected [{len(self.y_train)}]."
-        )
-      object.__setattr__(self, "noisy_y_train", _readonly(noisy, np.int32))
+      noisy = _checked_noisy_labels(self.noisy_y_train, self.num_classes, len(self.y_train))
+      object.__setattr__(self, "noisy_y_train", noisy)
     if self.class_names is not None:
-      names = tuple(self.class_names)
-      if len(names) != self.num_classes or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"class_names={names!r} must be {self.num_classes} strings (one per class).")
-      if len(set(names)) != len(names):
-        raise ValueError(f"class_names={names!r} holds a name twice; every class needs its own name.")
-      object.__setattr__(self, "class_names", names)
+      object.__setattr__(self, "class_names", _checked_class_names(self.class_names, self.num_classes))
     for split in ("train", "val", "test"):
       sources = getattr(self, f"{split}_sources")
       if sources is not None:
@@ -344,6 +359,76 @@ def _labels(name: str, y, num_rows: int) -> np.ndarray:
   return y
 
 
+def _check_split_arguments(x_val, y_val, x_test, y_test, *, validation_size, val_sources) -> None:
+  """ValueError unless from_arrays' optional splits come in (x, y) pairs, a validation split is given or carved (not
+  both), and val_sources goes with x_val."""
+  if (x_val is None) != (y_val is None):
+    raise ValueError(
+      f"x_val and y_val must be given together (or neither); got only {'x_val' if y_val is None else 'y_val'}."
+    )
+  if x_val is not None and validation_size:
+    raise ValueError(
+      f"validation_size={validation_size!r} carves a validation split from the training data, "
+      "but x_val/y_val were given too: pass one or the other."
+    )
+  if val_sources is not None and x_val is None:
+    raise ValueError("val_sources describes the rows of x_val, but x_val was not given.")
+  if (x_test is None) != (y_test is None):
+    raise ValueError(
+      "x_test and y_test must be given together (or neither, for no test split); got only "
+      f"{'x_test' if y_test is None else 'y_test'}."
+    )
+
+
+def _checked_arrays(x_train, y_train, x_test, y_test, x_val, y_val) -> tuple[dict, dict]:
+  """({split: inputs}, {split: labels}) of from_arrays' splits ('val' only when given; no test split: an empty one
+  shaped like the training inputs); ValueError for an empty training split or example shapes that differ."""
+  if x_test is None:  # no test split: an empty one shaped like the training inputs
+    x_test, y_test = np.asarray(x_train)[:0], np.zeros((0,), np.int64)
+  splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
+  if x_val is not None:
+    splits["val"] = (x_val, y_val)
+  xs = {split: _features(f"x_{split}", x) for split, (x, _) in splits.items()}
+  ys = {split: _labels(f"y_{split}", y, len(xs[split])) for split, (_, y) in splits.items()}
+  if not len(ys["train"]):
+    raise ValueError("x_train has 0 rows; the training split needs at least one example.")
+  for split, x in xs.items():
+    if x.shape[1:] != xs["train"].shape[1:]:
+      raise ValueError(
+        f"x_{split} has example shape {x.shape[1:]} but x_train has {xs['train'].shape[1:]}; "
+        "every split must have the same example shape."
+      )
+  return xs, ys
+
+
+def _num_classes(num_classes, ys: dict) -> int:
+  """num_classes, checked (an integer >= 1), or when None the largest label over all splits + 1."""
+  if num_classes is None:  # negative labels are reported by check_labels below
+    num_classes = max(int(max(np.max(y) for y in ys.values() if len(y))) + 1, 1)
+  if not isinstance(num_classes, numbers.Integral) or num_classes < 1:
+    raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
+  return num_classes
+
+
+def _carve_validation(xs: dict, ys: dict, train_sources, validation_size, seed: int):
+  """(xs, ys, train_sources, val_sources) with a stratified validation split of `validation_size` carved from the
+  training split (`stratified_split`; the remaining training rows keep their order, the sources follow their
+  rows)."""
+  num_train = len(ys["train"])
+  if isinstance(validation_size, numbers.Integral):
+    _checks.check_range("validation_size", validation_size, 0, num_train - 1)
+  else:
+    _checks.check_range("validation_size", validation_size, 0.0, 1.0, high_open=True)
+  val_rows, train_rows = stratified_split(ys["train"], [validation_size, None], seed=seed)
+  val_sources = None
+  if train_sources is not None:
+    train_sources = _sources("train_sources", train_sources, len(ys["train"]))
+    train_sources, val_sources = train_sources[train_rows], train_sources[val_rows]
+  xs = {**xs, "val": xs["train"][val_rows], "train": xs["train"][train_rows]}
+  ys = {**ys, "val": ys["train"][val_rows], "train": ys["train"][train_rows]}
+  return xs, ys, train_sources, val_sources
+
+
 def from_arrays(
   x_train,
   y_train,
@@ -390,55 +475,13 @@ def from_arrays(
     ValueError: naming the bad value for mismatched lengths or shapes, labels outside [0, C) or not integers,
       non-finite inputs, a validation_size out of range or given together with x_val.
   """
-  if (x_val is None) != (y_val is None):
-    raise ValueError(
-      f"x_val and y_val must be given together (or neither); got only {'x_val' if y_val is None else 'y_val'}."
-    )
-  if x_val is not None and validation_size:
-    raise ValueError(
-      f"validation_size={validation_size!r} carves a validation split from the training data, "
-      "but x_val/y_val were given too: pass one or the other."
-    )
-  if val_sources is not None and x_val is None:
-    raise ValueError("val_sources describes the rows of x_val, but x_val was not given.")
-  if (x_test is None) != (y_test is None):
-    raise ValueError(
-      "x_test and y_test must be given together (or neither, for no test split); got only "
-      f"{'x_test' if y_test is None else 'y_test'}."
-    )
-  if x_test is None:  # no test split: an empty one shaped like the training inputs
-    x_test, y_test = np.asarray(x_train)[:0], np.zeros((0,), np.int64)
-  splits = {"train": (x_train, y_train), "test": (x_test, y_test)}
-  if x_val is not None:
-    splits["val"] = (x_val, y_val)
-  xs = {split: _features(f"x_{split}", x) for split, (x, _) in splits.items()}
-  ys = {split: _labels(f"y_{split}", y, len(xs[split])) for split, (_, y) in splits.items()}
-  if not len(ys["train"]):
-    raise ValueError("x_train has 0 rows; the training split needs at least one example.")
-  for split, x in xs.items():
-    if x.shape[1:] != xs["train"].shape[1:]:
-      raise ValueError(
-        f"x_{split} has example shape {x.shape[1:]} but x_train has {xs['train'].shape[1:]}; "
-        "every split must have the same example shape."
-      )
-  if num_classes is None:  # negative labels are reported by check_labels below
-    num_classes = max(int(max(np.max(y) for y in ys.values() if len(y))) + 1, 1)
-  if not isinstance(num_classes, numbers.Integral) or num_classes < 1:
-    raise ValueError(f"num_classes={num_classes!r} must be an integer >= 1.")
+  _check_split_arguments(x_val, y_val, x_test, y_test, validation_size=validation_size, val_sources=val_sources)
+  xs, ys = _checked_arrays(x_train, y_train, x_test, y_test, x_val, y_val)
+  num_classes = _num_classes(num_classes, ys)
   ys = {split: _checks.check_labels(f"y_{split}", y, num_classes) for split, y in ys.items()}
 
   if x_val is None:
-    num_train = len(ys["train"])
-    if isinstance(validation_size, numbers.Integral):
-      _checks.check_range("validation_size", validation_size, 0, num_train - 1)
-    else:
-      _checks.check_range("validation_size", validation_size, 0.0, 1.0, high_open=True)
-    val_rows, train_rows = stratified_split(ys["train"], [validation_size, None], seed=seed)
-    if train_sources is not None:
-      train_sources = _sources("train_sources", train_sources, len(ys["train"]))
-      train_sources, val_sources = train_sources[train_rows], train_sources[val_rows]
-    xs["val"], ys["val"] = xs["train"][val_rows], ys["train"][val_rows]
-    xs["train"], ys["train"] = xs["train"][train_rows], ys["train"][train_rows]
+    xs, ys, train_sources, val_sources = _carve_validation(xs, ys, train_sources, validation_size, seed)
   return Dataset(
     name=name,
     num_classes=int(num_classes),

@@ -79,6 +79,37 @@ def _visible(names) -> list[str]:
   return sorted(n for n in names if not n.startswith("."))
 
 
+def _list_class_folder(class_folder: str, split: str, label: str) -> list[tuple[str, str]]:
+  """[(SPLIT/LABEL/NAME, label)] of the image files of one class folder, sorted by name; InputError for an empty
+  folder, a sub-folder or a non-image file."""
+  files = _visible(os.listdir(class_folder))
+  if not files:
+    raise errors.InputError(f"class folder {class_folder!r} is empty; remove it or put its images there.")
+  rows = []
+  for name in files:
+    path = os.path.join(class_folder, name)
+    if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
+      raise errors.InputError(
+        f"{path!r} is not an image file: a class folder holds only {', '.join(images.IMAGE_EXTENSIONS)} files."
+      )
+    rows.append((f"{split}/{label}/{name}", label))
+  return rows
+
+
+def _list_split_folder(folder: str, split: str) -> list[tuple[str, str]]:
+  """The rows of one split folder ROOT/SPLIT, class folder by class folder; InputError for a file outside a class
+  folder or a split folder without class folders."""
+  rows = []
+  for label in _visible(os.listdir(folder)):
+    class_folder = os.path.join(folder, label)
+    if not os.path.isdir(class_folder):
+      raise errors.InputError(f"{class_folder!r} is a file, but images belong in class folders: {folder}/LABEL/.")
+    rows += _list_class_folder(class_folder, split, label)
+  if not rows:
+    raise errors.InputError(f"split folder {folder!r} has no class folder.")
+  return rows
+
+
 def list_folder(root: str) -> Listing:
   """The image files of ROOT/SPLIT/LABEL/ per split (train, val, test), sorted by (label folder, file name).
 
@@ -98,23 +129,7 @@ def list_folder(root: str) -> Listing:
       continue  # a README or a manifest next to the split folders
     if split not in SPLITS:
       raise errors.InputError(f"{folder!r} is not a split folder: the splits are {', '.join(SPLITS)} (val optional).")
-    listing[split] = []
-    for label in _visible(os.listdir(folder)):
-      class_folder = os.path.join(folder, label)
-      if not os.path.isdir(class_folder):
-        raise errors.InputError(f"{class_folder!r} is a file, but images belong in class folders: {folder}/LABEL/.")
-      files = _visible(os.listdir(class_folder))
-      if not files:
-        raise errors.InputError(f"class folder {class_folder!r} is empty; remove it or put its images there.")
-      for name in files:
-        path = os.path.join(class_folder, name)
-        if not os.path.isfile(path) or not name.lower().endswith(images.IMAGE_EXTENSIONS):
-          raise errors.InputError(
-            f"{path!r} is not an image file: a class folder holds only {', '.join(images.IMAGE_EXTENSIONS)} files."
-          )
-        listing[split].append((f"{split}/{label}/{name}", label))
-    if not listing[split]:
-      raise errors.InputError(f"split folder {folder!r} has no class folder.")
+    listing[split] = _list_split_folder(folder, split)
   if "train" not in listing:
     raise errors.MissingInputError(
       f"{os.path.join(root, 'train')!r} is missing: an image folder needs "

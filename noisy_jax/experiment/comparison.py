@@ -23,7 +23,7 @@ from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment.runs import check_before_data  # pylint: disable=g-importing-member
 from noisy_jax.experiment.runs import run_single  # pylint: disable=g-importing-member
-from noisy_jax.experiment.runs import total_epochs  # pylint: disable=g-importing-member
+from noisy_jax.experiment.stages import total_epochs  # pylint: disable=g-importing-member
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
 
@@ -138,6 +138,104 @@ def format_curve_table(histories: dict[str, list[dict]], key: str, *, every: int
   return text_table(rows)
 
 
+def _check_only(config, only: Sequence[str] | None) -> None:
+  """errors.InputError when `only` (names of runs, or None) is given for a config that is not a comparison, is
+  empty, or names a run that the config does not have."""
+  if only is not None and "runs" not in config:
+    raise errors.InputError(f"only={list(only)} selects runs of a comparison, and this config has no `runs`.")
+  if only is not None:
+    unknown = [name for name in only if name not in config.runs]
+    if unknown or not only:
+      raise errors.InputError(f"no run(s) {unknown or list(only)} in the config; its runs: {', '.join(config.runs)}.")
+
+
+def _run_one(config, workdir: str | None) -> dict:
+  """The summary of a single run's config (runs.run_single), its one-row table printed."""
+  progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
+  summary = run_single(config, workdir, log_fn=progress, resume_fn=progress.restored)
+  print(format_table({summary["method"]: aggregate([flat_metrics(summary)])}, 1))
+  return summary
+
+
+def _checked_weights(config, names: list[str], seed: int) -> dict:
+  """{run name: its pretrained weights}, every run checked before the data are read (runs.check_before_data), and
+  the shared data arguments too."""
+  weights = {name: check_before_data(merged_run_config(config, name, seed), dataset_arguments=False) for name in names}
+  inputs.check_arguments(config.shared, flag_prefix="--config.shared.")
+  return weights
+
+
+def _load_checked(config, names: list[str], seed: int, weights: dict, workdir: str | None):
+  """The shared dataset, loaded; each run's pretrained weights checked against its inputs and classes before
+  anything is written; then WORKDIR/classes.json (each run's folder has it too)."""
+  dataset = inputs.load_dataset(config.shared)
+  for name in names:  # the weights again, for the data's inputs and classes, before anything is written
+    pretrained.check(merged_run_config(config, name, seed), dataset, weights[name])
+  if workdir and distributed.is_main_process():
+    inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
+  return dataset
+
+
+def _log_seed(name: str, seed: int, summary: dict) -> None:
+  """Logs one run's last test and best validation accuracy (those it has) and its seconds."""
+  logging.info(
+    "%s seed %d: %s, %.1fs",
+    name,
+    seed,
+    ", ".join(
+      f"{what} {100 * summary[key]:.2f}%"
+      for key, what in (("last_test_accuracy", "last test"), ("best_val_accuracy", "best val"))
+      if key in summary
+    ),
+    summary["seconds"],
+  )
+
+
+def _run_seeds(config, name: str, seeds, workdir: str | None, *, dataset, mesh, progress):
+  """(flat metrics of each seed's run of `name`, the first seed's history)."""
+  per_seed, first_history = [], None
+  for seed in seeds:
+    run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
+    progress.prefix = f"{name} seed {seed}"
+    summary = run_single(
+      merged_run_config(config, name, seed),
+      run_dir,
+      dataset=dataset,
+      mesh=mesh,
+      log_fn=progress,
+      resume_fn=progress.restored,
+    )
+    first_history = summary["history"] if first_history is None else first_history
+    per_seed.append(flat_metrics(summary))
+    _log_seed(name, seed, summary)
+  return per_seed, first_history
+
+
+def _print_history_tables(config, first_seed_histories: dict, seed: int) -> None:
+  """Prints the first seed's per-epoch tables that the config asks for (epoch_table, curve_table)."""
+  if config.get("epoch_table"):
+    for name, history in first_seed_histories.items():
+      print(f"\n{name}, seed {seed}, per epoch:\n{format_epoch_table(history, tuple(config.epoch_table))}")
+  if config.get("curve_table"):
+    key, every = config.curve_table.key, int(config.curve_table.get("every", 1))
+    print(f"\n{key}, seed {seed}, per epoch:\n{format_curve_table(first_seed_histories, key, every=every)}")
+
+
+def _write_comparison(workdir: str, out: dict, config, first_seed_histories: dict) -> None:
+  """Writes WORKDIR/summary.json and, with config.plots, comparison.png (the first seed's curves)."""
+  os.makedirs(workdir, exist_ok=True)
+  with open(os.path.join(workdir, "summary.json"), "w") as f:
+    json.dump(out, f, indent=1)
+  if config.get("plots", False):
+    plot_key = config.get("plot_key", "test_accuracy")
+    reporting.save_comparison(
+      first_seed_histories,
+      os.path.join(workdir, "comparison.png"),
+      key=plot_key,
+      title=f"{out['title']}: {plot_key.replace('_', ' ')}, seed {out['seeds'][0]}",
+    )
+
+
 def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -> dict:
   """Entry point of `experiments/train.py`.
 
@@ -154,70 +252,28 @@ def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -
   Before the data are read and before anything is written, every run is checked (runs.check_before_data), and its
   pretrained weights again against the data's inputs and classes once they are read.
   """
-  if only is not None and "runs" not in config:
-    raise errors.InputError(f"only={list(only)} selects runs of a comparison, and this config has no `runs`.")
-  if only is not None:
-    unknown = [name for name in only if name not in config.runs]
-    if unknown or not only:
-      raise errors.InputError(f"no run(s) {unknown or list(only)} in the config; its runs: {', '.join(config.runs)}.")
+  _check_only(config, only)
   if "runs" not in config:
-    progress = reporting.Progress(total_epochs(config), prefix=config.method.get("loss", config.method.name))
-    summary = run_single(config, workdir, log_fn=progress, resume_fn=progress.restored)
-    print(format_table({summary["method"]: aggregate([flat_metrics(summary)])}, 1))
-    return summary
+    return _run_one(config, workdir)
 
   seeds = tuple(config.shared.get("seeds", (config.shared.get("seed", 0),)))
   title = config.get("title") or (
     f"{config.shared.dataset}, {config.shared.noise.rate:.0%} {config.shared.noise.type} noise"
   )
   names = [name for name in config.runs if only is None or name in only]
-  weights = {
-    name: check_before_data(merged_run_config(config, name, seeds[0]), dataset_arguments=False) for name in names
-  }
-  inputs.check_arguments(config.shared, flag_prefix="--config.shared.")
+  weights = _checked_weights(config, names, seeds[0])
   start = time.perf_counter()
-  dataset = inputs.load_dataset(config.shared)
-  for name in names:  # the weights again, for the data's inputs and classes, before anything is written
-    pretrained.check(merged_run_config(config, name, seeds[0]), dataset, weights[name])
-  if workdir and distributed.is_main_process():
-    inputs.write_classes(dataset, config.shared, workdir)  # WORKDIR/classes.json (each run's folder has it too)
+  dataset = _load_checked(config, names, seeds[0], weights, workdir)
   mesh = mesh_lib.make_mesh(config.shared.get("num_devices") or None)
   results, summaries, first_seed_histories = {}, {}, {}
   progress = reporting.Progress(sum(total_epochs(merged_run_config(config, name, 0)) for name in names) * len(seeds))
   for name in names:
-    per_seed = []
-    for seed in seeds:
-      run_dir = os.path.join(workdir, name, f"seed{seed}") if workdir else None
-      progress.prefix = f"{name} seed {seed}"
-      summary = run_single(
-        merged_run_config(config, name, seed),
-        run_dir,
-        dataset=dataset,
-        mesh=mesh,
-        log_fn=progress,
-        resume_fn=progress.restored,
-      )
-      first_seed_histories.setdefault(name, summary["history"])
-      per_seed.append(flat_metrics(summary))
-      logging.info(
-        "%s seed %d: %s, %.1fs",
-        name,
-        seed,
-        ", ".join(
-          f"{what} {100 * summary[key]:.2f}%"
-          for key, what in (("last_test_accuracy", "last test"), ("best_val_accuracy", "best val"))
-          if key in summary
-        ),
-        summary["seconds"],
-      )
+    per_seed, first_seed_histories[name] = _run_seeds(
+      config, name, seeds, workdir, dataset=dataset, mesh=mesh, progress=progress
+    )
     results[name] = aggregate(per_seed)
     summaries[name] = per_seed
-  if config.get("epoch_table"):
-    for name, history in first_seed_histories.items():
-      print(f"\n{name}, seed {seeds[0]}, per epoch:\n{format_epoch_table(history, tuple(config.epoch_table))}")
-  if config.get("curve_table"):
-    key, every = config.curve_table.key, int(config.curve_table.get("every", 1))
-    print(f"\n{key}, seed {seeds[0]}, per epoch:\n{format_curve_table(first_seed_histories, key, every=every)}")
+  _print_history_tables(config, first_seed_histories, seeds[0])
   table = format_table(results, len(seeds))
   total = time.perf_counter() - start
   print(f"\n{title}  (seeds {list(seeds)}, {total:.0f} s in all)\n{table}")
@@ -233,15 +289,5 @@ def run(config, workdir: str | None = None, only: Sequence[str] | None = None) -
     "config": config.to_dict(),
   }
   if workdir and distributed.is_main_process():
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-      json.dump(out, f, indent=1)
-    if config.get("plots", False):
-      plot_key = config.get("plot_key", "test_accuracy")
-      reporting.save_comparison(
-        first_seed_histories,
-        os.path.join(workdir, "comparison.png"),
-        key=plot_key,
-        title=f"{title}: {plot_key.replace('_', ' ')}, seed {seeds[0]}",
-      )
+    _write_comparison(workdir, out, config, first_seed_histories)
   return out

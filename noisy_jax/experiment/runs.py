@@ -13,23 +13,22 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
-import ml_collections
 import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import label_issues
-from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.data import bad_files
 from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import inputs as inputs_lib
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
+from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.experiment.inputs import load_dataset  # pylint: disable=g-importing-member
 from noisy_jax.experiment.inputs import noisy_training_labels  # pylint: disable=g-importing-member
 from noisy_jax.methods import loss_correction
@@ -38,16 +37,11 @@ from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import streaming
-from noisy_jax.parallel import table_sharding
 from noisy_jax.train import checkpoint as checkpoint_lib
 from noisy_jax.train import loop
-from noisy_jax.train import optim
 from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
 
-# The stream of the stage-1 key that initialises a method's per-example state (SOP's u, v): fold_in(stage1_key, it),
-# a key that neither the init nor the data order (split(stage1_key)) uses, so other methods' runs are unchanged.
-METHOD_ROWS_STREAM = 0x726F7773
 # method_evidence of the label_issues.csv rows of a validation split carved from the training files.
 CARVED_VALIDATION_EVIDENCE = "final network, out of sample (validation row, not trained on)"
 
@@ -135,132 +129,45 @@ def run_single(
   stages = spec_lib.check_stages(spec.stages(config.method), spec.name)
   transition, transition_summary = correction_transition(config, dataset) if spec.needs_transition else (None, None)
   issue_settings = label_issue_settings(config)
-  issue_score, issue_rule = issue_settings.score, issue_settings.rule
-
-  jsonl, scalar_writer, checkpointed = None, None, False
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
   # part in the checkpoints (orbax coordinates the write of the global arrays).
   writes = bool(workdir) and distributed.is_main_process()
+  checkpointed = bool(workdir) and int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0
   if workdir:
     os.makedirs(workdir, exist_ok=True)
-    if writes:
-      scalar_writer = reporting.ScalarWriter(workdir)
-      inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
-    checkpointed = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0
+  recorder = RecordWriter(workdir if writes else None, log_fn=log_fn, resume_fn=resume_fn)
+  if writes:
+    inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
 
   def checkpoint_dir(stage):
     return checkpoint_lib.stage_dir(workdir, stage.name) if checkpointed and not stage.auxiliary else None
 
   first_recorded = next(stage for stage in stages if not stage.auxiliary)
   skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dir(first_recorded))
-
-  def write_jsonl(record):
-    nonlocal jsonl
-    if jsonl is None:  # opened (and truncated) at the first record: a refused resume leaves the old file alone
-      jsonl = open(os.path.join(workdir, "metrics.jsonl"), "w")
-    jsonl.write(json.dumps(record) + "\n")
-    jsonl.flush()
-
-  def log(record):
-    if writes:
-      write_jsonl(record)
-      scalar_writer.write(record)
-    if log_fn is not None:
-      log_fn(record)
-
-  def on_resume(records):
-    """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
-    if writes:
-      for record in records:
-        write_jsonl(record)
-      scalar_writer.step += len(records)
-    if resume_fn is not None:
-      resume_fn(records)
-
-  keys = {0: stage1_key, 1: stage2_key}
-  products, trained = {}, {}
+  hooks = stages_lib.StageHooks(
+    log=recorder.log, on_resume=recorder.on_resume, checkpoint_dir=checkpoint_dir, skipped_files=skipped_files
+  )
   try:
-    previous, epochs_before = None, 0
-    for stage in stages:
-      stage_config = config_of_stage(config, stage)
-      context = spec_lib.Context(
-        num_classes=dataset.num_classes,
-        num_epochs=int(config.num_epochs),
-        transition=transition,
-        num_examples=len(noisy),
-        products=dict(products),
-        epochs_before=epochs_before,
-      )
-      method = registry.build(config.method, context) if stage.build is None else stage.build(config.method, context)
-      if stage.scores_labels and workdir and not (method.program.own or method.label_evidence is not None):
-        # Predictions recorded for WORKDIR/label_issues.csv by a method that records none itself (not for a method
-        # with its own evidence, Method.label_evidence: DivideMix's and ELR+'s epoch programs record nothing, DISC's
-        # state holds each example's last predictions).
-        extra_history = label_issues.history_length(
-          issue_settings.history_length,
-          method,
-          num_epochs=int(config.num_epochs),
-          num_examples=len(noisy),
-          num_classes=dataset.num_classes,
-        )
-        if extra_history:
-          method = dataclasses.replace(method, history_length=extra_history)
-      key = keys.get(stage.key_stream, None)
-      key = jax.random.fold_in(stage2_key, stage.key_stream) if key is None else key
-      state, table, history, best = loop.fit(
-        model=model,
-        method=method,
-        table=stage_table(stage, previous, noisy, dataset.num_classes, method, config, mesh, stage1_key),
-        dataset=dataset,
-        clean_train_labels=clean,
-        config=stage_config,
-        key=key,
-        mesh=mesh,
-        stage=stage.name,
-        log_fn=None if stage.auxiliary else log,
-        checkpoint_dir=checkpoint_dir(stage),
-        on_resume=None if stage.auxiliary else on_resume,
-        init_variables=init_variables if stage.network == "fresh" else previous_network(previous, stage, model),
-        init_opt_state=None if stage.optimizer_from is None else continued_optimizer(trained[stage.optimizer_from]),
-        skipped_files=None if stage.auxiliary else skipped_files,
-      )
-      epochs_before += stage_clock(stage, stage_config)
-      if stage.product is not None:
-        variables = best if stage.product_from == "best_val" else state_lib.variables_of(state)
-        probs = training_probs(stage_config, dataset, model, variables, mesh=mesh)
-        products.update(stage.product(probs, config.method))
-      previous = trained[stage.name] = StageResult(stage, stage_config, method, state, table, history, best)
+    trained, products = stages_lib.train_stages(
+      config,
+      stages,
+      dataset=dataset,
+      noisy=noisy,
+      clean=clean,
+      model=model,
+      mesh=mesh,
+      init_variables=init_variables,
+      transition=transition,
+      keys=(stage1_key, stage2_key),
+      history_wanted=issue_settings.history_length if workdir else None,
+      hooks=hooks,
+    )
   finally:
-    if jsonl is not None:
-      jsonl.close()
-    if scalar_writer is not None:
-      scalar_writer.close()
-  own = next(r for r in trained.values() if r.stage.build is None)  # the method's own training
+    recorder.close()
+  summary, arrays = stage_summaries(trained, model=model, seed=int(config.seed))
   delivered = next(r for r in trained.values() if r.stage.delivers)
-  scoring = next(r for r in trained.values() if r.stage.scores_labels)
-  if spec.needs_transition and transition_summary is None:  # estimated by an earlier stage
-    transition_summary = estimated_transition_summary(products, trained)
-  summary = {"method": own.method.name, "model": type(model).__name__, "seed": int(config.seed)}
-  arrays = {"label_table": scoring.table}
-  history = []
-  for result in trained.values():
-    if result.stage.auxiliary:
-      continue
-    summary[result.stage.name] = summary_of(result.history)
-    if result.stage.scores_labels:
-      summary[result.stage.name].update(
-        {
-          k: v
-          for k, v in result.history[-1].items()
-          if k.startswith(("label_", "detection_", "pruned_", "relabelled_"))
-        }
-      )
-    arrays[result.stage.name] = state_lib.variables_of(result.state)
-    if jax.tree.leaves(result.state.ema_params):
-      arrays[f"{result.stage.name}_ema_params"] = result.state.ema_params
-    history = history + result.history
   if writes:
-    export_delivered(workdir, delivered, dataset, model, method_name=own.method.name, seed=int(config.seed))
+    export_delivered(workdir, delivered, dataset, model, method_name=summary["method"], seed=int(config.seed))
   carved_probs = None
   if workdir and carved_validation_scored(config, dataset):  # on every process: the prediction is a global program
     carved_probs = carved_validation_probs(
@@ -272,59 +179,146 @@ def run_single(
       mesh=mesh,
     )
   summary.update(summary_of(delivered.history))
-  if transition_summary is not None:
-    summary["transition"] = transition_summary
-  summary["noise"] = {
+  summary.update(transition_entry(spec, transition_summary, products, trained))
+  summary["noise"] = noise_summary(config, report, clean_known=clean_labels_known(config))
+  summary["seconds"] = time.perf_counter() - start
+  summary["history"] = summary.pop("history")
+  if writes:
+    scoring = next(r for r in trained.values() if r.stage.scores_labels)
+    summary.update(
+      write_label_issues(workdir, scoring, dataset, issue_settings, skipped_files=skipped_files, carved=carved_probs)
+    )
+    write_summary(workdir, summary, config)
+  if keep_arrays:
+    summary["arrays"] = arrays
+  return summary
+
+
+class RecordWriter:
+  """Where a run's epoch records go: WORKDIR/metrics.jsonl and TensorBoard (with a workdir: process 0 of a run
+  that has one), and the caller's log_fn / resume_fn."""
+
+  def __init__(self, workdir: str | None, *, log_fn: Callable | None, resume_fn: Callable | None):
+    self._workdir, self._log_fn, self._resume_fn = workdir, log_fn, resume_fn
+    self._jsonl = None
+    self._scalars = reporting.ScalarWriter(workdir) if workdir else None
+
+  def _write(self, record: dict) -> None:
+    if self._jsonl is None:  # opened (and truncated) at the first record: a refused resume leaves the old file alone
+      self._jsonl = open(os.path.join(self._workdir, "metrics.jsonl"), "w")
+    self._jsonl.write(json.dumps(record) + "\n")
+    self._jsonl.flush()
+
+  def log(self, record: dict) -> None:
+    """An epoch trained now."""
+    if self._workdir:
+      self._write(record)
+      self._scalars.write(record)
+    if self._log_fn is not None:
+      self._log_fn(record)
+
+  def on_resume(self, records: list[dict]) -> None:
+    """Restored epochs: into metrics.jsonl (rewritten whole), not logged again; TensorBoard steps continue."""
+    if self._workdir:
+      for record in records:
+        self._write(record)
+      self._scalars.step += len(records)
+    if self._resume_fn is not None:
+      self._resume_fn(records)
+
+  def close(self) -> None:
+    for sink in (self._jsonl, self._scalars):
+      if sink is not None:
+        sink.close()
+
+
+LABEL_METRIC_PREFIXES = ("label_", "detection_", "pruned_", "relabelled_")
+
+
+def stage_summaries(trained: dict, *, model, seed: int) -> tuple[dict, dict]:
+  """(summary, arrays) of a run's trained stages: the method, model and seed, each recorded stage's accuracies
+  (`summary_of`; the label-scoring stage's label metrics of its last epoch), every recorded epoch in order under
+  "history"; the arrays of run_single's keep_arrays."""
+  own = next(r for r in trained.values() if r.stage.build is None)  # the method's own training
+  scoring = next(r for r in trained.values() if r.stage.scores_labels)
+  summary = {"method": own.method.name, "model": type(model).__name__, "seed": seed}
+  arrays = {"label_table": scoring.table}
+  history = []
+  for result in trained.values():
+    if result.stage.auxiliary:
+      continue
+    summary[result.stage.name] = summary_of(result.history)
+    if result.stage.scores_labels:
+      last = result.history[-1]
+      summary[result.stage.name].update({k: v for k, v in last.items() if k.startswith(LABEL_METRIC_PREFIXES)})
+    arrays[result.stage.name] = state_lib.variables_of(result.state)
+    if jax.tree.leaves(result.state.ema_params):
+      arrays[f"{result.stage.name}_ema_params"] = result.state.ema_params
+    history = history + result.history
+  summary["history"] = history
+  return summary, arrays
+
+
+def noise_summary(config, report: dict, *, clean_known: bool) -> dict:
+  """The summary's noise entry: requested rate and type, the realised rate (when the true labels are known), the
+  noisy labels' checksum, and pseudo-labels' accuracy when the run made them."""
+  noise = {
     "requested_rate": float(config.noise.rate),
     "type": config.noise.type,
     "realised_rate": float(report["flip_rate"]),
     "sha256": report["sha256"],
   }
-  if clean is None:  # labels taken as given: no known flip rate
-    del summary["noise"]["realised_rate"]
+  if not clean_known:  # labels taken as given: no known flip rate
+    del noise["realised_rate"]
   if "pseudo_label_accuracy" in report:
-    summary["noise"]["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
-  summary["seconds"] = time.perf_counter() - start
-  summary["history"] = history
-  if writes:
-    issues = label_issues.from_run(scoring.method, scoring.table, score=issue_score, rule=issue_rule)
-    unread = streamed_skipped_rows(dataset, skipped_files)
-    if issues is not None and len(unread):  # files never read: no verdict (listed in skipped_files.txt)
-      issues = label_issues.without(issues, unread)
-    if issues is not None:
-      sources = getattr(dataset, "train_sources", None)
-      if carved_probs is not None:  # the held-out training files after the trained-on ones: index N_train + j
-        carved = label_issues.held_out(
-          carved_probs,
-          np.asarray(dataset.y_val),
-          first_index=len(noisy),
-          what=CARVED_VALIDATION_EVIDENCE,
-          score=issue_score,
-          rule=issue_rule,
-        )
-        issues = label_issues.concatenate(issues, carved)
-        if sources is not None:
-          sources = np.concatenate([sources, dataset.val_sources])
-      label_issues.write_csv(
-        os.path.join(workdir, label_issues.CSV_FILE),
-        issues,
-        sources=sources,
-        class_names=getattr(dataset, "class_names", None),
+    noise["pseudo_label_accuracy"] = report["pseudo_label_accuracy"]
+  return noise
+
+
+def write_label_issues(workdir: str, scoring, dataset, settings, *, skipped_files, carved) -> dict:
+  """WORKDIR/label_issues.csv from the label-scoring stage (rows of files never read left out; the carved
+  validation rows' `carved` softmax after the training rows); returns the summary's entries for it and for the
+  skipped files."""
+  out = {}
+  issues = label_issues.from_run(scoring.method, scoring.table, score=settings.score, rule=settings.rule)
+  unread = streamed_skipped_rows(dataset, skipped_files)
+  if issues is not None and len(unread):  # files never read: no verdict (listed in skipped_files.txt)
+    issues = label_issues.without(issues, unread)
+  if issues is not None:
+    sources = getattr(dataset, "train_sources", None)
+    if carved is not None:  # the held-out training files after the trained-on ones: index N_train + j
+      held_out = label_issues.held_out(
+        carved,
+        np.asarray(dataset.y_val),
+        first_index=scoring.table.num_examples,
+        what=CARVED_VALIDATION_EVIDENCE,
+        score=settings.score,
+        rule=settings.rule,
       )
-      summary["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
-      if carved_probs is not None:
-        summary["label_issues"]["carved_validation_rows"] = len(carved_probs)
-    if skipped_files is not None:
-      summary["skipped_files"] = {"file": bad_files.FILE_NAME, "count": len(skipped_files)}
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-      json.dump(summary, f, indent=1)
-    if config.get("plots", False):
-      reporting.save_curves(
-        history, os.path.join(workdir, "curves.png"), title=f"{own.method.name}, seed {int(config.seed)}"
-      )
-  if keep_arrays:
-    summary["arrays"] = arrays
-  return summary
+      issues = label_issues.concatenate(issues, held_out)
+      if sources is not None:
+        sources = np.concatenate([sources, dataset.val_sources])
+    label_issues.write_csv(
+      os.path.join(workdir, label_issues.CSV_FILE),
+      issues,
+      sources=sources,
+      class_names=getattr(dataset, "class_names", None),
+    )
+    out["label_issues"] = {"file": label_issues.CSV_FILE, "flagged": int(issues.records["is_issue"].sum())}
+    if carved is not None:
+      out["label_issues"]["carved_validation_rows"] = len(carved)
+  if skipped_files is not None:
+    out["skipped_files"] = {"file": bad_files.FILE_NAME, "count": len(skipped_files)}
+  return out
+
+
+def write_summary(workdir: str, summary: dict, config) -> None:
+  """WORKDIR/summary.json, and WORKDIR/curves.png when config.plots asks for it."""
+  with open(os.path.join(workdir, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=1)
+  if config.get("plots", False):
+    title = f"{summary['method']}, seed {int(config.seed)}"
+    reporting.save_curves(summary["history"], os.path.join(workdir, "curves.png"), title=title)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,112 +341,6 @@ def label_issue_settings(config) -> LabelIssueSettings:
   return LabelIssueSettings(score, rule, int(section.get("history_length", label_issues.DEFAULT_HISTORY_LENGTH)))
 
 
-@dataclasses.dataclass(frozen=True)
-class StageResult:
-  """One trained stage of a run: its declaration, its config, method, final state and label table, its per-epoch
-  history and its best-val variables."""
-
-  stage: spec_lib.Stage
-  config: Any
-  method: Any
-  state: state_lib.TrainState
-  table: label_table_lib.LabelTable
-  history: list
-  best: Any
-
-
-def config_of_stage(config, stage: spec_lib.Stage):
-  """The config a stage trains with: the run's, with the fields of `config[stage.config_section]` replacing it, and
-  `optimizer.trainable_modules` set to the stage's `trainable` modules when it names some."""
-  if stage.config_section is None and not stage.trainable:
-    return config
-  stage_config = ml_collections.ConfigDict(config.to_dict())
-  if stage.config_section is not None:
-    stage_config.update(config[stage.config_section])
-  if stage.trainable:
-    stage_config.optimizer.trainable_modules = list(stage.trainable)
-  return stage_config
-
-
-def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage1_key) -> label_table_lib.LabelTable:
-  """The label table a stage starts from. 'noisy': the run's labels, with the method's per-example rows (their key
-  fold_in(stage1_key, METHOD_ROWS_STREAM)), split over the devices when the config asks for it
-  (loop.table_sharded); 'previous': a fresh replicated table holding the previous stage's soft labels."""
-  if stage.table == "previous":
-    return label_table_lib.create(noisy, num_classes).replace(
-      soft_labels=jnp.asarray(jax.device_get(previous.table.soft_labels))
-    )
-  if loop.table_sharded(
-    config,
-    num_examples=len(noisy),
-    num_classes=num_classes,
-    history_length=method.history_length,
-    num_devices=mesh.devices.size,
-  ):
-    # Built already split over the devices: no device or host ever holds the whole table.
-    table = table_sharding.create(
-      noisy, num_classes, history_length=method.history_length, mesh=mesh, axis=mesh_lib.AXIS
-    )
-  else:
-    table = label_table_lib.create(noisy, num_classes, history_length=method.history_length)
-  if method.init_rows is not None:  # the method's per-example state (ELR's targets, SOP's u, v), beside the labels
-    rows_key = jax.random.fold_in(stage1_key, METHOD_ROWS_STREAM)
-    table = table_sharding.add_method_rows(
-      table, lambda rows: method.init_rows(rows_key, rows, num_classes), mesh=mesh, axis=mesh_lib.AXIS
-    )
-  return table
-
-
-def previous_network(previous: StageResult, stage: spec_lib.Stage, model) -> Callable:
-  """The init_variables (loop.fit) that start `stage`'s network from the previous stage's best-validation
-  ('previous_best') or final ('previous_final') variables, on the host, with the top-level modules of `stage.renew`
-  taken from the fresh initialisation instead (their params and BatchNorm statistics)."""
-  which = stage.network
-  variables = jax.device_get(previous.best if which == "previous_best" else state_lib.variables_of(previous.state))
-  entries = [models.classifier_name(model) if entry == optim.CLASSIFIER else entry for entry in stage.renew]
-
-  def start(fresh):
-    renewed = optim.trainable_names(fresh["params"], entries, None) if entries else set()
-    started = {}
-    for collection, value in variables.items():
-      value = {name: jax.tree.map(np.asarray, tree) for name, tree in value.items()}
-      fresh_collection = fresh.get(collection, {})
-      value.update({name: fresh_collection[name] for name in renewed if name in fresh_collection})
-      started[collection] = value
-    return started
-
-  return start
-
-
-def continued_optimizer(earlier: StageResult) -> Callable:
-  """The init_opt_state (loop.fit) that starts a stage's optimiser from `earlier`'s final optimiser state, on the
-  host (Stage.optimizer_from).
-
-  Raises:
-    ValueError: when the stage's fresh optimiser state differs from that one in structure or shapes (another kind of
-      optimiser, another trainable set).
-  """
-  saved = jax.device_get(earlier.state.opt_state)
-
-  def start(fresh):
-    same_tree = jax.tree.structure(fresh) == jax.tree.structure(saved)
-    if not same_tree or any(
-      np.shape(a) != np.shape(b) for a, b in zip(jax.tree.leaves(fresh), jax.tree.leaves(saved), strict=True)
-    ):
-      raise ValueError(
-        f"a stage continues the optimiser of stage {earlier.stage.name!r}, but its own optimiser's state has another "
-        "structure: give both stages the same optimizer (name, trainable_modules, clipping, L1)."
-      )
-    return jax.tree.map(np.asarray, saved)
-
-  return start
-
-
-def stage_clock(stage: spec_lib.Stage, stage_config) -> int:
-  """The epochs `stage` counts on the run's clock (Stage.clock_epochs; its num_epochs by default)."""
-  return int(stage_config.num_epochs) if stage.clock_epochs is None else int(stage.clock_epochs)
-
-
 def network_variables(variables, model, input_shape) -> dict:
   """The network's own variables of a trained state's: the top-level params entries that `model` initialises, a
   method's own trainable parameters beside them (added by its EpochProgram.init_state: T-Revision's slack) left
@@ -461,7 +349,9 @@ def network_variables(variables, model, input_shape) -> dict:
   return {**variables, "params": {name: tree for name, tree in variables["params"].items() if name in own}}
 
 
-def export_delivered(workdir: str, delivered: StageResult, dataset, model, *, method_name: str, seed: int) -> None:
+def export_delivered(
+  workdir: str, delivered: stages_lib.StageResult, dataset, model, *, method_name: str, seed: int
+) -> None:
   """WORKDIR/model/{final,best_val} (noisy_jax.experiment.export): the delivering stage's network (its own
   variables, `network_variables`), normalised as that stage trained."""
   normalize = inputs_lib.normalizer(delivered.config, dataset)
@@ -586,6 +476,14 @@ def correction_transition(config, dataset) -> tuple[np.ndarray | None, dict | No
   return matrix, {"source": "given", "matrix": matrix.tolist()}
 
 
+def transition_entry(spec, given: dict | None, products: dict, trained: dict) -> dict:
+  """The summary's "transition" entry of a method that reads one (MethodSpec.needs_transition): the given matrix's
+  (`given`, correction_transition's summary) or the one an earlier stage estimated; {} for other methods."""
+  if not spec.needs_transition:
+    return {}
+  return {"transition": given if given is not None else estimated_transition_summary(products, trained)}
+
+
 def estimated_transition_summary(products: dict, trained: dict) -> dict:
   """What a run records of a transition matrix that its estimation stage made: the matrix, the percentile of the
   anchor filter and the estimation run's epochs and accuracies."""
@@ -596,19 +494,3 @@ def estimated_transition_summary(products: dict, trained: dict) -> dict:
     "percentile": products[loss_correction.PERCENTILE],
     "estimate_run": {"epochs": len(history), **summary_of(history)},
   }
-
-
-def training_probs(config, dataset, model, variables, *, mesh: Mesh) -> np.ndarray:
-  """A trained network's eval-mode softmax [N, C] of the training split, float64 (the normalisation and XLA options
-  of `config`, the stage that trained `variables`)."""
-  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
-  predict = predict_lib.make_evaluate(
-    predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
-  )
-  return np.asarray(predict(variables, dataset.x_train), np.float64)
-
-
-def total_epochs(config) -> int:
-  """Epochs of one run of `config`: those of each stage whose epochs are logged (all but auxiliary ones)."""
-  stages = registry.get(config.method.name).stages(config.method)
-  return sum(int(config_of_stage(config, stage).num_epochs) for stage in stages if not stage.auxiliary)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import json
 import math
 import os
@@ -66,7 +65,6 @@ from noisy_jax.core import _checks
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
 from noisy_jax.data import normalization
-from noisy_jax.experiment import comparison
 from noisy_jax.experiment import inputs
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
@@ -86,6 +84,104 @@ from noisy_jax.train import table_metrics
 from noisy_jax.train import views as views_lib
 
 
+def _resolve_epoch_mode(config) -> str:
+  """config.epoch_mode checked, 'auto' resolved: 'steps' on the CPU, 'scan' elsewhere."""
+  epoch_mode = config.get("epoch_mode", "auto")
+  _checks.check_choice("epoch mode", epoch_mode, epoch_lib.EPOCH_MODES)
+  cpu = jax.devices()[0].platform == "cpu"
+  if epoch_mode == "auto":
+    epoch_mode = "steps" if cpu else "scan"
+  return epoch_mode
+
+
+def _method_builder(method_dict: dict, num_classes: int) -> Callable:
+  """`build_method(hypers) -> Method`: the member's Method from the config's method (a plain dict), its swept
+  hyper-parameters (dotted paths under `method.`) traced scalars."""
+
+  def build_method(hypers) -> method_lib.Method:
+    member_method = copy.deepcopy(method_dict)  # a plain dict: ConfigDict refuses to turn a float into a tracer
+    for path, value in hypers.items():
+      sweep_grid.set_path(member_method, path.split(".", 1)[1], value)
+    return registry.make(ml_collections.ConfigDict(member_method), num_classes=num_classes)
+
+  return build_method
+
+
+def _member_step_fn(build_method: Callable, normalize: Callable, augment) -> Callable:
+  """`member_step(carry, hypers, images, indices, valid, key, step, epoch) -> carry`: one train step of one member
+  on its batch `step` (indices [S, B] of this member's epoch order); carry: (state, table, totals)."""
+
+  def member_step(carry, hypers, images, indices, valid, key, step, epoch):
+    state, table, totals = carry
+    rows, ok = indices[step], valid[step]
+    x = normalize(jnp.take(images, rows, axis=0))
+    if augment is not None:
+      x = augment(epoch_lib.augmentation_key(key, step), x, rows)
+    state, table, step_metrics = step_lib.train_step(
+      state, table, x, rows, ok, method=build_method(hypers), epoch=epoch, axis_name=None
+    )
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  return member_step
+
+
+def _scan_epoch_fn(member_step: Callable, batches: Callable, num_steps: int, member_map: str, options) -> Callable:
+  """Programs.epoch of epoch mode 'scan': each member's epoch one lax.scan over its steps."""
+
+  def member_epoch(carry, hypers, images, key, epoch):
+    indices, valid = batches(key)
+    body = lambda c, step: (member_step(c, hypers, images, indices, valid, key, step, epoch), None)
+    return jax.lax.scan(body, carry, jnp.arange(num_steps, dtype=jnp.int32))[0]
+
+  program = members_lib.member_program(member_epoch, (0, None, 0, None), member_map, options)
+
+  def epoch_fn(states, tables, hypers, images, keys, epoch):
+    totals = members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])
+    return program((states, tables, totals), hypers, images, keys, epoch)
+
+  return epoch_fn
+
+
+def _steps_epoch_fn(member_step: Callable, batches: Callable, num_steps: int, member_map: str, options) -> Callable:
+  """Programs.epoch of epoch mode 'steps': one call of the members' step program per step."""
+  program = members_lib.member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
+  batches_fn = jax.jit(jax.vmap(batches))
+
+  def epoch_fn(states, tables, hypers, images, keys, epoch):
+    indices, valid = batches_fn(keys)
+    parts = program.split((states, tables, members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])))
+    for step in range(num_steps):
+      parts = program(parts, hypers, images, indices, valid, keys, np.int32(step), epoch)
+    return program.join(parts)
+
+  return epoch_fn
+
+
+def _predict_fn(model, normalize: Callable, member_map: str, options) -> Callable:
+  """Programs.predict: `predict(variables [M], images [N, ...]) -> probabilities [M, N, C]` (NumPy)."""
+  if member_map == "vmap":  # XLA options go to the top-level program only (jax refuses them on a nested jit)
+    predict_one = predict_lib.make_predict_fn(model, normalize=normalize)
+    predict_all = jax.jit(jax.vmap(predict_one, in_axes=(0, None)), compiler_options=options)
+    return lambda variables, x: np.asarray(predict_all(variables, x))
+  predict_one = predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options)
+  take = jax.jit(members_lib.take)
+  return lambda variables, x: np.stack(
+    [np.asarray(predict_one(take(variables, np.int32(m)), x)) for m in range(jax.tree.leaves(variables)[0].shape[0])]
+  )
+
+
+def _init_fn(config, model, input_shape, num_steps: int) -> Callable:
+  """Programs.init: state_lib.create_train_state of every init key [M] in one compiled call (same values as one by
+  one, where each call compiles anew: ~2-4 s per member on a 2-core CPU)."""
+  tx = optim.make_optimizer(
+    config.optimizer, num_steps, int(config.num_epochs), classifier=models.classifier_name(model)
+  )
+  init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
+  return jax.jit(
+    jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx, init_variables=init_variables))
+  )
+
+
 class Programs:
   """The compiled pieces of one sweep (built once, reused by every chunk of members of the same size).
 
@@ -100,95 +196,30 @@ class Programs:
   def __init__(
     self, config, model, method: method_lib.Method, *, input_shape, num_examples: int, member_map: str, normalize=None
   ):
-    epoch_mode = config.get("epoch_mode", "auto")
-    _checks.check_choice("epoch mode", epoch_mode, epoch_lib.EPOCH_MODES)
-    cpu = jax.devices()[0].platform == "cpu"
-    if epoch_mode == "auto":
-      epoch_mode = "steps" if cpu else "scan"
-    from noisy_jax import models  # pylint: disable=g-import-not-at-top
-
+    epoch_mode = _resolve_epoch_mode(config)
     member_map = members_lib.resolve_member_map(
       member_map, jax.devices()[0].platform, models.resolve(config.model.name, input_shape)
     )
     self.epoch_mode, self.member_map = epoch_mode, member_map
     batch_size = int(config.batch_size)
-    augment = views_lib.weak_augment(config.get("augment"))
     normalize = normalize or normalization.identity()
-    method_dict = config.method.to_dict()
-
-    def build_method(hypers) -> method_lib.Method:
-      """The member's Method, its swept hyper-parameters (dotted paths under `method.`) traced scalars."""
-      member_method = copy.deepcopy(method_dict)  # a plain dict: ConfigDict refuses to turn a float into a tracer
-      for path, value in hypers.items():
-        sweep_grid.set_path(member_method, path.split(".", 1)[1], value)
-      return registry.make(ml_collections.ConfigDict(member_method), num_classes=model.num_classes)
-
-    def member_step(carry, hypers, images, indices, valid, key, step, epoch):
-      """One train step of one member on its batch `step` (indices [S, B] of this member's epoch order)."""
-      state, table, totals = carry
-      rows, ok = indices[step], valid[step]
-      x = normalize(jnp.take(images, rows, axis=0))
-      if augment is not None:
-        x = augment(epoch_lib.augmentation_key(key, step), x, rows)
-      state, table, step_metrics = step_lib.train_step(
-        state, table, x, rows, ok, method=build_method(hypers), epoch=epoch, axis_name=None
-      )
-      return state, table, jax.tree.map(jnp.add, totals, step_metrics)
-
+    build_method = _method_builder(config.method.to_dict(), model.num_classes)
+    member_step = _member_step_fn(build_method, normalize, views_lib.weak_augment(config.get("augment")))
     batches = functools.partial(epoch_lib.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
     options = loop.compiler_options(config, model, jax.devices()[0].platform)
-    if epoch_mode == "scan":
-
-      def member_epoch(carry, hypers, images, key, epoch):
-        indices, valid = batches(key)
-        body = lambda c, step: (member_step(c, hypers, images, indices, valid, key, step, epoch), None)
-        return jax.lax.scan(body, carry, jnp.arange(num_steps, dtype=jnp.int32))[0]
-
-      program = members_lib.member_program(member_epoch, (0, None, 0, None), member_map, options)
-
-      def epoch_fn(states, tables, hypers, images, keys, epoch):
-        totals = members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])
-        return program((states, tables, totals), hypers, images, keys, epoch)
-    else:
-      program = members_lib.member_program(member_step, (0, None, 0, 0, 0, None, None), member_map, options)
-      batches_fn = jax.jit(jax.vmap(batches))
-
-      def epoch_fn(states, tables, hypers, images, keys, epoch):
-        indices, valid = batches_fn(keys)
-        parts = program.split((states, tables, members_lib.stack([epoch_lib.zero_totals()] * keys.shape[0])))
-        for step in range(num_steps):
-          parts = program(parts, hypers, images, indices, valid, keys, np.int32(step), epoch)
-        return program.join(parts)
-
-    self.epoch = epoch_fn
-    if member_map == "vmap":  # XLA options go to the top-level program only (jax refuses them on a nested jit)
-      predict_one = predict_lib.make_predict_fn(model, normalize=normalize)
-      predict_all = jax.jit(jax.vmap(predict_one, in_axes=(0, None)), compiler_options=options)
-      self.predict = lambda variables, x: np.asarray(predict_all(variables, x))
-    else:
-      predict_one = predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options)
-      take = jax.jit(members_lib.take)
-      self.predict = lambda variables, x: np.stack(
-        [
-          np.asarray(predict_one(take(variables, np.int32(m)), x))
-          for m in range(jax.tree.leaves(variables)[0].shape[0])
-        ]
+    epoch_fn = _scan_epoch_fn if epoch_mode == "scan" else _steps_epoch_fn
+    self.epoch = epoch_fn(member_step, batches, num_steps, member_map, options)
+    self.predict = _predict_fn(model, normalize, member_map, options)
+    self.epoch_end = None
+    if method.epoch_end is not None:
+      self.epoch_end = jax.jit(
+        jax.vmap(
+          lambda table, probs, hypers, epoch: build_method(hypers).epoch_end.update(table, probs, epoch, num_examples),
+          in_axes=(0, 0, 0, None),
+        )
       )
-    self.update_table = None
-    if method.table_update is not None:
-      self.update_table = jax.jit(
-        jax.vmap(lambda table, probs, hypers: build_method(hypers).table_update(table, probs))
-      )
-    # state_lib.create_train_state of every init key [M] in one compiled call (same values as one by one, where each
-    # call compiles anew: ~2-4 s per member on a 2-core CPU).
-    tx = optim.make_optimizer(
-      config.optimizer, num_steps, int(config.num_epochs), classifier=models.classifier_name(model)
-    )
-    init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
-    self.init = jax.jit(
-      jax.vmap(lambda key: state_lib.create_train_state(model, key, input_shape, tx, init_variables=init_variables))
-    )
+    self.init = _init_fn(config, model, input_shape, num_steps)
     self.best = jax.jit(
       lambda best, current, improved: jax.tree.map(
         lambda b, c: jnp.where(improved.reshape((-1,) + (1,) * (c.ndim - 1)), c, b), best, current
@@ -207,6 +238,86 @@ def _member_hypers(members: list[sweep_grid.Member], fields) -> dict[str, jax.Ar
     for i, field in enumerate(fields)
     if field.startswith("method.")
   }
+
+
+def _member_starts(members: list[sweep_grid.Member], dataset, method: method_lib.Method):
+  """(tables [M], init keys [M], data-order keys [M], noise reports) of the members, as runs.run_single draws them:
+  PRNGKey(seed) splits into (stage 1, noise, stage 2); stage 1 into (init, data order)."""
+  tables, init_keys, order_keys, reports = [], [], [], []
+  for member in members:
+    stage1_key, noise_key, _ = jax.random.split(jax.random.PRNGKey(member.seed), 3)
+    noisy, report = inputs.noisy_training_labels(member.config, dataset, noise_key)
+    init_key, order_key = jax.random.split(stage1_key)
+    tables.append(label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length))
+    init_keys.append(init_key)
+    order_keys.append(order_key)
+    reports.append(report)
+  return members_lib.stack(tables), jnp.stack(init_keys), jnp.stack(order_keys), reports
+
+
+def _train_records(epoch: int, totals: dict, num_members: int, steps_per_second: float) -> list[dict]:
+  """Each member's record of a training epoch: its mean loss and accuracy on the given labels ([M] totals)."""
+  return [
+    {
+      "stage": "stage1",
+      "epoch": epoch,
+      "train_loss": float(totals["loss"][m] / totals["count"][m]),
+      "train_accuracy_given": float(totals["correct"][m] / totals["count"][m]),
+      "steps_per_second": steps_per_second,
+    }
+    for m in range(num_members)
+  ]
+
+
+def _add_evaluation(records: list[dict], programs: Programs, variables, dataset) -> None:
+  """Adds each member's test accuracy (and mean log-margin of its correct test predictions) and validation accuracy
+  to its record, for the splits the dataset has."""
+  has_val, has_test = dataset.x_val.shape[0] > 0, dataset.x_test.shape[0] > 0
+  test_probs = programs.predict(variables, dataset.x_test) if has_test else None
+  val_probs = programs.predict(variables, dataset.x_val) if has_val else None
+  for m, record in enumerate(records):
+    if has_test:
+      record["test_accuracy"] = float(metrics_lib.accuracy(test_probs[m], dataset.y_test))
+      margins = np.asarray(metrics_lib.log_margins(test_probs[m], dataset.y_test))
+      if (margins > 0).any():
+        record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
+    if has_val:
+      record["val_accuracy"] = float(metrics_lib.accuracy(val_probs[m], dataset.y_val))
+
+
+def _update_best(programs: Programs, records: list[dict], variables, best_val: np.ndarray, best_variables):
+  """(best_val, best_variables) after this epoch: each member's best validation accuracy and its variables (a copy
+  of the first epoch's at first)."""
+  val = np.array([r["val_accuracy"] for r in records])
+  improved = val > best_val
+  best_val = np.where(improved, val, best_val)
+  if best_variables is None:
+    return best_val, jax.tree.map(jnp.copy, variables)
+  return best_val, programs.best(best_variables, variables, jnp.asarray(improved))
+
+
+def _score_train_split(programs: Programs, records: list[dict], variables, dataset, given, clean) -> np.ndarray:
+  """The members' probabilities [M, N, C] on the training split; adds each member's train-split metrics (against its
+  noisy labels `given[m]` and the clean labels, None when unknown) to its record."""
+  train_probs = programs.predict(variables, dataset.x_train)
+  for m, record in enumerate(records):
+    record.update(metrics_lib.train_split_metrics(train_probs[m], given[m], clean))
+  return train_probs
+
+
+def _epoch_end(programs: Programs, method, tables, hypers, epoch: int, *, current, best_variables, x_train):
+  """The tables after the method's epoch-end update (EpochEnd.probs: `current()` gives the members' softmax of the
+  training split, best_variables the best-validation members' or None)."""
+  best = None if best_variables is None else (lambda: programs.predict(best_variables, x_train))
+  probs = method.epoch_end.probs(current=current, best=best)
+  return programs.epoch_end(tables, probs, hypers, jnp.asarray(epoch, jnp.int32))
+
+
+def _add_table_metrics(records: list[dict], tables, clean, method) -> None:
+  """Adds each member's label-table metrics (table_metrics.table_metrics) to its record."""
+  host_tables = jax.device_get(tables)
+  for m, record in enumerate(records):
+    record.update(table_metrics.table_metrics(members_lib.take(host_tables, m), clean, method))
 
 
 def train_members(
@@ -228,22 +339,13 @@ def train_members(
   method = registry.make(config.method, num_classes=dataset.num_classes)
   num_examples = dataset.x_train.shape[0]
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
-  tables, init_keys, order_keys, reports = [], [], [], []
-  for member in members:
-    stage1_key, noise_key, _ = jax.random.split(jax.random.PRNGKey(member.seed), 3)
-    noisy, report = inputs.noisy_training_labels(member.config, dataset, noise_key)
-    init_key, order_key = jax.random.split(stage1_key)
-    tables.append(label_table_lib.create(noisy, dataset.num_classes, history_length=method.history_length))
-    init_keys.append(init_key)
-    order_keys.append(order_key)
-    reports.append(report)
-  tables, order_keys = members_lib.stack(tables), jnp.stack(order_keys)
-  states = programs.init(jnp.stack(init_keys))
+  tables, init_keys, order_keys, reports = _member_starts(members, dataset, method)
+  states = programs.init(init_keys)
   hypers = _member_hypers(members, fields)
   images = jnp.asarray(np.asarray(dataset.x_train))
   clean = np.asarray(dataset.y_train) if runs.clean_labels_known(config) else None
   given = [np.asarray(r) for r in np.asarray(tables.noisy_labels)]
-  has_val, has_test = dataset.x_val.shape[0] > 0, dataset.x_test.shape[0] > 0
+  has_val = dataset.x_val.shape[0] > 0
   best_val = np.full(len(members), -1.0)
   best_variables = None
   histories = [[] for _ in members]
@@ -256,52 +358,24 @@ def train_members(
     totals = jax.device_get(totals)
     train_seconds = time.perf_counter() - start
     variables = {"params": states.params, "batch_stats": states.batch_stats}
-    records = [
-      {
-        "stage": "stage1",
-        "epoch": epoch,
-        "train_loss": float(totals["loss"][m] / totals["count"][m]),
-        "train_accuracy_given": float(totals["correct"][m] / totals["count"][m]),
-        "steps_per_second": steps_per_epoch * len(members) / train_seconds,
-      }
-      for m in range(len(members))
-    ]
-    test_probs = programs.predict(variables, dataset.x_test) if has_test else None
-    val_probs = programs.predict(variables, dataset.x_val) if has_val else None
-    for m, record in enumerate(records):
-      if has_test:
-        record["test_accuracy"] = float(metrics_lib.accuracy(test_probs[m], dataset.y_test))
-        margins = np.asarray(metrics_lib.log_margins(test_probs[m], dataset.y_test))
-        if (margins > 0).any():
-          record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
-      if has_val:
-        record["val_accuracy"] = float(metrics_lib.accuracy(val_probs[m], dataset.y_val))
+    records = _train_records(epoch, totals, len(members), steps_per_epoch * len(members) / train_seconds)
+    _add_evaluation(records, programs, variables, dataset)
     if has_val:
-      val = np.array([r["val_accuracy"] for r in records])
-      improved = val > best_val
-      best_val = np.where(improved, val, best_val)
-      best_variables = (
-        jax.tree.map(jnp.copy, variables)
-        if best_variables is None
-        else programs.best(best_variables, variables, jnp.asarray(improved))
-      )
-
-    update_due = programs.update_table is not None and method.update_due(epoch)
-    use_best = method.prune_params == "best_val" and best_variables is not None
+      best_val, best_variables = _update_best(programs, records, variables, best_val, best_variables)
     train_probs = None
-    if config.get("eval_train", False) or (update_due and method.needs_train_probs and not use_best):
-      train_probs = programs.predict(variables, dataset.x_train)
-      for m, record in enumerate(records):
-        record.update(metrics_lib.train_split_metrics(train_probs[m], given[m], clean))
-    if update_due:
-      probs = None
-      if method.needs_train_probs:
-        probs = programs.predict(best_variables, dataset.x_train) if use_best else train_probs
-      tables = programs.update_table(tables, probs, hypers)
-    if method.history_length or method.needs_train_probs:
-      host_tables = jax.device_get(tables)
-      for m, record in enumerate(records):
-        record.update(table_metrics.table_metrics(members_lib.take(host_tables, m), clean, method))
+    if config.get("eval_train", False):
+      train_probs = _score_train_split(programs, records, variables, dataset, given, clean)
+    if programs.epoch_end is not None and method.epoch_end.due(epoch):
+      scored = train_probs  # (bound now: the thunk below runs in this epoch)
+
+      def current(scored=scored, records=records, variables=variables):
+        return scored if scored is not None else _score_train_split(programs, records, variables, dataset, given, clean)
+
+      tables = _epoch_end(
+        programs, method, tables, hypers, epoch, current=current, best_variables=best_variables, x_train=dataset.x_train
+      )
+    if method.history_length or method.reads_train_probs:
+      _add_table_metrics(records, tables, clean, method)
     seconds = time.perf_counter() - start
     for m, record in enumerate(records):
       record["seconds"] = seconds
@@ -337,6 +411,118 @@ def member_summary(
 # The entry point, tables and figure
 
 
+def _sweep_dataset(config, sweep, base_config, dataset):
+  """The dataset of the sweep: `dataset`, or config's loaded when None (a sweep that cannot start says so before
+  the data are read); loaded into memory unless sequential.
+
+  Raises:
+    ValueError: when members trained together would stream the dataset.
+  """
+  if dataset is None:
+    runs.check_before_data(config)
+  dataset = inputs.load_dataset(config) if dataset is None else dataset
+  if not sweep.sequential and inputs.input_mode(base_config, dataset) == "streaming":
+    raise ValueError(
+      "a sweep trains its members together on resident data; this dataset would be streamed "
+      "(config.input / input_budget_mib): set sweep.sequential=True, or input='resident'."
+    )
+  if not sweep.sequential:
+    dataset = dataset.load()
+  return dataset
+
+
+def _run_sequential(config, members, fields, dataset, progress) -> list[dict]:
+  """The members' summaries, each run one after another by runs.run_single."""
+  mesh = mesh_lib.make_mesh(config.get("num_devices") or None)
+  summaries = []
+  for i, member in enumerate(members):
+    progress.prefix = (
+      f"member {i + 1}/{len(members)} ({sweep_grid.point_label(fields, member.point)}, seed {member.seed})"
+    )
+    summaries.append(runs.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
+  return summaries
+
+
+def _chunk_logger(config, progress, *, first: int, group, num_members: int, start: float) -> Callable:
+  """`log(epoch, records)` of the chunk of members `group` (from index `first`): ticks `progress` and logs the
+  chunk's mean score (test accuracy, else validation accuracy), the epoch's seconds, elapsed time and ETA."""
+
+  def log(epoch, records):
+    progress.tick(len(records))
+    scored = "test_accuracy" if "test_accuracy" in records[0] else "val_accuracy"
+    mean_score = np.mean([r.get(scored, np.nan) for r in records])
+    logging.info(
+      "members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s",
+      first + 1,
+      first + len(group),
+      num_members,
+      epoch,
+      int(config.num_epochs),
+      scored,
+      100 * mean_score,
+      records[0]["seconds"],
+      reporting.format_duration(time.perf_counter() - start),
+      reporting.format_duration(progress.eta_seconds()),
+    )
+
+  return log
+
+
+def _run_together(config, sweep, members, fields, dataset, method, progress, start: float):
+  """(mode, summaries): the members trained together in chunks of at most sweep.max_members_per_program members,
+  one Programs for all chunks; mode: its member map and epoch mode."""
+  base_config = members[0].config
+  model = models.build(
+    base_config.model.name,
+    dataset.num_classes,
+    dataset.x_train.shape[1:],
+    kwargs=base_config.model.get("kwargs"),
+    bn_axis_name=None,
+  )
+  programs = Programs(
+    base_config,
+    model,
+    method,
+    input_shape=dataset.x_train.shape[1:],
+    num_examples=dataset.x_train.shape[0],
+    member_map=sweep.member_map,
+    normalize=inputs.normalizer(base_config, dataset),
+  )
+  chunk = int(sweep.max_members_per_program) or len(members)
+  summaries = []
+  for first in range(0, len(members), chunk):
+    group = members[first : first + chunk]
+    chunk_start = time.perf_counter()
+    log = _chunk_logger(config, progress, first=first, group=group, num_members=len(members), start=start)
+    _, _, histories, reports = train_members(
+      base_config, group, dataset=dataset, model=model, programs=programs, fields=fields, log_fn=log
+    )
+    seconds = (time.perf_counter() - chunk_start) / len(group)
+    summaries += [
+      member_summary(member, method.name, history, report, seconds)
+      for member, history, report in zip(group, histories, reports)
+    ]
+  return f"{programs.member_map}, {programs.epoch_mode}", summaries
+
+
+def _write_outputs(workdir: str, out: dict, config, sweep, fields, values, dataset) -> None:
+  """Writes summary.json, classes.json (datasets that name their classes) and, for one or two fields with
+  sweep.plot_keys, sweep.png in `workdir`."""
+  os.makedirs(workdir, exist_ok=True)
+  with open(os.path.join(workdir, "summary.json"), "w") as f:
+    json.dump(out, f, indent=1)
+  inputs.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
+  if len(fields) in (1, 2) and sweep.plot_keys:
+    sweep_grid.save_sweep_plot(
+      out["mean_std"],
+      fields,
+      values,
+      tuple(sweep.plot_keys),
+      os.path.join(workdir, "sweep.png"),
+      title=f"{out['title']} (mean ± std over {len(out['seeds'])} seeds)",
+    )
+
+
 def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   """Runs every member of a sweep config; prints the tables, writes summary.json and sweep.png in `workdir`.
 
@@ -347,92 +533,17 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
   sweep, fields, values = sweep_grid.check_sweep(config)
   members = sweep_grid.make_members(config)
   seeds = tuple(sweep.seeds)
-  if dataset is None:  # a sweep that cannot start says so before the data are read
-    runs.check_before_data(config)
-  dataset = inputs.load_dataset(config) if dataset is None else dataset
   base_config = members[0].config
-  if not sweep.sequential and inputs.input_mode(base_config, dataset) == "streaming":
-    raise ValueError(
-      "a sweep trains its members together on resident data; this dataset would be streamed "
-      "(config.input / input_budget_mib): set sweep.sequential=True, or input='resident'."
-    )
-  if not sweep.sequential:
-    dataset = dataset.load()
+  dataset = _sweep_dataset(config, sweep, base_config, dataset)
   method = registry.make(base_config.method, num_classes=dataset.num_classes)
   progress = reporting.Progress(len(members) * int(config.num_epochs))
-  summaries = []
   if sweep.sequential:
-    mode = "sequential"
-    mesh = mesh_lib.make_mesh(config.get("num_devices") or None)
-    for i, member in enumerate(members):
-      progress.prefix = (
-        f"member {i + 1}/{len(members)} ({sweep_grid.point_label(fields, member.point)}, seed {member.seed})"
-      )
-      summaries.append(runs.run_single(member.config, None, dataset=dataset, mesh=mesh, log_fn=progress))
+    mode, summaries = "sequential", _run_sequential(config, members, fields, dataset, progress)
   else:
-    model = models.build(
-      base_config.model.name,
-      dataset.num_classes,
-      dataset.x_train.shape[1:],
-      kwargs=base_config.model.get("kwargs"),
-      bn_axis_name=None,
-    )
-    programs = Programs(
-      base_config,
-      model,
-      method,
-      input_shape=dataset.x_train.shape[1:],
-      num_examples=dataset.x_train.shape[0],
-      member_map=sweep.member_map,
-      normalize=inputs.normalizer(base_config, dataset),
-    )
-    mode = f"{programs.member_map}, {programs.epoch_mode}"
-    chunk = int(sweep.max_members_per_program) or len(members)
-    for first in range(0, len(members), chunk):
-      group = members[first : first + chunk]
-      chunk_start = time.perf_counter()
-
-      def log(epoch, records, first=first, group=group):
-        progress.tick(len(records))
-        scored = "test_accuracy" if "test_accuracy" in records[0] else "val_accuracy"
-        mean_score = np.mean([r.get(scored, np.nan) for r in records])
-        logging.info(
-          "members %d-%d/%d epoch %d/%d: mean %s %.2f%%, %.1f s; elapsed %s, ETA %s",
-          first + 1,
-          first + len(group),
-          len(members),
-          epoch,
-          int(config.num_epochs),
-          scored,
-          100 * mean_score,
-          records[0]["seconds"],
-          reporting.format_duration(time.perf_counter() - start),
-          reporting.format_duration(progress.eta_seconds()),
-        )
-
-      _, _, histories, reports = train_members(
-        base_config, group, dataset=dataset, model=model, programs=programs, fields=fields, log_fn=log
-      )
-      seconds = (time.perf_counter() - chunk_start) / len(group)
-      summaries += [
-        member_summary(member, method.name, history, report, seconds)
-        for member, history, report in zip(group, histories, reports)
-      ]
+    mode, summaries = _run_together(config, sweep, members, fields, dataset, method, progress, start)
   total = time.perf_counter() - start
-
-  results = {}
-  for point in itertools.product(*values):
-    point = tuple(float(v) for v in point)
-    per_seed = [comparison.flat_metrics(s) for m, s in zip(members, summaries) if m.point == point]  # pylint: disable=protected-access
-    results[sweep_grid.point_label(fields, point)] = comparison.aggregate(per_seed)
+  results = sweep_grid.grid_results(members, summaries, fields, values)
   title = config.get("title") or f"{config.dataset}, {method.name} sweep over {', '.join(fields) or 'seeds'}"
-  print(f"\n{title}  ({len(members)} runs: seeds {list(seeds)}; {mode}; {total:.0f} s in all)")
-  for key in sweep.table_keys:
-    if len(fields) in (1, 2):
-      print(
-        f"\n{key.replace('_', ' ')}, mean ± std over seeds:\n{sweep_grid.format_grid(results, fields, values, key)}"
-      )
-  print("\n" + comparison.format_table(results, len(seeds)))
   out = {
     "title": title,
     "fields": list(fields),
@@ -446,18 +557,7 @@ def run_sweep(config, workdir: str | None = None, *, dataset=None) -> dict:
     ],
     "config": config.to_dict(),
   }
+  sweep_grid.print_tables(out, sweep, fields, values, len(members))
   if workdir:
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-      json.dump(out, f, indent=1)
-    inputs.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
-    if len(fields) in (1, 2) and sweep.plot_keys:
-      sweep_grid.save_sweep_plot(
-        results,
-        fields,
-        values,
-        tuple(sweep.plot_keys),
-        os.path.join(workdir, "sweep.png"),
-        title=f"{title} (mean ± std over {len(seeds)} seeds)",
-      )
+    _write_outputs(workdir, out, config, sweep, fields, values, dataset)
   return out

@@ -86,9 +86,8 @@ def _field_value(field: str, value, *, with_name: bool = False) -> str:
   return f"{field.rsplit('.', 1)[-1]}={value:g}" if with_name else f"{value:g}"
 
 
-def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tuple[tuple[float, ...], ...]]:
-  """(`config.sweep` over its defaults, swept fields, their values), checked: known sweep fields, traceable swept
-  fields, non-empty numeric values, distinct int seeds."""
+def _check_sweep_block(config) -> None:
+  """ValueError unless `config` is a sweep config (a `sweep`, no `runs`) whose sweep block has known fields only."""
   if "sweep" not in config:
     raise ValueError("config has no `sweep` field: not a sweep config (see noisy_jax.experiment.sweep).")
   if "runs" in config:
@@ -96,9 +95,10 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
   unknown = sorted(set(config.sweep.keys()) - set(SWEEP_FIELDS))
   if unknown:
     raise ValueError(f"Unknown field(s) {unknown} in config.sweep; allowed: {', '.join(SWEEP_FIELDS)}.")
-  sweep = default_sweep()
-  sweep.update(config.sweep.to_dict())
-  grid = tuple(sweep.grid)
+
+
+def _grid_axes(grid: tuple) -> tuple[tuple[str, ...], tuple[tuple, ...]]:
+  """(fields, values) of config.sweep.grid, checked: (field path, (values, ...)) pairs, no field twice."""
   if any(
     not isinstance(axis, (tuple, list))
     or len(axis) != 2
@@ -110,24 +110,33 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
   fields, values = tuple(axis[0] for axis in grid), tuple(tuple(axis[1]) for axis in grid)
   if len(set(fields)) != len(fields):
     raise ValueError(f"config.sweep.grid names a field twice: {fields!r}.")
-  allowed = traced_fields(config)
-  for field, field_values in zip(fields, values):
-    if not _has_path(config, field):
-      raise ValueError(
-        f"Unknown field {field!r} in config.sweep.grid: the config has no such field. Fields "
-        f"this config can sweep: {', '.join(allowed) or 'none'} (plus seeds: config.sweep.seeds)."
-      )
-    if field not in allowed:
-      raise ValueError(
-        f"config.sweep.grid: {field!r} cannot vary within one sweep program (it changes the "
-        f"program's structure or is not a traced number); fields this config can sweep: "
-        f"{', '.join(allowed) or 'none'}. Use a comparison config (`runs`) for the others."
-      )
-    if not field_values:
-      raise ValueError(f"config.sweep.grid: the values of {field!r} are empty; give at least one value.")
-    bad = [v for v in field_values if not isinstance(v, (int, float)) or isinstance(v, bool)]
-    if bad:
-      raise ValueError(f"config.sweep.grid: the values of {field!r} hold {bad[0]!r}; swept values must be numbers.")
+  return fields, values
+
+
+def _check_grid_field(config, field: str, field_values: tuple, allowed: tuple[str, ...]) -> None:
+  """ValueError unless `field` is a field of `config` that a sweep can trace (one of `allowed`) and its values are a
+  non-empty tuple of numbers."""
+  if not _has_path(config, field):
+    raise ValueError(
+      f"Unknown field {field!r} in config.sweep.grid: the config has no such field. Fields "
+      f"this config can sweep: {', '.join(allowed) or 'none'} (plus seeds: config.sweep.seeds)."
+    )
+  if field not in allowed:
+    raise ValueError(
+      f"config.sweep.grid: {field!r} cannot vary within one sweep program (it changes the "
+      f"program's structure or is not a traced number); fields this config can sweep: "
+      f"{', '.join(allowed) or 'none'}. Use a comparison config (`runs`) for the others."
+    )
+  if not field_values:
+    raise ValueError(f"config.sweep.grid: the values of {field!r} are empty; give at least one value.")
+  bad = [v for v in field_values if not isinstance(v, (int, float)) or isinstance(v, bool)]
+  if bad:
+    raise ValueError(f"config.sweep.grid: the values of {field!r} hold {bad[0]!r}; swept values must be numbers.")
+
+
+def _check_seeds_and_chunks(sweep) -> None:
+  """ValueError unless the seeds are distinct ints (at least one), member_map is known and max_members_per_program
+  >= 0."""
   seeds = tuple(sweep.seeds)
   if not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
     raise ValueError(f"config.sweep.seeds={seeds!r} must be a non-empty tuple of ints.")
@@ -136,18 +145,36 @@ def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tup
   _checks.check_choice("member_map", sweep.member_map, MEMBER_MAPS)
   if int(sweep.max_members_per_program) < 0:
     raise ValueError(f"max_members_per_program={sweep.max_members_per_program!r} must be >= 0 (0: all members).")
-  spec = registry.get(config.method.name)
+
+
+def _check_method_sweepable(method_config) -> None:
+  """ValueError unless the method maps over members (no per-example state, one network) and has one stage."""
+  spec = registry.get(method_config.name)
   if spec.sweep_fields is None:
     raise ValueError(
-      f"method {config.method.name!r} keeps per-example state or trains two networks, which sweeps "
+      f"method {method_config.name!r} keeps per-example state or trains two networks, which sweeps "
       "do not map over members: use a comparison config (`runs` + `shared`, one run per seed)."
     )
-  stages = spec.stages(config.method)
+  stages = spec.stages(method_config)
   if len(stages) > 1:
     raise ValueError(
       f"method {spec.name!r} trains {len(stages)} stages ({', '.join(s.name for s in stages)}), which sweeps do not "
       "run: a sweep trains the method's own stage only (Joint Optimization: set method.stage2=False)."
     )
+
+
+def check_sweep(config) -> tuple[ml_collections.ConfigDict, tuple[str, ...], tuple[tuple[float, ...], ...]]:
+  """(`config.sweep` over its defaults, swept fields, their values), checked: known sweep fields, traceable swept
+  fields, non-empty numeric values, distinct int seeds."""
+  _check_sweep_block(config)
+  sweep = default_sweep()
+  sweep.update(config.sweep.to_dict())
+  fields, values = _grid_axes(tuple(sweep.grid))
+  allowed = traced_fields(config)
+  for field, field_values in zip(fields, values):
+    _check_grid_field(config, field, field_values, allowed)
+  _check_seeds_and_chunks(sweep)
+  _check_method_sweepable(config.method)
   return sweep, fields, values
 
 
@@ -181,6 +208,28 @@ def _check_method_values(method_config) -> None:
 
 
 _FORMATS = {"test_margin_correct": "{:.2f}", "seconds": "{:.1f}"}
+
+
+def grid_results(members, summaries, fields, values) -> dict:
+  """{point label: {metric: {'mean', 'std'}}}: each grid point's metrics aggregated over its seeds (summaries: the
+  members' run summaries, in the order of `members`)."""
+  results = {}
+  for point in itertools.product(*values):
+    point = tuple(float(v) for v in point)
+    per_seed = [comparison.flat_metrics(s) for m, s in zip(members, summaries) if m.point == point]  # pylint: disable=protected-access
+    results[point_label(fields, point)] = comparison.aggregate(per_seed)
+  return results
+
+
+def print_tables(out: dict, sweep, fields, values, num_members: int) -> None:
+  """Prints the sweep's title line, a grid table per sweep.table_keys (one or two fields) and the table of all
+  points (out: noisy_jax.experiment.sweep.run_sweep's result)."""
+  results, seeds = out["mean_std"], out["seeds"]
+  print(f"\n{out['title']}  ({num_members} runs: seeds {seeds}; {out['mode']}; {out['seconds']:.0f} s in all)")
+  for key in sweep.table_keys:
+    if len(fields) in (1, 2):
+      print(f"\n{key.replace('_', ' ')}, mean ± std over seeds:\n{format_grid(results, fields, values, key)}")
+  print("\n" + comparison.format_table(results, len(seeds)))
 
 
 def _cell(agg: dict, key: str) -> str:

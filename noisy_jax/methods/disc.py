@@ -441,8 +441,9 @@ def method(
     objective=objective,
     init_rows=lambda key, num_rows, num_classes: init_rows(num_rows, num_classes, num_examples),
     row_update=lambda rows, rows_out, grads: rows_out,
-    table_update=lambda table, train_probs: table_update(table, sigma=sigma, momentum=momentum),
-    update_due=lambda epoch: True,
+    epoch_end=method_lib.EpochEnd(
+      update=lambda table, probs, epoch, num_examples: table_update(table, sigma=sigma, momentum=momentum)
+    ),
     label_evidence=label_evidence,
     strong_view=True,
   )

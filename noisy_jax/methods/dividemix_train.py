@@ -36,6 +36,7 @@ network's schedule count is set to (e - 1) x ceil(N / batch_size) (`optim.at_epo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -108,6 +109,27 @@ def _orders(key, labelled, num_labelled_batches: int, num_unlabelled: int, batch
   return rows_l, rows_u
 
 
+def _check_batch_size(batch_size: int, num_devices: int) -> None:
+  """ValueError unless batch_size splits into labelled and unlabelled halves of equal rows on every device."""
+  if batch_size % (2 * num_devices):
+    raise ValueError(
+      f"DivideMix splits batch_size={batch_size} into labelled and unlabelled halves over "
+      f"{num_devices} device(s): it must be divisible by {2 * num_devices}."
+    )
+
+
+def _train_forward(net, params, batch_stats, x):
+  """Train-mode logits of network `net` (its apply_fn) with `params`, and its running statistics after the pass."""
+  logits, updates = net.apply_fn({"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"])
+  return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
+
+
+def _eval_forward(net, x):
+  """Eval-mode logits of network `net` (its own parameters and running statistics)."""
+  logits = net.apply_fn({"params": net.params, "batch_stats": net.batch_stats}, x, train=False)
+  return logits.astype(precision.at_least(logits.dtype))
+
+
 def make_epoch_fn(
   mesh,
   *,
@@ -127,11 +149,7 @@ def make_epoch_fn(
   """
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
-  if batch_size % (2 * num_devices):
-    raise ValueError(
-      f"DivideMix splits batch_size={batch_size} into labelled and unlabelled halves over "
-      f"{num_devices} device(s): it must be divisible by {2 * num_devices}."
-    )
+  _check_batch_size(batch_size, num_devices)
   half = batch_size // 2
   local = half // num_devices
   steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
@@ -153,17 +171,8 @@ def make_epoch_fn(
 
     x1, x2, u1, u2 = view(my_l, keys[0]), view(my_l, keys[1]), view(my_u, keys[2]), view(my_u, keys[3])
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
-
-    def train_forward(params, batch_stats, x):
-      logits, updates = own.apply_fn(
-        {"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"]
-      )
-      return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
-
-    def eval_forward(x):
-      logits = other.apply_fn({"params": other.params, "batch_stats": other.batch_stats}, x, train=False)
-      return logits.astype(precision.at_least(logits.dtype))
-
+    train_forward = functools.partial(_train_forward, own)
+    eval_forward = functools.partial(_eval_forward, other)
     stats = own.batch_stats
     z_u11, stats = train_forward(own.params, stats, u1)
     z_u12, stats = train_forward(own.params, stats, u2)
@@ -312,8 +321,10 @@ def method(settings: DividemixSettings) -> method_lib.Method:
     init_rows=lambda key, rows, classes: init_rows(rows, window),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
-    update_due=lambda epoch: epoch >= int(settings.warm_up),
-    program=method_lib.EpochProgram(build=own_epoch_fn, member_update=member_update),
+    epoch_end=method_lib.EpochEnd(
+      update=member_update, due=lambda epoch: epoch >= int(settings.warm_up), reads="members"
+    ),
+    program=method_lib.EpochProgram(build=own_epoch_fn),
     label_evidence=label_evidence,
   )
 

@@ -49,6 +49,7 @@ Evaluation, as the original's single-GPU test: the mean of the two online networ
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -109,6 +110,33 @@ def epoch_order(key, num_examples: int, batch_size: int, m: int):
   )
 
 
+def _check_batches(batch_size: int, num_devices: int, num_examples: int) -> None:
+  """ValueError unless batch_size splits evenly over the devices and is at most num_examples (a full batch)."""
+  if batch_size % num_devices:
+    raise ValueError(
+      f"ELR+ splits batch_size={batch_size} over {num_devices} device(s): it must be divisible by {num_devices}."
+    )
+  if num_examples // batch_size < 1:
+    raise ValueError(
+      f"ELR+ trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
+    )
+
+
+def _train_forward(net, params, batch_stats, inputs):
+  """Train-mode logits of network `net` (its apply_fn) with `params`, and its running statistics after the pass."""
+  logits, updates = net.apply_fn(
+    {"params": params, "batch_stats": batch_stats}, inputs, train=True, mutable=["batch_stats"]
+  )
+  return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
+
+
+def _write_targets(table, rows, targets, *, shard_table: bool, axis: str):
+  """`table` with the targets of the global batch's `rows` written (each device its own rows when sharded)."""
+  if shard_table:
+    return label_table_lib.sharded_write_rows(table, rows, {TARGETS: targets}, axis_name=axis)
+  return label_table_lib.write_rows(table, rows, {TARGETS: targets})
+
+
 def make_epoch_fn(
   mesh,
   *,
@@ -128,15 +156,8 @@ def make_epoch_fn(
   """
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
-  if batch_size % num_devices:
-    raise ValueError(
-      f"ELR+ splits batch_size={batch_size} over {num_devices} device(s): it must be divisible by {num_devices}."
-    )
+  _check_batches(batch_size, num_devices, num_examples)
   num_steps = num_examples // batch_size
-  if num_steps < 1:
-    raise ValueError(
-      f"ELR+ trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
-    )
   local = batch_size // num_devices
   fit_steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
   warm_up = int(settings.warm_up)
@@ -152,13 +173,7 @@ def make_epoch_fn(
     if augment is not None:
       x = augment(key_view, x, mine)
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
-
-    def train_forward(params, batch_stats, inputs):
-      logits, updates = own.apply_fn(
-        {"params": params, "batch_stats": batch_stats}, inputs, train=True, mutable=["batch_stats"]
-      )
-      return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
-
+    train_forward = functools.partial(_train_forward, own)
     z_ema, _ = train_forward(other.ema_params, other.batch_stats, x)  # its statistics' update is discarded
     z_ema = lax.stop_gradient(z_ema)
     new_targets = elr_lib.updated_rows(all_targets[:, m], jax.nn.softmax(z_ema), beta=settings.beta, clamp=None)
@@ -184,10 +199,7 @@ def make_epoch_fn(
     own = own.replace(ema_params=elr_lib.update_ema(own.ema_params, own.params, decay))
     state = jax.tree.map(lambda whole, one: whole.at[m].set(one), state, own)
     written = all_targets.at[:, m].set(new_targets.astype(all_targets.dtype))
-    if shard_table:
-      table = label_table_lib.sharded_write_rows(table, rows, {TARGETS: gather(written)}, axis_name=axis)
-    else:
-      table = label_table_lib.write_rows(table, rows, {TARGETS: gather(written)})
+    table = _write_targets(table, rows, gather(written), shard_table=shard_table, axis=axis)
     # Reported: the loss, and how often the peer's average predicts the given label (the original's metrics_ema).
     correct = lax.psum(jnp.sum(jnp.argmax(z_ema, -1) == jnp.argmax(labels, -1)).astype(precision.float_dtype()), axis)
     count = jnp.asarray(float(batch_size), precision.float_dtype())

@@ -68,12 +68,14 @@ def method(
     name="joint_optimization",
     objective=method_lib.batch_objective(objective),
     history_length=history_length,
-    table_update=(
-      (lambda table, probs: label_table_lib.relabel_top_k(table, relabel_k))
-      if relabel == "hard_top_k"
-      else (lambda table, probs: label_table_lib.relabel(table, mode=relabel))
+    epoch_end=method_lib.EpochEnd(
+      update=(
+        (lambda table, probs, epoch, num_examples: label_table_lib.relabel_top_k(table, relabel_k))
+        if relabel == "hard_top_k"
+        else (lambda table, probs, epoch, num_examples: label_table_lib.relabel(table, mode=relabel))
+      ),
+      due=lambda epoch: epoch >= begin,
     ),
-    update_due=lambda epoch: epoch >= begin,
   )
 
 

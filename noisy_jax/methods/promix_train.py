@@ -15,8 +15,8 @@ Epochs 1 .. pretrain_ep (the original's e < pretrain_ep): both networks trained 
 (the primary head; plus the softmax's negative entropy with `warmup_penalty`, the original's asymmetric-noise rows),
 train.make_epoch_fn's program with the warm-up objective.
 
-After every epoch k >= pretrain_ep (`member_update`, from each network's eval-mode softmax of the training split, as
-the original's eval_train before its epoch k + 1): CSS with rho of e = k.
+After every epoch k >= pretrain_ep (`member_update`, its EpochEnd, from each network's eval-mode softmax of the
+training split, as the original's eval_train before its epoch k + 1): CSS with rho of e = k.
 
 Later epochs, per step on a batch of B rows (`full_batches`: a shuffled order of the split cut into N // B full
 batches, the last partial batch dropped as the original's ProMix-phase loader does), for each network m: a
@@ -44,7 +44,9 @@ Evaluation, as the original's "Acc Mean": the mean of the two networks' primary-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from typing import Callable
 
 import jax
 from jax import lax
@@ -165,6 +167,226 @@ def full_batches(key, num_examples: int, batch_size: int):
   return indices, jnp.ones_like(indices, bool)
 
 
+@dataclasses.dataclass(frozen=True)
+class _StepContext:
+  """What a ProMix step reads besides its arguments: the settings, this device's rows per batch (`local`), fit's
+  steps per epoch (the schedules' count), the input functions and the mesh axis."""
+
+  settings: ProMixSettings
+  local: int
+  fit_steps_per_epoch: int
+  normalize: Callable
+  augment: Callable | None
+  strong_view: Callable
+  axis: str
+
+
+def _check_batches(strong_view, batch_size: int, num_devices: int, num_examples: int) -> None:
+  """ValueError unless there is a strong view and batch_size is divisible by the devices and at most num_examples."""
+  if strong_view is None:
+    raise ValueError(
+      "ProMix trains on a weak and a strong view of each example: set config.augment.strong, e.g. "
+      "--config.augment.strong=\"{'policy': 'promix_randaugment', 'num_ops': 3}\" (the original's pool and Cutout)."
+    )
+  if batch_size % num_devices:
+    raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
+  if num_examples // batch_size < 1:  # the original's ProMix-phase loader drops the last partial batch
+    raise ValueError(
+      f"ProMix trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
+    )
+
+
+def _forward(state, params, stats, x, mask=None):
+  """Both heads' train-mode logits of one network and its running statistics after the pass (BatchNorm statistics
+  over the rows of `mask` when given)."""
+
+  def apply():
+    (z, h), updates = state.apply_fn(
+      {"params": params, "batch_stats": stats}, x, train=True, pseudo_head=True, mutable=["batch_stats"]
+    )
+    wide = precision.at_least(z.dtype)
+    return z.astype(wide), h.astype(wide), updates["batch_stats"]
+
+  if mask is None:
+    return apply()
+  with masked_batch_norm.statistics_over(mask):
+    return apply()
+
+
+def _gather(a, axis: str):
+  """`a` of every device, concatenated along its first axis (the global batch)."""
+  return lax.all_gather(a, axis, tiled=True)
+
+
+def _fmix_pass(key, x, labels, mask, net_forward, *, settings: ProMixSettings, axis: str):
+  """FMix of the mask's rows of the global batch (noisy_jax.core.fmix), this device's slice forwarded; the mean of
+  lam CE(z, y) + (1 - lam) CE(z, y_partner) over those rows."""
+  s = settings
+  xs, ys, ms = _gather(x, axis), _gather(labels, axis), _gather(mask, axis)
+  key_perm, key_mask = jax.random.split(key)
+  partner = disc.subset_permutation(key_perm, ms)
+  lam, fmask = fmix_lib.sample_mask(
+    key_mask, x.shape[1], x.shape[2], alpha=s.fmix_alpha, decay_power=s.fmix_decay_power, spectrum=s.fmix_spectrum,
+    dtype=precision.float_dtype(),
+  )  # fmt: skip
+  rows = ms.reshape((-1,) + (1,) * (xs.ndim - 1))
+  mixed = jnp.where(rows, fmix_lib.mix(xs, fmask, partner), xs).astype(x.dtype)
+  start = lax.axis_index(axis) * x.shape[0]
+  mine = lambda a: lax.dynamic_slice_in_dim(a, start, x.shape[0])
+  logits = net_forward(mine(mixed), mask)
+  per_example = lam * promix.hard_cross_entropy(logits, labels) + (1 - lam) * promix.hard_cross_entropy(
+    logits, mine(ys[partner])
+  )
+  return promix.subset_mean(per_example, mask, axis)
+
+
+def _views(ctx: _StepContext, images, rows, key, step):
+  """(weak view, strong view) of this device's rows: the normalised (and augmented) images and the strong policy's,
+  both keyed by the step's augmentation key."""
+  codes = jnp.take(images, rows, axis=0)
+  augment_key = epoch_lib.augmentation_key(key, step)
+  x_w = ctx.normalize(codes)
+  if ctx.augment is not None:
+    x_w = ctx.augment(augment_key, x_w, rows)
+  x_s = ctx.strong_view(augment_key, codes, rows).astype(x_w.dtype)
+  return x_w, x_s
+
+
+def _both_heads(state, params, x_w, x_s):
+  """(heads, stats, probs), one entry per network: both heads' logits of the weak and the strong view, the running
+  statistics after the two passes, the weak view's softmax (no gradient)."""
+  heads, stats, probs = [], [], []
+  for k in range(2):
+    own_params = members_lib.take(params, k)
+    z_w, h_w, st = _forward(state, own_params, members_lib.take(state.batch_stats, k), x_w)
+    z_s, h_s, st = _forward(state, own_params, st, x_s)
+    heads.append({"z_w": z_w, "z_s": z_s, "h_w": h_w, "h_s": h_s})
+    stats.append(st)
+    probs.append(jax.nn.softmax(lax.stop_gradient(z_w), axis=-1))
+  return heads, stats, probs
+
+
+def _selections(ctx: _StepContext, d, heads, probs, priors, css, labels, ok, guessing):
+  """(selected, pseudo), one entry per network: its selection (CSS | MHCS, or LGA over the global batch when
+  `guessing`; d: this device's index) and its pseudo-labels."""
+  s, axis, local = ctx.settings, ctx.axis, ctx.local
+  selected, pseudo = [], []
+  for k in range(2):
+    pi = members_lib.take(priors, k)
+    kept = (css[:, k] | promix.matched_high_confidence(probs[k], labels, s.tau)) & ok
+    guessed = jnp.argmax(promix.debias_pl(lax.stop_gradient(heads[k]["z_w"]), pi["reliable"], s.debias_pl), -1)
+    pseudo.append(promix.pseudo_labels(labels, guessed, kept))
+    guess = promix.label_guessing(
+      _gather(kept, axis), _gather(probs[0], axis), _gather(probs[1], axis), _gather(ok, axis), tau=s.tau,
+      threshold=s.threshold,
+    )  # fmt: skip
+    guess = lax.dynamic_slice_in_dim(guess, d * local, local)
+    selected.append(jnp.where(guessing, guess, kept))
+  return selected, pseudo
+
+
+def _mixed_losses(ctx: _StepContext, key, x_w, pseudo, selected, num_classes: int, head_forward) -> dict:
+  """The mixup and FMix losses of one network's selected rows for the primary head ("mix", "fmix") and the pseudo
+  head ("mix_ph", "fmix_ph"), in that order (each pass chains the network's BatchNorm statistics)."""
+  keys = jax.random.split(key, 4)
+  mixed = {}
+  for head, (mix_name, fmix_name) in enumerate((("mix", "fmix"), ("mix_ph", "fmix_ph"))):
+    net_forward = lambda x, mask, head=head: head_forward(x, mask, head)
+    mixed[mix_name] = disc.mixup_pass(
+      keys[2 * head], x_w, pseudo, selected, net_forward, ctx.axis,
+      num_classes=num_classes, alpha=ctx.settings.mixup_alpha,
+    )  # fmt: skip
+    mixed[fmix_name] = _fmix_pass(
+      keys[2 * head + 1], x_w, pseudo, selected, net_forward, settings=ctx.settings, axis=ctx.axis
+    )
+  return mixed
+
+
+def _network_loss(
+  ctx: _StepContext, state, own_params, stats, pi, heads, x_w, pseudo, selected, ok, key, *, weight, beta, num_classes
+):
+  """(promix.network_loss of one network, its running statistics after its mixup and FMix passes): its parameters,
+  running statistics after the weak and strong passes, priors, heads, pseudo-labels and selection."""
+  s = ctx.settings
+  chain = [stats]
+
+  def head_forward(x, mask, head):
+    z, h, st = _forward(state, own_params, chain[-1], x, mask)
+    chain.append(st)
+    return promix.debias_output(h if head else z, pi["reliable"], s.debias_output)
+
+  mixed = _mixed_losses(ctx, key, x_w, pseudo, selected, num_classes, head_forward)
+  loss, _ = promix.network_loss(
+    heads, mixed, pseudo, selected, ok & ~selected, pi,
+    strength=s.debias_output, strength_pl=s.debias_pl, temperature=s.temperature,
+    weight=weight, beta=beta, axis_name=ctx.axis,
+  )  # fmt: skip
+  return loss, chain[-1]
+
+
+def _updated_priors(ctx: _StepContext, priors, probs, selected, ok):
+  """Both networks' priors after this step's selections, stacked (promix.updated_prior)."""
+  s, axis = ctx.settings, ctx.axis
+  new_priors = []
+  for k in range(2):
+    pi = members_lib.take(priors, k)
+    unselected = ok & ~selected[k]
+    new_priors.append(
+      {
+        "reliable": promix.updated_prior(pi["reliable"], probs[k], selected[k], s.bias_m, axis),
+        "unreliable": promix.updated_prior(pi["unreliable"], probs[k], unselected, s.bias_m, axis),
+      }
+    )
+  return members_lib.stack(new_priors)
+
+
+def _network_step(
+  state, table, totals, images, indices, valid, key, step, epoch, weight, beta, guessing, *, m, shard_table, ctx
+):
+  """One ProMix step of both networks (module docstring) on this device's slice of the batch `indices`."""
+  del m  # both networks train in every step
+  axis, local = ctx.axis, ctx.local
+  d = lax.axis_index(axis)
+  rows = lax.dynamic_slice_in_dim(indices, d * local, local)
+  ok = lax.dynamic_slice_in_dim(valid, d * local, local)
+  soft, _, read = label_table_lib.read_batch(table, rows, table_axis=axis if shard_table else None)
+  css = read[SELECTED]
+  labels = jnp.argmax(soft, axis=-1).astype(jnp.int32)
+  x_w, x_s = _views(ctx, images, rows, key, step)
+  method_key = epoch_lib.method_key(key, step)
+  priors = state.method_state
+
+  def loss_fn(params):
+    heads, stats, probs = _both_heads(state, params, x_w, x_s)
+    selected, pseudo = _selections(ctx, d, heads, probs, priors, css, labels, ok, guessing)
+    total = 0.0
+    for k in range(2):
+      loss, stats[k] = _network_loss(
+        ctx, state, members_lib.take(params, k), stats[k], members_lib.take(priors, k), heads[k], x_w, pseudo[k],
+        selected[k], ok, jax.random.fold_in(method_key, k), weight=weight, beta=beta, num_classes=soft.shape[-1],
+      )  # fmt: skip
+      total = total + loss
+    return total, (members_lib.stack(stats), (probs, selected))
+
+  count = (epoch - 1) * ctx.fit_steps_per_epoch + step
+  state, loss, (probs, selected), _ = update_lib.update(state, loss_fn, axis_name=axis, pair=True, schedule_count=count)
+  state = state.replace(method_state=_updated_priors(ctx, priors, probs, selected, ok))
+  dtype = precision.float_dtype()
+  mean_probs = (probs[0] + probs[1]) / 2
+  correct = lax.psum(jnp.sum((jnp.argmax(mean_probs, -1) == labels) & ok).astype(dtype), axis)
+  count = lax.psum(jnp.sum(ok).astype(dtype), axis)
+  return state, table, pair_epochs.add_to_totals(totals, loss / 2, correct, count)
+
+
+def _epoch_scalars(settings: ProMixSettings, k: int, last_epoch: int):
+  """(weight, beta, guessing) of the run's epoch k (the original's e = k - 1; last_epoch: its E)."""
+  e = k - 1
+  weight = np.float32(promix.consistency_weight(e, settings.warmup_ep))
+  beta = np.float32(promix.unreliable_weight(e, settings.warmup_ep, settings.debias_pl))
+  guessing = np.bool_(e > last_epoch - settings.start_expand)
+  return weight, beta, guessing
+
+
 def make_epoch_fn(
   mesh,
   *,
@@ -185,153 +407,20 @@ def make_epoch_fn(
   objective over the same mesh and batch size. strong_view: views.make_strong_view's (required). State and table
   are donated.
   """
-  if strong_view is None:
-    raise ValueError(
-      "ProMix trains on a weak and a strong view of each example: set config.augment.strong, e.g. "
-      "--config.augment.strong=\"{'policy': 'promix_randaugment', 'num_ops': 3}\" (the original's pool and Cutout)."
-    )
-  normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
-  if batch_size % num_devices:
-    raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
-  local = batch_size // num_devices
+  _check_batches(strong_view, batch_size, num_devices, num_examples)
   num_steps = num_examples // batch_size  # the original's ProMix-phase loader drops the last partial batch
-  if num_steps < 1:
-    raise ValueError(
-      f"ProMix trains full batches: batch_size={batch_size} is larger than the {num_examples} training examples."
-    )
-  fit_steps_per_epoch = math.ceil(num_examples / batch_size)  # of the optimiser's schedule (fit's)
-  s = settings
-
-  def forward(state, params, stats, x, mask=None):
-    """Both heads' train-mode logits of one network and its running statistics after the pass."""
-
-    def apply():
-      (z, h), updates = state.apply_fn(
-        {"params": params, "batch_stats": stats}, x, train=True, pseudo_head=True, mutable=["batch_stats"]
-      )
-      wide = precision.at_least(z.dtype)
-      return z.astype(wide), h.astype(wide), updates["batch_stats"]
-
-    if mask is None:
-      return apply()
-    with masked_batch_norm.statistics_over(mask):
-      return apply()
-
-  def gather(a):
-    return lax.all_gather(a, axis, tiled=True)
-
-  def fmix_pass(key, x, labels, mask, net_forward):
-    """FMix of the mask's rows of the global batch (noisy_jax.core.fmix), this device's slice forwarded; the mean of
-    lam CE(z, y) + (1 - lam) CE(z, y_partner) over those rows."""
-    xs, ys, ms = gather(x), gather(labels), gather(mask)
-    key_perm, key_mask = jax.random.split(key)
-    partner = disc.subset_permutation(key_perm, ms)
-    lam, fmask = fmix_lib.sample_mask(
-      key_mask, x.shape[1], x.shape[2], alpha=s.fmix_alpha, decay_power=s.fmix_decay_power, spectrum=s.fmix_spectrum,
-      dtype=precision.float_dtype(),
-    )  # fmt: skip
-    rows = ms.reshape((-1,) + (1,) * (xs.ndim - 1))
-    mixed = jnp.where(rows, fmix_lib.mix(xs, fmask, partner), xs).astype(x.dtype)
-    start = lax.axis_index(axis) * x.shape[0]
-    mine = lambda a: lax.dynamic_slice_in_dim(a, start, x.shape[0])
-    logits = net_forward(mine(mixed), mask)
-    per_example = lam * promix.hard_cross_entropy(logits, labels) + (1 - lam) * promix.hard_cross_entropy(
-      logits, mine(ys[partner])
-    )
-    return promix.subset_mean(per_example, mask, axis)
-
-  def network_step(
-    state, table, totals, images, indices, valid, key, step, epoch, weight, beta, guessing, *, m, shard_table
-  ):
-    del m  # both networks train in every step
-    d = lax.axis_index(axis)
-    rows = lax.dynamic_slice_in_dim(indices, d * local, local)
-    ok = lax.dynamic_slice_in_dim(valid, d * local, local)
-    soft, _, read = label_table_lib.read_batch(table, rows, table_axis=axis if shard_table else None)
-    css = read[SELECTED]
-    labels = jnp.argmax(soft, axis=-1).astype(jnp.int32)
-    codes = jnp.take(images, rows, axis=0)
-    augment_key = epoch_lib.augmentation_key(key, step)
-    x_w = normalize(codes)
-    if augment is not None:
-      x_w = augment(augment_key, x_w, rows)
-    x_s = strong_view(augment_key, codes, rows).astype(x_w.dtype)
-    method_key = epoch_lib.method_key(key, step)
-    priors = state.method_state
-
-    def loss_fn(params):
-      heads, stats, probs = [], [], []
-      for k in range(2):
-        own_params = members_lib.take(params, k)
-        z_w, h_w, st = forward(state, own_params, members_lib.take(state.batch_stats, k), x_w)
-        z_s, h_s, st = forward(state, own_params, st, x_s)
-        heads.append({"z_w": z_w, "z_s": z_s, "h_w": h_w, "h_s": h_s})
-        stats.append(st)
-        probs.append(jax.nn.softmax(lax.stop_gradient(z_w), axis=-1))
-      selected, pseudo = [], []
-      for k in range(2):
-        pi = members_lib.take(priors, k)
-        kept = (css[:, k] | promix.matched_high_confidence(probs[k], labels, s.tau)) & ok
-        guessed = jnp.argmax(promix.debias_pl(lax.stop_gradient(heads[k]["z_w"]), pi["reliable"], s.debias_pl), -1)
-        pseudo.append(promix.pseudo_labels(labels, guessed, kept))
-        guess = promix.label_guessing(
-          gather(kept), gather(probs[0]), gather(probs[1]), gather(ok), tau=s.tau, threshold=s.threshold
-        )
-        guess = lax.dynamic_slice_in_dim(guess, d * local, local)
-        selected.append(jnp.where(guessing, guess, kept))
-      total = 0.0
-      for k in range(2):
-        own_params = members_lib.take(params, k)
-        pi = members_lib.take(priors, k)
-        chain = [stats[k]]
-
-        def head_forward(x, mask, head, pi=pi, own_params=own_params, chain=chain):
-          z, h, st = forward(state, own_params, chain[-1], x, mask)
-          chain.append(st)
-          return promix.debias_output(h if head else z, pi["reliable"], s.debias_output)
-
-        keys = jax.random.split(jax.random.fold_in(method_key, k), 4)
-        mixed = {}
-        for head, (mix_name, fmix_name) in enumerate((("mix", "fmix"), ("mix_ph", "fmix_ph"))):
-          net_forward = lambda x, mask, head=head: head_forward(x, mask, head)
-          mixed[mix_name] = disc.mixup_pass(
-            keys[2 * head], x_w, pseudo[k], selected[k], net_forward, axis,
-            num_classes=soft.shape[-1], alpha=s.mixup_alpha,
-          )  # fmt: skip
-          mixed[fmix_name] = fmix_pass(keys[2 * head + 1], x_w, pseudo[k], selected[k], net_forward)
-        loss, _ = promix.network_loss(
-          heads[k], mixed, pseudo[k], selected[k], ok & ~selected[k], pi,
-          strength=s.debias_output, strength_pl=s.debias_pl, temperature=s.temperature,
-          weight=weight, beta=beta, axis_name=axis,
-        )  # fmt: skip
-        total = total + loss
-        stats[k] = chain[-1]
-      return total, (members_lib.stack(stats), (probs, selected))
-
-    count = (epoch - 1) * fit_steps_per_epoch + step
-    state, loss, (probs, selected), _ = update_lib.update(
-      state, loss_fn, axis_name=axis, pair=True, schedule_count=count
-    )
-    new_priors = []
-    for k in range(2):
-      pi = members_lib.take(priors, k)
-      unselected = ok & ~selected[k]
-      new_priors.append(
-        {
-          "reliable": promix.updated_prior(pi["reliable"], probs[k], selected[k], s.bias_m, axis),
-          "unreliable": promix.updated_prior(pi["unreliable"], probs[k], unselected, s.bias_m, axis),
-        }
-      )
-    state = state.replace(method_state=members_lib.stack(new_priors))
-    dtype = precision.float_dtype()
-    mean_probs = (probs[0] + probs[1]) / 2
-    correct = lax.psum(jnp.sum((jnp.argmax(mean_probs, -1) == labels) & ok).astype(dtype), axis)
-    count = lax.psum(jnp.sum(ok).astype(dtype), axis)
-    return state, table, pair_epochs.add_to_totals(totals, loss / 2, correct, count)
-
+  ctx = _StepContext(
+    settings=settings,
+    local=batch_size // num_devices,
+    fit_steps_per_epoch=math.ceil(num_examples / batch_size),  # of the optimiser's schedule (fit's)
+    normalize=normalize or normalization.identity(),
+    augment=augment,
+    strong_view=strong_view,
+    axis=axis,
+  )
   program = pair_epochs.network_programs(
-    network_step, mesh, axis=axis, num_replicated=9, compiler_options=compiler_options
+    functools.partial(_network_step, ctx=ctx), mesh, axis=axis, num_replicated=9, compiler_options=compiler_options
   )
   batches = jax.jit(lambda key: full_batches(key, num_examples, batch_size))
   last_epoch = int(num_epochs) - 1  # the original's E
@@ -339,12 +428,9 @@ def make_epoch_fn(
   def epoch_fn(state, table, images, key, epoch, **unused):
     pair_epochs.refuse_inside_epoch("ProMix", unused)
     k = int(epoch)
-    if k <= s.pretrain_ep:
+    if k <= settings.pretrain_ep:
       return warmup_epoch_fn(state, table, images, key, epoch)
-    e = k - 1
-    weight = np.float32(promix.consistency_weight(e, s.warmup_ep))
-    beta = np.float32(promix.unreliable_weight(e, s.warmup_ep, s.debias_pl))
-    guessing = np.bool_(e > last_epoch - s.start_expand)
+    weight, beta, guessing = _epoch_scalars(settings, k, last_epoch)
     shard_table = table_sharding.is_sharded(table)
     totals = pair_epochs.zero_totals(mesh)
     indices, valid = batches(key)
@@ -398,10 +484,10 @@ def method(settings: ProMixSettings, *, num_classes: int, num_epochs: int) -> me
     init_rows=lambda key, rows, classes: init_rows(rows),
     row_update=lambda rows, rows_out, grads: rows_out,
     num_networks=2,
-    update_due=lambda epoch: epoch >= int(settings.pretrain_ep),
-    program=method_lib.EpochProgram(
-      build=own_epoch_fn, init_state=lambda state: with_priors(state, num_classes), member_update=member_update
+    epoch_end=method_lib.EpochEnd(
+      update=member_update, due=lambda epoch: epoch >= int(settings.pretrain_ep), reads="members"
     ),
+    program=method_lib.EpochProgram(build=own_epoch_fn, init_state=lambda state: with_priors(state, num_classes)),
     label_evidence=label_evidence,
     strong_view=True,
   )

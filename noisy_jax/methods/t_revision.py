@@ -48,7 +48,7 @@ config.method fields (defaults: the paper where the code differs, the code's beh
                            'coteaching_adam') has no weight decay. Set 0 with an optimiser that decays itself.
 
 Where this differs from the code besides those options: T is estimated from the eval-mode softmax of the *unaugmented*
-training images (noisy_jax.experiment.runs.training_probs); the code's estimate_loader reads the training set with
+training images (noisy_jax.experiment.stages.training_probs); the code's estimate_loader reads the training set with
 its training transform (random crop and flip, transformer.py) in eval mode, so its T comes from augmented images.
 Its recorded probabilities are float32 (main.py:144), here float64. Model selection ('best_val') is by the trainer's
 validation accuracy (argmax of the network's softmax); the code selects by the noisy validation labels, with argmax

@@ -48,10 +48,11 @@ def method(
   return method_lib.Method(
     name="truncated_lq",
     objective=method_lib.batch_objective(objective),
-    table_update=lambda table, probs: prune_weights(table, probs, k=k),
-    update_due=update_due,
-    needs_train_probs=True,
-    prune_params=prune_params,
+    epoch_end=method_lib.EpochEnd(
+      update=lambda table, probs, epoch, num_examples: prune_weights(table, probs, k=k),
+      due=update_due,
+      reads=prune_params,
+    ),
   )
 
 

@@ -35,11 +35,12 @@ Memory. A row costs C (1 + H) x 4 bytes (soft labels and H history slots, float3
   On top of that a step moves the global batch's B indices and a [B, C] float32 block (the reduce-scatter of the
   read) and all-gathers the written [B, C] probabilities: B x C x 4 bytes, 4 MB at B = 1024, C = 1000.
 
-Epoch boundaries (sharded_update): the methods' updates are jitted over the global sharded arrays with the table's
-shardings as out_shardings. relabel / history_mean / prune_weights are row-wise; relabel_top_k's top-k moves the
-[N] disagreements (4 N bytes) and k rows, see label_table.relabel_top_k. Not sharded yet: truncated Lq's train
-probabilities [N, C] come from train.make_predict_fn whole on each device (N C x 4 bytes: 9.6 GB at 2.4M x 1000),
-and the table `fit` returns is gathered (on several processes through the devices, host_table).
+Epoch boundaries (noisy_jax.train.loop's Method.epoch_end): the methods' updates are jitted over the global sharded
+arrays with the table's shardings (`shardings`) as out_shardings, their probabilities padded with zero rows.
+relabel / history_mean / prune_weights are row-wise; relabel_top_k's top-k moves the [N] disagreements (4 N bytes)
+and k rows, see label_table.relabel_top_k. Not sharded yet: truncated Lq's train probabilities [N, C] come from
+train.make_predict_fn whole on each device (N C x 4 bytes: 9.6 GB at 2.4M x 1000), and the table `fit` returns is
+gathered (on several processes through the devices, host_table).
 """
 
 from __future__ import annotations
@@ -274,20 +275,6 @@ def is_sharded(table: label_table_lib.LabelTable) -> bool:
   """Whether the table's rows are split over devices (its soft labels are a global array not fully replicated)."""
   leaf = table.soft_labels
   return isinstance(leaf, jax.Array) and not leaf.is_fully_replicated
-
-
-def sharded_update(table_update: Callable, mesh: Mesh, axis: str, rows: int) -> Callable:
-  """A method's epoch-boundary `table_update(table, train_probs [N, C] or None) -> table`, jitted for a row-sharded
-  table of `rows` = N_pad rows: the probabilities get zero padding rows and the result keeps the rows split.
-
-  jit over the global arrays: relabel, history_mean and prune_weights are row-wise (each device computes its own
-  rows); relabel_top_k's top-k goes through XLA's partitioner (see label_table.relabel_top_k).
-  """
-
-  def update(table, train_probs):
-    return table_update(table, None if train_probs is None else pad_rows(train_probs, rows))
-
-  return jax.jit(update, out_shardings=shardings(mesh, axis, sharded=True))
 
 
 def host_layout(table: label_table_lib.LabelTable, rows: int) -> label_table_lib.LabelTable:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Callable
@@ -142,111 +143,159 @@ def make_epoch_fn(
   """
   _checks.check_choice("epoch mode", mode, EPOCH_MODES)
   mode = resolve_epoch_mode(mode, mesh.devices.flat[0].platform, streamed=source is not None)
-  normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % num_devices:
     raise ValueError(f"batch_size={batch_size} must be divisible by the number of devices ({num_devices}).")
-  local = batch_size // num_devices
+  parts = StepParts(
+    method=method,
+    mesh=mesh,
+    local=batch_size // num_devices,
+    normalize=normalize or normalization.identity(),
+    augment=augment,
+    strong_view=strong_view,
+    shard_table=shard_table,
+    member_map=member_map,
+  )
+  if mode == "scan":
+    return _scan_epoch_fn(parts, batch_size=batch_size, num_examples=num_examples, compiler_options=compiler_options)
+  return _steps_epoch_fn(
+    parts,
+    batch_size=batch_size,
+    num_examples=num_examples,
+    compiler_options=compiler_options,
+    source=source,
+    workers=workers,
+  )
 
-  def step_on(state, table, codes, rows, ok, epoch, key, step):
+
+@dataclasses.dataclass(frozen=True)
+class StepParts:
+  """What every epoch program of `make_epoch_fn` builds its step from (its Args); `local` = batch_size / devices."""
+
+  method: method_lib.Method
+  mesh: Mesh
+  local: int
+  normalize: Callable
+  augment: augment_lib.AugmentFn | None
+  strong_view: Callable | None
+  shard_table: bool
+  member_map: str
+
+  def step_on(self, state, table, codes, rows, ok, epoch, key, step):
     """One train step on this device's batch: inputs as stored [b, ...], their rows [b] and valid flags [b]."""
-    x = normalize(codes)
+    x = self.normalize(codes)
     augment_key = augmentation_key(key, step)
-    if augment is not None:
-      x = augment(augment_key, x, rows)
-    strong = None if strong_view is None else strong_view(augment_key, codes, rows)
+    if self.augment is not None:
+      x = self.augment(augment_key, x, rows)
+    strong = None if self.strong_view is None else self.strong_view(augment_key, codes, rows)
     return step_lib.train_step(
       state,
       table,
       x,
       rows,
       ok,
-      method=method,
+      method=self.method,
       epoch=epoch,
-      table_axis=AXIS if shard_table else None,
-      member_map=member_map,
+      table_axis=AXIS if self.shard_table else None,
+      member_map=self.member_map,
       strong_images=strong,
       method_key=method_key(key, step),
     )
 
-  def local_step(state, table, images, indices, valid, epoch, key, step):
+  def local_step(self, state, table, images, indices, valid, epoch, key, step):
     """This device's slice of the global batch `indices`/`valid` [B], gathered from the resident `images`."""
-    start = lax.axis_index(AXIS) * local
-    rows = lax.dynamic_slice_in_dim(indices, start, local)
-    ok = lax.dynamic_slice_in_dim(valid, start, local)
-    return step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
+    start = lax.axis_index(AXIS) * self.local
+    rows = lax.dynamic_slice_in_dim(indices, start, self.local)
+    ok = lax.dynamic_slice_in_dim(valid, start, self.local)
+    return self.step_on(state, table, jnp.take(images, rows, axis=0), rows, ok, epoch, key, step)
 
-  table_spec = table_sharding.specs(AXIS, sharded=True) if shard_table else P()
-
-  def shard(fn, num_in, num_out, batch_args=()):  # argument and result 1 are the table
+  def shard(self, fn, num_in: int, num_out: int, batch_args=()):
+    """`fn` under shard_map over the mesh: argument and result 1 are the table (row-sharded or replicated), the
+    `batch_args` split over the devices (streamed batches), everything else replicated."""
+    table_spec = table_sharding.specs(AXIS, sharded=True) if self.shard_table else P()
     in_specs, out_specs = [P()] * num_in, [P()] * num_out
     in_specs[1] = out_specs[1] = table_spec
     for i in batch_args:  # streamed batches arrive split over the devices
       in_specs[i] = P(AXIS)
-    return jax.shard_map(fn, mesh=mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
+    return jax.shard_map(fn, mesh=self.mesh, in_specs=tuple(in_specs), out_specs=tuple(out_specs), check_vma=False)
 
-  if mode == "scan":
 
-    def per_device_epoch(state, table, images, key, epoch):
-      indices, valid = epoch_batches(key, num_examples, batch_size)
-      steps = jnp.arange(indices.shape[0], dtype=jnp.int32)
+def _scan_epoch_fn(parts: StepParts, *, batch_size: int, num_examples: int, compiler_options) -> Callable:
+  """make_epoch_fn's mode 'scan': the whole epoch one program, lax.scan over its steps."""
 
-      def body(carry, batch):
-        indices, valid, step = batch
-        state, table, step_metrics = local_step(*carry, images, indices, valid, epoch, key, step)
-        return (state, table), step_metrics
+  def per_device_epoch(state, table, images, key, epoch):
+    indices, valid = epoch_batches(key, num_examples, batch_size)
+    steps = jnp.arange(indices.shape[0], dtype=jnp.int32)
 
-      (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
-      return state, table, mean_metrics(jax.tree.map(jnp.sum, step_metrics))
+    def body(carry, batch):
+      indices, valid, step = batch
+      state, table, step_metrics = parts.local_step(*carry, images, indices, valid, epoch, key, step)
+      return (state, table), step_metrics
 
-    return jax.jit(shard(per_device_epoch, 5, 3), donate_argnums=(0, 1), compiler_options=compiler_options)
+    (state, table), step_metrics = lax.scan(body, (state, table), (indices, valid, steps))
+    return state, table, mean_metrics(jax.tree.map(jnp.sum, step_metrics))
+
+  return jax.jit(parts.shard(per_device_epoch, 5, 3), donate_argnums=(0, 1), compiler_options=compiler_options)
+
+
+def _steps_epoch_fn(
+  parts: StepParts, *, batch_size: int, num_examples: int, compiler_options, source, workers: int
+) -> Callable:
+  """make_epoch_fn's mode 'steps': one compiled step per batch dispatched from the host, gathered from the resident
+  images (`source` None) or streamed from `source`."""
 
   def per_device_step(state, table, totals, images, indices, valid, step, epoch, key):
-    state, table, step_metrics = local_step(state, table, images, indices[step], valid[step], epoch, key, step)
+    state, table, step_metrics = parts.local_step(state, table, images, indices[step], valid[step], epoch, key, step)
     return state, table, jax.tree.map(jnp.add, totals, step_metrics)
 
-  step_fn = jax.jit(shard(per_device_step, 9, 3), donate_argnums=(0, 1, 2), compiler_options=compiler_options)
+  def per_device_streamed_step(state, table, totals, codes, rows, ok, step, epoch, key):
+    state, table, step_metrics = parts.step_on(state, table, codes, rows, ok, epoch, key, step)
+    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
+
+  if source is None:
+    mapped = parts.shard(per_device_step, 9, 3)
+  else:
+    mapped = parts.shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5))
+  step_fn = jax.jit(mapped, donate_argnums=(0, 1, 2), compiler_options=compiler_options)
   batches_fn = jax.jit(functools.partial(epoch_batches, num_examples=num_examples, batch_size=batch_size))
   finish_fn = jax.jit(mean_metrics)
   num_steps = math.ceil(num_examples / batch_size)
-
-  def per_device_streamed_step(state, table, totals, codes, rows, ok, step, epoch, key):
-    state, table, step_metrics = step_on(state, table, codes, rows, ok, epoch, key, step)
-    return state, table, jax.tree.map(jnp.add, totals, step_metrics)
-
-  if source is not None:
-    step_fn = jax.jit(
-      shard(per_device_streamed_step, 9, 3, batch_args=(3, 4, 5)),
-      donate_argnums=(0, 1, 2),
-      compiler_options=compiler_options,
-    )
-  replicated = jax.sharding.NamedSharding(mesh, P())
-  split = jax.sharding.NamedSharding(mesh, P(AXIS))
+  replicated = jax.sharding.NamedSharding(parts.mesh, P())
+  split = jax.sharding.NamedSharding(parts.mesh, P(AXIS))
 
   def epoch_fn(state, table, images, key, epoch, *, start: int = 0, totals=None, after_step=None, on_skipped=None):
     indices, valid = batches_fn(key)
-    if totals is None:
-      totals = zero_totals()
+    totals = zero_totals() if totals is None else totals
     totals = jax.device_put({k: jnp.asarray(v, precision.float_dtype()) for k, v in totals.items()}, replicated)
+    steps = range(start, num_steps)
     if source is None:
-      for step in range(start, num_steps):
-        state, table, totals = step_fn(state, table, totals, images, indices, valid, np.int32(step), epoch, key)
-        if after_step is not None:
-          after_step(step + 1, state, table, totals)
+      batches = ((step, (images, indices, valid)) for step in steps)
+      state, table, totals = _run_steps(step_fn, batches, state, table, totals, key, epoch, after_step)
       return state, table, finish_fn(totals)
     with streaming.epoch_loader(source, np.asarray(indices), np.asarray(valid), start=start, workers=workers) as loader:
-      for step, batch in zip(range(start, num_steps), loader):
-        if on_skipped is not None and batch["skipped"].any():
-          on_skipped(batch["indices"][batch["skipped"]])
-        codes, rows, ok = (
-          jax.make_array_from_process_local_data(split, batch[k]) for k in ("images", "indices", "valid")
-        )
-        state, table, totals = step_fn(state, table, totals, codes, rows, ok, np.int32(step), epoch, key)
-        if after_step is not None:
-          after_step(step + 1, state, table, totals)
+      batches = _streamed_batches(zip(steps, loader), split, on_skipped)
+      state, table, totals = _run_steps(step_fn, batches, state, table, totals, key, epoch, after_step)
     return state, table, finish_fn(totals)
 
   return epoch_fn
+
+
+def _run_steps(step_fn, batches, state, table, totals, key, epoch, after_step):
+  """(state, table, totals) after `step_fn` on each (step, batch arrays) of `batches`, `after_step` after each."""
+  for step, arrays in batches:
+    state, table, totals = step_fn(state, table, totals, *arrays, np.int32(step), epoch, key)
+    if after_step is not None:
+      after_step(step + 1, state, table, totals)
+  return state, table, totals
+
+
+def _streamed_batches(loaded, split, on_skipped):
+  """(step, (codes, rows, ok)) of each (step, streamed batch) of `loaded`, placed split over the devices; the rows
+  of a batch's skipped files go to `on_skipped` first."""
+  for step, batch in loaded:
+    if on_skipped is not None and batch["skipped"].any():
+      on_skipped(batch["indices"][batch["skipped"]])
+    yield step, tuple(jax.make_array_from_process_local_data(split, batch[k]) for k in ("images", "indices", "valid"))
 
 
 def make_method_epoch_fn(

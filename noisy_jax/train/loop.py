@@ -136,21 +136,7 @@ def fit(
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
-  mode = config.get("input", inputs_lib.DEFAULT_INPUT_MODE)
-  budget_mib = float(config.get("input_budget_mib", inputs_lib.DEFAULT_INPUT_BUDGET_MIB))
-  streamed = inputs_lib.input_mode(dataset, mode=mode, budget_mib=budget_mib) == "streaming"
-  normalize = inputs_lib.normalizer(dataset, config.get("normalization", normalization.DEFAULT_MODE))
-  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
-  workers = streaming.default_workers() if workers < 0 else workers
-  epoch_mode = epoch_lib.resolve_epoch_mode(
-    config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform, streamed=streamed
-  )
-  every_steps = int(config.get("checkpoint_every_steps", 0))
-  if every_steps and epoch_mode != "steps":
-    raise ValueError(
-      f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
-      "one program: use epoch_mode='steps', or checkpoint_every_steps=0."
-    )
+  plan = _input_plan(config, dataset, mesh)
   steps_per_epoch = math.ceil(num_examples / config.batch_size)
   classifier = models.classifier_name(model)  # what optimizer.backbone_lr_scale leaves at the full lr
   tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs), classifier=classifier)
@@ -160,6 +146,100 @@ def fit(
   if init_opt_state is not None:
     state = state.replace(opt_state=init_opt_state(state.opt_state))
   state = replicate(method.program.init_state(state), mesh)  # with its own program's part (ELR+'s weight averages)
+  shard_table, place_table, table, given = _placed_table(config, table, mesh, num_examples)
+  images = None if plan.streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
+  programs = _programs(model, method, mesh, config, dataset, plan, num_examples=num_examples, shard_table=shard_table)
+  clean = None if clean_train_labels is None else np.asarray(clean_train_labels)
+  progress = Progress(best_val=-1.0, best_variables=None, history=[])
+  saving, resumed = None, None
+  if checkpoint_dir:
+    saving, resumed = _open_checkpoints(
+      checkpoint_dir,
+      stage,
+      plan.every_steps,
+      config=config,
+      key=key,
+      state=state,
+      table=table,
+      num_examples=num_examples,
+      mesh=mesh,
+      place_table=place_table,
+    )
+  position = None
+  if resumed is not None:
+    state, table, position = resumed.state, resumed.table, resumed.position
+    progress = Progress(best_val=resumed.best_val, best_variables=resumed.best_variables, history=resumed.history)
+    if on_resume is not None:
+      on_resume(list(progress.history))
+  on_skipped = _skip_recorder(dataset, plan.streamed, skipped_files)
+  first_epoch = progress.history[-1]["epoch"] + 1 if progress.history else 1
+  for epoch in range(first_epoch, config.num_epochs + 1):
+    start = time.perf_counter()
+    inside_epoch = _inside_epoch(on_skipped, position, saving, progress, epoch, steps_per_epoch)
+    position = None
+    state, table, train_metrics = programs.epoch_fn(
+      state, table, images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32), **inside_epoch
+    )
+    variables = state_lib.variables_of(state)
+    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
+    record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
+    record.update(_evaluation(programs.predict, variables, dataset))
+    progress = progress.seen(record, variables)
+    train_probs = None
+    if config.get("eval_train", False) or method.reads_train_probs:  # fitted, memorised (metrics.train_split_metrics)
+      train_probs = programs.predict(variables, dataset.x_train)
+      record.update(metrics_lib.train_split_metrics(train_probs, given, clean))
+    table = _epoch_end(method, programs, table, epoch, variables, progress.best_variables, train_probs, dataset)
+    record.update(table_metrics_lib.table_metrics(table, clean, method, num_examples=num_examples))
+    record["seconds"] = time.perf_counter() - start
+    progress.history.append(record)
+    if saving is not None and checkpoint_lib.is_due(epoch, every=saving.every, num_epochs=config.num_epochs):
+      _save(saving.manager, epoch, state, table, progress, saving.meta)
+    if log_fn is not None:
+      log_fn(record)
+  return _finish(saving, state, table, progress, shard_table=shard_table, num_examples=num_examples)
+
+
+@dataclasses.dataclass(frozen=True)
+class InputPlan:
+  """How one fit reads its data: streamed or resident, normalised how, with how many host workers, in which epoch
+  mode, with mid-epoch checkpoints every `every_steps` steps (0: none)."""
+
+  streamed: bool
+  normalize: Callable
+  workers: int
+  epoch_mode: str
+  every_steps: int
+
+
+def _input_plan(config, dataset, mesh: Mesh) -> InputPlan:
+  """The InputPlan of `config` (fit's docstring) for `dataset` on `mesh`; ValueError for mid-epoch checkpoints of a
+  'scan' epoch."""
+  mode = config.get("input", inputs_lib.DEFAULT_INPUT_MODE)
+  budget_mib = float(config.get("input_budget_mib", inputs_lib.DEFAULT_INPUT_BUDGET_MIB))
+  streamed = inputs_lib.input_mode(dataset, mode=mode, budget_mib=budget_mib) == "streaming"
+  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
+  epoch_mode = epoch_lib.resolve_epoch_mode(
+    config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform, streamed=streamed
+  )
+  every_steps = int(config.get("checkpoint_every_steps", 0))
+  if every_steps and epoch_mode != "steps":
+    raise ValueError(
+      f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
+      "one program: use epoch_mode='steps', or checkpoint_every_steps=0."
+    )
+  return InputPlan(
+    streamed=streamed,
+    normalize=inputs_lib.normalizer(dataset, config.get("normalization", normalization.DEFAULT_MODE)),
+    workers=streaming.default_workers() if workers < 0 else workers,
+    epoch_mode=epoch_mode,
+    every_steps=every_steps,
+  )
+
+
+def _placed_table(config, table, mesh: Mesh, num_examples: int):
+  """(sharded, place_table, the table on the mesh, the given labels [N] on the host): a table built in place
+  (table_sharding.create) is used as it is."""
   shard_table = table_sharded(
     config,
     num_examples=num_examples,
@@ -168,16 +248,29 @@ def fit(
     num_devices=mesh.devices.size,
   )
   place_table = (lambda t: table_sharding.shard(t, mesh, AXIS)) if shard_table else (lambda t: replicate(t, mesh))
-  if shard_table and table_sharding.is_sharded(table):  # built in place (table_sharding.create): used as it is
-    given = np.asarray(distributed.host_value(table.noisy_labels))[:num_examples]
-  else:
-    given = np.asarray(jax.device_get(table.noisy_labels))
-    table = place_table(table)
-  images = None if streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
+  if shard_table and table_sharding.is_sharded(table):
+    return shard_table, place_table, table, np.asarray(distributed.host_value(table.noisy_labels))[:num_examples]
+  given = np.asarray(jax.device_get(table.noisy_labels))
+  return shard_table, place_table, place_table(table), given
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+  """The compiled pieces of one fit: the epoch program, the evaluation, and the method's epoch-end update (None
+  without one) with `predict_each` (one network's evaluation) for an update that reads each network's softmax."""
+
+  epoch_fn: Callable
+  predict: Callable
+  epoch_end: Callable | None = None
+  predict_each: Callable | None = None
+
+
+def _programs(model, method, mesh: Mesh, config, dataset, plan: InputPlan, *, num_examples: int, shard_table: bool):
+  """The Programs of `method` on `mesh` for a run of `config` (fit's docstring)."""
   options = compiler_options(config, model, mesh.devices.flat[0].platform)
   augment = views_lib.weak_augment(config.get("augment"))
-  strong_view = _strong_view(config, method, normalize=normalize, weak=augment)
-  if method.program.own and every_steps:  # (its streamed input: make_method_epoch_fn refuses it)
+  strong_view = _strong_view(config, method, normalize=plan.normalize, weak=augment)
+  if method.program.own and plan.every_steps:  # (its streamed input: make_method_epoch_fn refuses it)
     raise ValueError(
       f"method {method.name!r} runs its own epoch program, one epoch per call: set checkpoint_every_steps=0."
     )
@@ -189,161 +282,200 @@ def fit(
     strong_view=strong_view,
     augment=augment,
     compiler_options=options,
-    normalize=normalize,
-    mode=epoch_mode,
+    normalize=plan.normalize,
+    mode=plan.epoch_mode,
     shard_table=shard_table,
-    source=dataset.x_train if streamed else None,
-    workers=workers,
+    source=dataset.x_train if plan.streamed else None,
+    workers=plan.workers,
     member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
   )
-  predict = predict_lib.make_evaluate(
-    predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options, num_networks=method.num_networks),
-    workers=workers,
+  predict_fn = predict_lib.make_predict_fn(
+    model, normalize=plan.normalize, compiler_options=options, num_networks=method.num_networks
   )
-  member_update, predict_each = None, None
-  if method.program.member_update is not None:  # from each network's predictions (DivideMix, ProMix)
-    member_update = jax.jit(
-      method.program.member_update,
-      static_argnames=("num_examples",),
-      out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None,
-    )
+  programs = Programs(epoch_fn=epoch_fn, predict=predict_lib.make_evaluate(predict_fn, workers=plan.workers))
+  if method.epoch_end is None:
+    return programs
+  epoch_end = jax.jit(
+    method.epoch_end.update,
+    static_argnames=("num_examples",),
+    out_shardings=table_sharding.shardings(mesh, AXIS, sharded=True) if shard_table else None,
+  )
+  predict_each = None
+  if method.epoch_end.reads == "members":  # each network's predictions (DivideMix, ProMix)
     predict_each = predict_lib.make_evaluate(
-      predict_lib.make_predict_fn(model, normalize=normalize, compiler_options=options), workers=workers
+      predict_lib.make_predict_fn(model, normalize=plan.normalize, compiler_options=options), workers=plan.workers
     )
-  update_table = jax.jit(method.table_update) if method.table_update is not None else None
-  if update_table is not None and shard_table:
-    update_table = table_sharding.sharded_update(method.table_update, mesh, AXIS, table.num_examples)
+  return dataclasses.replace(programs, epoch_end=epoch_end, predict_each=predict_each)
 
-  clean = None if clean_train_labels is None else np.asarray(clean_train_labels)
-  has_val, has_test = dataset.x_val.shape[0] > 0, dataset.x_test.shape[0] > 0
-  best_val, best_variables, history = -1.0, None, []
-  manager, step_manager, first_epoch, position = None, None, 1, None
-  if checkpoint_dir:
-    checkpoint_every = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY))
-    if checkpoint_every < 1:
-      raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
-    manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
-    checkpoint_meta = {
-      "stage": stage,
-      "seed": None if config.get("seed") is None else int(config.seed),
-      "key_data": checkpoint_lib.key_data(key),
-      "config": checkpoint_lib.config_json(config),
-    }
-    checkpoint_meta["table_rows"] = table.num_examples  # N, or N_pad when sharded: the layout saved
-    resume_args = dict(
-      config=config, key=key, state=state, table=table, num_examples=num_examples, mesh=mesh, place_table=place_table
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+  """What fit's epochs have given so far: the best validation accuracy (-1 before any), its variables (None before
+  any), and the per-epoch records (appended to in place)."""
+
+  best_val: float
+  best_variables: Any
+  history: list
+
+  def seen(self, record: dict, variables) -> Progress:
+    """This progress after an epoch whose record (with its val_accuracy, when there is a validation split) and
+    variables are these."""
+    if "val_accuracy" in record and record["val_accuracy"] > self.best_val:
+      # A copy: the state's buffers are donated next epoch.
+      return dataclasses.replace(
+        self, best_val=record["val_accuracy"], best_variables=jax.tree.map(jnp.copy, variables)
+      )
+    return self
+
+
+def _evaluation(predict: Callable, variables, dataset) -> dict:
+  """The epoch's test accuracy (and the mean log-margin of the test examples it gets right) and validation accuracy,
+  for the splits the dataset has."""
+  record = {}
+  if dataset.x_test.shape[0] > 0:
+    test_probs = predict(variables, dataset.x_test)
+    record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
+    margins = np.asarray(metrics_lib.log_margins(test_probs, dataset.y_test))
+    if (margins > 0).any():  # the confidence gap of the test examples the network gets right
+      record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
+  if dataset.x_val.shape[0] > 0:
+    record["val_accuracy"] = float(metrics_lib.accuracy(predict(variables, dataset.x_val), dataset.y_val))
+  return record
+
+
+def _epoch_end(method, programs: Programs, table, epoch: int, variables, best_variables, train_probs, dataset):
+  """The table after epoch `epoch`'s update (Method.epoch_end, when due), given the softmax it reads
+  (EpochEnd.probs); zero rows for the padding of a row-sharded table."""
+  if programs.epoch_end is None or not method.epoch_end.due(epoch):
+    return table
+  num_examples = dataset.x_train.shape[0]
+
+  def members():
+    return jnp.stack(
+      [programs.predict_each(members_lib.take(variables, m), dataset.x_train) for m in range(method.num_networks)]
     )
-    resumed = _resume(manager, checkpoint_dir, **resume_args)
-    if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
-      step_manager = checkpoint_lib.open_manager(checkpoint_lib.steps_dir(checkpoint_dir), keep=1)
-      inside = _resume(step_manager, checkpoint_lib.steps_dir(checkpoint_dir), **resume_args)
-      done = len(resumed.history) if resumed is not None else 0
-      if inside is not None and inside.position["epoch"] > done:
-        resumed = inside
-    if resumed is not None:
-      state, table, best_variables, best_val = resumed.state, resumed.table, resumed.best_variables, resumed.best_val
-      history, position = resumed.history, resumed.position
-      first_epoch = history[-1]["epoch"] + 1 if history else 1
-      if on_resume is not None:
-        on_resume(list(history))
-  on_skipped = None
-  if streamed and getattr(dataset.x_train, "skips", False):
-    if skipped_files is None:
-      skipped_files = bad_files.Log(
-        dataset.skipped_files,
-        num_files=bad_files.num_files(dataset),
-        max_bad_fraction=dataset.x_train.max_bad_fraction,
-      )
 
-    def on_skipped(rows):
-      skipped_files.add(bad_files.met_while_streaming(dataset, rows))
+  probs = method.epoch_end.probs(
+    current=lambda: train_probs,
+    best=None if best_variables is None else (lambda: programs.predict(best_variables, dataset.x_train)),
+    members=members,
+  )
+  if probs is not None and table.num_examples != num_examples:  # a padded (sharded) table: zero rows for the padding
+    padding = [(0, 0)] * probs.ndim
+    padding[-2] = (0, table.num_examples - num_examples)
+    probs = jnp.pad(probs, padding)
+  return programs.epoch_end(table, probs, jnp.asarray(epoch, jnp.int32), num_examples=num_examples)
 
-  for epoch in range(first_epoch, config.num_epochs + 1):
-    start = time.perf_counter()
-    inside_epoch = {} if on_skipped is None else {"on_skipped": on_skipped}
-    if position is not None:  # resumed inside this epoch: its first steps are trained
-      inside_epoch.update(start=int(position["step"]), totals=position["totals"])
-      position = None
-    if step_manager is not None:
 
-      def save_inside(steps_done, state, table, totals, epoch=epoch):
-        if steps_done % every_steps or steps_done == steps_per_epoch:
-          return
-        checkpoint_lib.save(
-          step_manager,
-          (epoch - 1) * steps_per_epoch + steps_done,
-          state=state,
-          table=table,
-          best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
-          meta={
-            **checkpoint_meta,
-            "best_val": best_val,
-            "has_best": best_variables is not None,
-            "history": history,
-            "position": {"epoch": epoch, "step": steps_done, "totals": _to_python(totals)},
-          },
-        )
+@dataclasses.dataclass(frozen=True)
+class Saving:
+  """fit's checkpoints: the epoch checkpoints' manager, the mid-epoch one's (None without checkpoint_every_steps),
+  the meta every checkpoint holds, the epochs between checkpoints and the steps between mid-epoch ones."""
 
-      inside_epoch["after_step"] = save_inside
-    state, table, train_metrics = epoch_fn(
-      state, table, images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32), **inside_epoch
+  manager: Any
+  step_manager: Any
+  meta: dict
+  every: int
+  every_steps: int
+
+
+def _open_checkpoints(checkpoint_dir: str, stage: str, every_steps: int, *, config, key, **resume_args):
+  """(Saving, Resumed or None): the managers of `checkpoint_dir` and what they restore (the newest of the epoch and
+  the mid-epoch checkpoints when the latter is past the former). resume_args: `_resume`'s state, table,
+  num_examples, mesh, place_table."""
+  checkpoint_every = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY))
+  if checkpoint_every < 1:
+    raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
+  manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
+  meta = {
+    "stage": stage,
+    "seed": None if config.get("seed") is None else int(config.seed),
+    "key_data": checkpoint_lib.key_data(key),
+    "config": checkpoint_lib.config_json(config),
+    "table_rows": resume_args["table"].num_examples,  # N, or N_pad when sharded: the layout saved
+  }
+  resumed = _resume(manager, checkpoint_dir, config=config, key=key, **resume_args)
+  step_manager = None
+  if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
+    steps_dir = checkpoint_lib.steps_dir(checkpoint_dir)
+    step_manager = checkpoint_lib.open_manager(steps_dir, keep=1)
+    inside = _resume(step_manager, steps_dir, config=config, key=key, **resume_args)
+    done = len(resumed.history) if resumed is not None else 0
+    if inside is not None and inside.position["epoch"] > done:
+      resumed = inside
+  return Saving(manager, step_manager, meta, checkpoint_every, every_steps), resumed
+
+
+def _save(manager, step: int, state, table, progress: Progress, meta: dict, position: dict | None = None) -> None:
+  """One checkpoint at `step` of `manager`: state, table, best-validation variables (the current ones before any)
+  and the progress in its meta (with the position inside an epoch, for a mid-epoch one)."""
+  best = progress.best_variables
+  meta = {**meta, "best_val": progress.best_val, "has_best": best is not None, "history": progress.history}
+  if position is not None:
+    meta["position"] = position
+  checkpoint_lib.save(
+    manager,
+    step,
+    state=state,
+    table=table,
+    best_variables=state_lib.variables_of(state) if best is None else best,
+    meta=meta,
+  )
+
+
+def _save_inside(saving: Saving, progress: Progress, epoch: int, steps_per_epoch: int) -> Callable:
+  """The epoch program's `after_step`: a mid-epoch checkpoint every `saving.every_steps` steps of epoch `epoch`
+  (not after its last step: the epoch checkpoint follows)."""
+
+  def save_inside(steps_done, state, table, totals):
+    if steps_done % saving.every_steps or steps_done == steps_per_epoch:
+      return
+    position = {"epoch": epoch, "step": steps_done, "totals": _to_python(totals)}
+    step = (epoch - 1) * steps_per_epoch + steps_done
+    _save(saving.step_manager, step, state, table, progress, saving.meta, position)
+
+  return save_inside
+
+
+def _inside_epoch(on_skipped, position, saving, progress, epoch: int, steps_per_epoch: int) -> dict:
+  """The epoch program's keyword arguments for epoch `epoch`: on_skipped, the first step and totals when resumed
+  inside it (`position`), after_step with mid-epoch checkpoints."""
+  inside = {} if on_skipped is None else {"on_skipped": on_skipped}
+  if position is not None:  # resumed inside this epoch: its first steps are trained
+    inside.update(start=int(position["step"]), totals=position["totals"])
+  if saving is not None and saving.step_manager is not None:
+    inside["after_step"] = _save_inside(saving, progress, epoch, steps_per_epoch)
+  return inside
+
+
+def _skip_recorder(dataset, streamed: bool, skipped_files: bad_files.Log | None) -> Callable | None:
+  """The epoch program's `on_skipped` for a streamed x_train that skips bad files (fit's docstring), else None."""
+  if not (streamed and getattr(dataset.x_train, "skips", False)):
+    return None
+  if skipped_files is None:
+    skipped_files = bad_files.Log(
+      dataset.skipped_files, num_files=bad_files.num_files(dataset), max_bad_fraction=dataset.x_train.max_bad_fraction
     )
-    variables = state_lib.variables_of(state)
-    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
-    record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
-    if has_test:
-      test_probs = predict(variables, dataset.x_test)
-      record["test_accuracy"] = float(metrics_lib.accuracy(test_probs, dataset.y_test))
-      margins = np.asarray(metrics_lib.log_margins(test_probs, dataset.y_test))
-      if (margins > 0).any():  # the confidence gap of the test examples the network gets right
-        record["test_margin_correct"] = float(np.mean(margins[margins > 0]))
-    if has_val:
-      record["val_accuracy"] = float(metrics_lib.accuracy(predict(variables, dataset.x_val), dataset.y_val))
-    if has_val and record["val_accuracy"] > best_val:
-      best_val = record["val_accuracy"]
-      best_variables = jax.tree.map(jnp.copy, variables)  # the state's buffers are donated next epoch
 
-    train_probs = None
-    if config.get("eval_train", False) or method.needs_train_probs:
-      train_probs = predict(variables, dataset.x_train)
-    if train_probs is not None:  # fitted, memorised (metrics.train_split_metrics; clean ones only when known)
-      record.update(metrics_lib.train_split_metrics(train_probs, given, clean))
+  def on_skipped(rows):
+    skipped_files.add(bad_files.met_while_streaming(dataset, rows))
 
-    if update_table is not None and method.update_due(epoch):
-      probs_for_table = None
-      if method.needs_train_probs:
-        use_best = method.prune_params == "best_val" and best_variables is not None
-        probs_for_table = predict(best_variables, dataset.x_train) if use_best else train_probs
-      table = update_table(table, probs_for_table)
-    if member_update is not None and method.update_due(epoch):
-      member_probs = jnp.stack(
-        [predict_each(members_lib.take(variables, m), dataset.x_train) for m in range(method.num_networks)]
-      )
-      if table.num_examples != num_examples:  # a padded (sharded) table: zero rows for the padding
-        member_probs = jnp.pad(member_probs, ((0, 0), (0, table.num_examples - num_examples), (0, 0)))
-      table = member_update(table, member_probs, jnp.asarray(epoch, jnp.int32), num_examples=num_examples)
-    record.update(table_metrics_lib.table_metrics(table, clean, method, num_examples=num_examples))
-    record["seconds"] = time.perf_counter() - start
-    history.append(record)
-    if manager is not None and checkpoint_lib.is_due(epoch, every=checkpoint_every, num_epochs=config.num_epochs):
-      checkpoint_lib.save(
-        manager,
-        epoch,
-        state=state,
-        table=table,
-        best_variables=state_lib.variables_of(state) if best_variables is None else best_variables,
-        meta={**checkpoint_meta, "best_val": best_val, "has_best": best_variables is not None, "history": history},
-      )
-    if log_fn is not None:
-      log_fn(record)
-  for m in (manager, step_manager):
-    if m is not None:
-      m.close()
+  return on_skipped
+
+
+def _finish(saving: Saving | None, state, table, progress: Progress, *, shard_table: bool, num_examples: int):
+  """fit's result once its epochs are trained: the managers closed (their saves finished), the best-validation
+  variables (the final ones without a validation split), a sharded table's real rows on the host."""
+  if saving is not None:
+    for manager in (saving.manager, saving.step_manager):
+      if manager is not None:
+        manager.close()
+  best_variables = progress.best_variables
   if best_variables is None:
     best_variables = jax.tree.map(jnp.copy, state_lib.variables_of(state))
   if shard_table:  # its real rows, on the host (table_sharding.host_table: the one gather of the run)
     table = table_sharding.host_table(table, num_examples)
-  return state, table, history, best_variables
+  return state, table, progress.history, best_variables
 
 
 @dataclasses.dataclass(frozen=True)

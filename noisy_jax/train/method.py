@@ -80,14 +80,10 @@ class EpochProgram:
       `Method.strong_view` (noisy_jax.train.epoch.make_method_epoch_fn passes them).
     init_state: `(state) -> state`, applied to the new TrainState before training (ELR+'s weight averages,
       `TrainState.ema_params`; ProMix's class priors). The shared program's leaves the state as it is.
-    member_update: None, or `(table, member_probs [2, N, C], epoch, num_examples) -> table`, applied after the epochs
-      where `Method.update_due(epoch)`, from each network's eval-mode softmax of the training split (DivideMix's
-      division, ProMix's selection).
   """
 
   build: Callable | None = None
   init_state: Callable = _same_state
-  member_update: Callable | None = None
 
   @property
   def own(self) -> bool:
@@ -96,6 +92,46 @@ class EpochProgram:
 
 
 SHARED_PROGRAM = EpochProgram()
+
+# Which eval-mode softmax of the training split an EpochEnd's update reads.
+EPOCH_END_READS = ("nothing", "current", "best_val", "members")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochEnd:
+  """A method's label-table update between epochs: after every epoch e (1-based) where `due(e)`, the trainer
+  (noisy_jax.train.loop.fit, noisy_jax.experiment.sweep) sets table <- update(table, probs, e, num_examples),
+  jitted once per run.
+
+  Attributes:
+    update: pure `(table, probs, epoch, num_examples) -> table`; num_examples N is static; a row-sharded table has
+      more rows than N (its padding), and probs then zero rows beyond N.
+    due: `(epoch) -> bool`.
+    reads: what `probs` is: 'nothing' (None: Joint Optimization relabels from its history, DISC from its rows),
+      'current' (the network's softmax [rows, C] after the epoch), 'best_val' (the best-validation network's, the
+      current one's before there is one: truncated Lq's pruning, as the paper) or 'members' (each network's of a
+      pair, [2, rows, C]: DivideMix's division, ProMix's selection).
+  """
+
+  update: Callable
+  due: Callable[[int], bool] = lambda epoch: True
+  reads: str = "nothing"
+
+  def __post_init__(self):
+    if self.reads not in EPOCH_END_READS:
+      raise ValueError(f"EpochEnd reads={self.reads!r}; allowed: {EPOCH_END_READS}.")
+
+  def probs(self, *, current: Callable, best: Callable | None = None, members: Callable | None = None):
+    """The softmax `update` reads (`reads`), from thunks: `current()` the network's, `best()` the best-validation
+    network's (None before there is one: the current one's instead), `members()` each network's. The one end-of-epoch
+    policy of the trainer's loop and of sweeps."""
+    if self.reads == "nothing":
+      return None
+    if self.reads == "members":
+      return members()
+    if self.reads == "best_val" and best is not None:
+      return best()
+    return current()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,10 +142,7 @@ class Method:
     name: the method's name (for tables and logs).
     objective: the batch objective (module docstring).
     history_length: H, the number of epochs of predictions the label table keeps (0: none recorded).
-    table_update: pure `(table, train_probs [N, C] or None) -> table`, applied after the epochs where
-      `update_due(epoch)` is true (epochs are 1-based). None: the table never changes.
-    needs_train_probs: whether `table_update` needs the softmax of the whole training set.
-    prune_params: for truncated Lq, which parameters compute those probabilities ('best_val' or 'current').
+    epoch_end: None (the table never changes between epochs) or its update (`EpochEnd`).
     init_rows: None, or `(key, num_rows, num_classes) -> {name: [num_rows, ...]}`, the method's per-example state
       (LabelTable.method_rows) before training.
     row_update: `(rows, rows_out, row_grads) -> rows` of the batch, written back after the step (row_grads: the
@@ -130,10 +163,7 @@ class Method:
   name: str
   objective: Callable[..., jax.Array]
   history_length: int = 0
-  table_update: Callable | None = None
-  update_due: Callable[[int], bool] = lambda epoch: False
-  needs_train_probs: bool = False
-  prune_params: str = "current"
+  epoch_end: EpochEnd | None = None
   init_rows: Callable | None = None
   row_update: Callable | None = None
   rows_trainable: bool = False
@@ -143,7 +173,12 @@ class Method:
   strong_view: bool = False
 
   @property
+  def reads_train_probs(self) -> bool:
+    """Whether its epoch-end update reads one network's softmax of the training split (truncated Lq's pruning)."""
+    return self.epoch_end is not None and self.epoch_end.reads in ("current", "best_val")
+
+  @property
   def relabels_from_history(self) -> bool:
     """Whether the table update relabels from the recorded history (Joint Optimization). A history recorded for
     another method (label issues: `noisy_jax.core.label_issues.history_length`) is only read, never trained on."""
-    return bool(self.history_length) and self.table_update is not None and not self.needs_train_probs
+    return bool(self.history_length) and self.epoch_end is not None and self.epoch_end.reads == "nothing"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import jax
 from jax import lax
 import jax.numpy as jnp
@@ -64,12 +66,47 @@ def train_step(
   """
   soft_labels, weights, rows = label_table_lib.read_batch(table, indices, table_axis=table_axis)
   pair = method.num_networks > 1
-  # A method with its own epoch program draws its strong view there; its warm-up steps here train on the weak view.
+  _check_views(method, strong_images)
+  loss_fn = _loss_fn(
+    state,
+    method,
+    images,
+    strong_images,
+    soft_labels,
+    weights,
+    valid,
+    rows,
+    epoch=epoch,
+    axis_name=axis_name,
+    member_map=member_map,
+    method_key=method_key,
+  )
+  state, loss, (logits, rows_out), row_grads = update_lib.update(
+    state, loss_fn, axis_name=axis_name, pair=pair, rows=rows if method.rows_trainable else None
+  )
+  if pair:
+    logits = jnp.mean(logits, axis=0)  # the pair's prediction: the mean of the two networks' logits
+  probs = jax.nn.softmax(logits)
+  changes = RowChanges(probs=probs, rows=rows, rows_out=rows_out, row_grads=row_grads)
+  table = _write_back(table, method, indices, valid, changes, epoch=epoch, axis_name=axis_name, table_axis=table_axis)
+  return state, table, _step_metrics(loss, logits, soft_labels, valid, axis_name, num_networks=method.num_networks)
+
+
+def _check_views(method: method_lib.Method, strong_images) -> None:
+  """ValueError unless the step gets a strong view exactly when the method trains on one here. A method with its
+  own epoch program draws its strong view there; its warm-up steps here train on the weak view."""
   if (method.strong_view and not method.program.own) != (strong_images is not None):
     raise ValueError(
       f"method {method.name!r} {'needs' if method.strong_view else 'takes no'} strong view (strong_images); "
       "config.augment.strong gives it (noisy_jax.train.views)."
     )
+
+
+def _loss_fn(
+  state, method, images, strong_images, soft_labels, weights, valid, rows, *, epoch, axis_name, member_map, method_key
+):
+  """`loss_fn(params, rows) -> (loss, (batch_stats, (logits, rows_out)))` of the step (train_step's docstring):
+  the forward pass of both views, then the method's objective."""
   inputs = images if strong_images is None else jnp.concatenate([images, strong_images.astype(images.dtype)])
 
   def forward(params, batch_stats, x=inputs):
@@ -78,7 +115,7 @@ def train_step(
     )
     return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
 
-  if pair:
+  if method.num_networks > 1:
     forward = members_lib.map_members(forward, member_map)
 
   def loss_fn(params, rows=rows):
@@ -111,39 +148,51 @@ def train_step(
     )
     return loss, (chained[-1], (logits, rows_out))
 
-  state, loss, (logits, rows_out), row_grads = update_lib.update(
-    state, loss_fn, axis_name=axis_name, pair=pair, rows=rows if method.rows_trainable else None
-  )
-  if pair:
-    logits = jnp.mean(logits, axis=0)  # the pair's prediction: the mean of the two networks' logits
+  return loss_fn
 
-  probs = jax.nn.softmax(logits)
-  write_rows = None
-  if method.history_length or table.method_rows:
-    # Padding rows are dropped by the write: row N of a replicated table, -1 (owned by no device) of a sharded one.
-    write_rows = jnp.where(valid, indices, table.num_examples if table_axis is None else -1)
-    if axis_name is not None:
-      write_rows = lax.all_gather(write_rows, axis_name, tiled=True)
+
+class RowChanges(NamedTuple):
+  """What a step writes back into the table: the batch's softmax [b, C] (the history) and its method rows as read,
+  as the objective returned them, and their gradients (None unless `rows_trainable`)."""
+
+  probs: jax.Array
+  rows: Any
+  rows_out: Any
+  row_grads: Any
+
+
+def _write_back(table, method, indices, valid, changes: RowChanges, *, epoch, axis_name, table_axis):
+  """`table` with the batch's predictions recorded in its history (a method with `history_length`) and its method
+  rows updated by `method.row_update`: the all-gathered rows of the global batch, padding rows dropped (row N of a
+  replicated table, -1, owned by no device, of a sharded one)."""
+  if not (method.history_length or table.method_rows):
+    return table
+  write_rows = jnp.where(valid, indices, table.num_examples if table_axis is None else -1)
+  gather = (lambda x: x) if axis_name is None else (lambda x: lax.all_gather(x, axis_name, tiled=True))
+  write_rows = gather(write_rows)
   if method.history_length:
-    probs_all = probs if axis_name is None else lax.all_gather(probs, axis_name, tiled=True)
+    probs_all = gather(changes.probs)
     if table_axis is None:
       table = label_table_lib.record(table, write_rows, probs_all, slot=epoch)
     else:
       table = label_table_lib.sharded_record(table, write_rows, probs_all, slot=epoch, axis_name=table_axis)
   if table.method_rows and method.row_update is not None:  # a method without row logic leaves them as they are
-    new_rows = method.row_update(rows, rows_out, row_grads)
-    if axis_name is not None:
-      new_rows = jax.tree.map(lambda r: lax.all_gather(r, axis_name, tiled=True), new_rows)
+    new_rows = jax.tree.map(gather, method.row_update(changes.rows, changes.rows_out, changes.row_grads))
     if table_axis is None:
       table = label_table_lib.write_rows(table, write_rows, new_rows)
     else:
       table = label_table_lib.sharded_write_rows(table, write_rows, new_rows, axis_name=table_axis)
+  return table
 
+
+def _step_metrics(loss, logits, soft_labels, valid, axis_name, *, num_networks: int) -> dict:
+  """{"loss": the mean loss x rows, "correct": rows predicted as their given label, "count": rows} of the global
+  batch; a pair reports the mean of its two networks' losses."""
   given = jnp.argmax(soft_labels, axis=-1)
   valid_f = valid.astype(precision.float_dtype())
   correct = jnp.sum((jnp.argmax(logits, axis=-1) == given) * valid_f)
   count = jnp.sum(valid_f)
   if axis_name is not None:
     correct, count = lax.psum(correct, axis_name), lax.psum(count, axis_name)
-  loss = loss / method.num_networks  # a pair reports the mean of its two networks' losses
-  return state, table, {"loss": loss * count, "correct": correct, "count": count}
+  loss = loss / num_networks
+  return {"loss": loss * count, "correct": correct, "count": count}

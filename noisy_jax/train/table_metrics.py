@@ -33,7 +33,7 @@ def table_metrics(
   device). A sharded table's padding rows are left out of every count (`counted`).
   """
   relabels = method.relabels_from_history
-  if not relabels and not method.needs_train_probs:
+  if not relabels and not method.reads_train_probs:
     return {}
   rows = table.num_examples
   n = int(num_examples if num_examples is not None else (rows if clean is None else np.shape(clean)[0]))
