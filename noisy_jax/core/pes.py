@@ -40,7 +40,7 @@ Where the original differs from the evident method, and what is the default here
 - After `renew_layers` the main SGD still holds the old parameter objects (PES_cs.py:165, PES_semi.py:258), so the
   re-initialised modules are never stepped again, though the scripts set requires_grad=True on every parameter
   again (PES_cs.py:122-123, PES_semi.py:213-214). Default: every parameter trains after the progressive stages; the
-  code's behaviour is the trainer's named option (trainable_mask of everything but `renewed_modules`).
+  code's behaviour is the method's option `code_freeze_renewed` (noisy_jax.methods.pes).
 - An empty selection: the original's class weights are NaN (mean of nothing); here all zero. A batch whose weights
   sum to 0: PyTorch's weighted mean is 0/0; here 0. A split with unlabelled rows whose share of the 128 rounds to 0:
   the original's DataLoader(batch_size=0) raises; here at least one row (`semi_batch_sizes`, min_unlabelled).

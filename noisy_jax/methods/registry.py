@@ -34,6 +34,7 @@ from noisy_jax.methods import encouraging
 from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
+from noisy_jax.methods import pes
 from noisy_jax.methods import plain_loss
 from noisy_jax.methods import promix_train
 from noisy_jax.methods import sop
@@ -59,6 +60,7 @@ SPECS = {
     disc.SPEC,
     promix_train.SPEC,
     t_revision.SPEC,
+    pes.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
