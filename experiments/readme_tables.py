@@ -600,6 +600,8 @@ BASELINE_RUNS = (
   ("dividemix", "DivideMix (2 networks)"),
   ("disc", "DISC (its own RandAugment pool view)"),
   ("promix", "ProMix (2 networks, its own RandAugment pool view)"),
+  ("t_revision", "T-Revision (3 stages)"),
+  ("pes", "PES (4 stages)"),
 )
 
 
