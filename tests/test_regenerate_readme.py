@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from experiments import readme_benchmarks
 from experiments import readme_tables
 from experiments import regenerate_readme as regen
 from experiments.benchmarks import common
@@ -254,7 +255,7 @@ def test_renderer_formats(tmp_path):
   assert "| CE | 93.00 ± 1.00 | 90.00 ± 1.00 |" in default3 and default3.endswith("| 40.0 |")
   q = readme_tables.render_q_sweep(SYNTHETIC["q_sweep"](str(tmp_path / "q")))
   assert q.count("**") == 2 and "| 1.0 |" in q
-  speed = readme_tables.render_speed(SYNTHETIC["speed"](str(tmp_path / "s")))
+  speed = readme_benchmarks.render_speed(SYNTHETIC["speed"](str(tmp_path / "s")))
   assert "| 61 ms | 63 ms (NCHW), 65 ms (channels_last) | 1.03x, 1.07x |" in speed  # unit times / 5 steps
   assert "| ResNet-32 step compile, first step | 2.9 s | | |" in speed
   memory = readme_tables.render_memorisation(SYNTHETIC["memorisation"](str(tmp_path / "m")))
@@ -265,7 +266,7 @@ def test_missing_output_is_named(tmp_path):
   with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "summary.json"))):
     readme_tables.render_default3(str(tmp_path))
   with pytest.raises(FileNotFoundError, match="results.jsonl"):
-    readme_tables.render_benchmarks(str(tmp_path))
+    readme_benchmarks.render_benchmarks(str(tmp_path))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -390,7 +391,7 @@ def test_train_step_times_are_per_step_not_per_timed_unit():
       }
     },
   }
-  stats = readme_tables.per_step(record)["noisy_jax"]
+  stats = readme_benchmarks.per_step(record)["noisy_jax"]
   assert stats["median_s"] == pytest.approx(0.5) and stats["q3_s"] == pytest.approx(0.52)
   assert stats["ratio_of_medians"] == 0.7 and stats["images/s_at_median"] == 256.0
 
