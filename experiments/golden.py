@@ -319,8 +319,8 @@ def run_cases(names=None, *, x64: bool = True, seconds: dict | None = None) -> d
     case.update(tree_numbers(table.weights, "table_weights"))
     if "stage2" in arrays:
       case.update(tree_numbers(arrays["stage2"]["params"], "stage2_params"))
-    if "stage1_ema_params" in arrays:
-      case.update(tree_numbers(arrays["stage1_ema_params"], "ema_params"))
+    if "ema_params" in arrays.get("stage1_method_state", {}):  # ELR+'s weight averages
+      case.update(tree_numbers(arrays["stage1_method_state"]["ema_params"], "ema_params"))
     for row_name, rows in sorted(table.method_rows.items()):
       case.update(tree_numbers(rows, f"table_{row_name}"))
     out[f"runs/{name}"] = case

@@ -229,7 +229,7 @@ def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple
     "test_accuracy": history[-1]["test_accuracy"],
     "table_layout": config.label_table_sharding,  # of the N-device run (the last config built)
   }
-  for part in ("stage2", "stage1_ema_params"):
+  for part in ("stage2", "stage1_method_state"):
     if part in one:
       diffs[part] = _max_diff(one[part], many[part])
   return one, many, diffs

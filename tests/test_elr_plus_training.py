@@ -38,7 +38,11 @@ def _pair_and_table(seed=0):
   # Averages that differ from the networks, confident enough that some probabilities fall below the clamp of ELR's
   # own update (1e-4; ELR+'s update has none), and targets with some history already.
   pair = pair.replace(
-    ema_params=jax.tree.map(lambda p: 8.0 * p + 0.05 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), pair.ema_params)
+    method_state={
+      elr_plus_train.AVERAGES: jax.tree.map(
+        lambda p: 8.0 * p + 0.05 * jnp.sin(jnp.arange(p.size).reshape(p.shape)), elr_plus_train.averages(pair)
+      )
+    }
   )
   labels = rng.integers(0, C, N)
   old = jnp.asarray(rng.dirichlet(np.ones(C), (N, 2)) * 0.5, jnp.float32)
@@ -82,7 +86,7 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
     for step in range(5):
       rows = order[step]
       x, y = images[rows], jax.nn.one_hot(labels[rows], C)
-      z_peer, _ = forward(peer.ema_params, peer.batch_stats, x)
+      z_peer, _ = forward(elr_plus_train.averages(peer), peer.batch_stats, x)
       t = elr.updated_rows(targets[rows, m], jax.nn.softmax(z_peer), beta=0.7, clamp=None)
       targets[rows, m] = np.asarray(t)
       step_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, elr_plus_train.AUGMENT_STREAM), m), step)
@@ -99,13 +103,14 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
       losses.append(float(value))
       own = own.apply_gradients(grads=grads, batch_stats=stats)
       decay = 0.99 * elr.sigmoid_ramp(s + 1, 15)  # the original's update_ema_variables: global_step + 1
-      own = own.replace(ema_params=jax.tree.map(lambda e, p, a=decay: a * e + (1 - a) * p, own.ema_params, own.params))
+      averaged = jax.tree.map(lambda e, p, a=decay: a * e + (1 - a) * p, elr_plus_train.averages(own), own.params)
+      own = own.replace(method_state={elr_plus_train.AVERAGES: averaged})
     nets[m] = own
   for m in range(2):
     got = jax.tree.map(lambda x, m=m: x[m], new_pair)
     _close(got.params, nets[m].params, tol=1e-5)
     _close(got.batch_stats, nets[m].batch_stats, tol=1e-5)
-    _close(got.ema_params, nets[m].ema_params, tol=1e-5)
+    _close(elr_plus_train.averages(got), elr_plus_train.averages(nets[m]), tol=1e-5)
   np.testing.assert_array_equal(np.asarray(new_pair.step), np.asarray(pair.step) + 5)
   np.testing.assert_allclose(np.asarray(new_table.method_rows[elr_plus_train.TARGETS]), targets, atol=1e-6)
   assert float(metrics["train_loss"]) == pytest.approx(np.mean(losses), rel=1e-5)
@@ -114,7 +119,16 @@ def test_elr_plus_epoch_equals_a_recomputation_from_the_building_blocks():
     np.asarray(new_table.method_rows[elr_plus_train.TARGETS]) - np.asarray(table.method_rows[elr_plus_train.TARGETS])
   ).sum((1, 2))
   assert (moved > 1e-3).sum() >= N - 4  # each network drops 4 rows of its own order
-  assert float(jnp.max(jnp.abs(jax.tree.leaves(new_pair.ema_params)[0] - jax.tree.leaves(pair.ema_params)[0]))) > 1e-3
+  assert (
+    float(
+      jnp.max(
+        jnp.abs(
+          jax.tree.leaves(elr_plus_train.averages(new_pair))[0] - jax.tree.leaves(elr_plus_train.averages(pair))[0]
+        )
+      )
+    )
+    > 1e-3
+  )
 
 
 def test_elr_plus_averages_restart_from_the_warmed_up_networks():
@@ -126,10 +140,12 @@ def test_elr_plus_averages_restart_from_the_warmed_up_networks():
     mesh_lib.make_mesh(1), settings=settings, batch_size=B, num_examples=N, warmup_epoch_fn=None
   )
   first, _, _ = epoch_fn(jax.tree.map(jnp.copy, pair), table, images, jax.random.PRNGKey(0), jnp.int32(3))
-  _close(first.ema_params, pair.params, tol=0.0)  # the networks as the warm-up left them, not the old averages
+  _close(
+    elr_plus_train.averages(first), pair.params, tol=0.0
+  )  # the networks as the warm-up left them, not the old averages
   assert float(jnp.max(jnp.abs(jax.tree.leaves(first.params)[0] - jax.tree.leaves(pair.params)[0]))) > 1e-3
   second, _, _ = epoch_fn(jax.tree.map(jnp.copy, first), table, images, jax.random.PRNGKey(1), jnp.int32(4))
-  _close(second.ema_params, pair.params, tol=0.0)  # no second restart
+  _close(elr_plus_train.averages(second), pair.params, tol=0.0)  # no second restart
 
 
 def test_elr_plus_run_on_the_digits_exports_its_pair():

@@ -63,7 +63,7 @@ def test_every_method_one_device_equals_four_devices(multidevice_result, case, r
   sharded = case in multidevice_worker.SHARDED_TABLE_CASES
   assert diffs["table_layout"] == ("sharded" if sharded else "replicated"), diffs
   assert diffs["loss_moved"] > 1e-3 and diffs["test_accuracy"] > 0.3, diffs  # it trained: equality is not trivial
-  for key in ("params", "batch_stats", "table", "loss", "stage2", "stage1_ema_params"):
+  for key in ("params", "batch_stats", "table", "loss", "stage2", "stage1_method_state"):
     assert diffs.get(key, 0.0) <= RUN_TOLERANCE, (case, key, diffs)
 
 

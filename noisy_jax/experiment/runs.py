@@ -103,7 +103,8 @@ def run_single(
   resumed stage restored from its checkpoint (they do not reach log_fn), e.g. reporting.Progress.restored.
   keep_arrays: also return the final arrays under summary["arrays"] (not written to summary.json): the variables
   of each stage's network under its name ("stage1", "stage2"), "label_table" (the label-scoring stage's
-  LabelTable), and for methods with weight averages (ELR+) "stage1_ema_params".
+  LabelTable), and for methods that keep a state of their own (TrainState.method_state: ELR+'s weight averages,
+  ProMix's class priors) "stage1_method_state".
 
   Raises:
     noisy_jax.core.errors.InputError: before the data are read and before anything is written, as
@@ -252,8 +253,8 @@ def stage_summaries(trained: dict, *, model, seed: int) -> tuple[dict, dict]:
       last = result.history[-1]
       summary[result.stage.name].update({k: v for k, v in last.items() if k.startswith(LABEL_METRIC_PREFIXES)})
     arrays[result.stage.name] = state_lib.variables_of(result.state)
-    if jax.tree.leaves(result.state.ema_params):
-      arrays[f"{result.stage.name}_ema_params"] = result.state.ema_params
+    if jax.tree.leaves(result.state.method_state):
+      arrays[f"{result.stage.name}_method_state"] = result.state.method_state
     history = history + result.history
   summary["history"] = history
   return summary, arrays

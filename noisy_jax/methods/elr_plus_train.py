@@ -3,7 +3,7 @@ code shengliu66/ELR@934af53, ELR_plus/trainer/trainer.py and base/base_trainer.p
 program, built from the pure blocks of noisy_jax.methods.elr.
 
 The run is fit's loop with a pair of networks (one stacked TrainState, each network with its weight average in
-`TrainState.ema_params`) and a label table whose method rows hold
+`TrainState.method_state[AVERAGES]`) and a label table whose method rows hold
 
   elr_plus_targets  [N, 2, C]   t^(m)_i, network m's temporal-ensembling target of example i (0 before any visit)
 
@@ -73,6 +73,7 @@ from noisy_jax.train import pair_epochs
 from noisy_jax.train import update as update_lib
 
 TARGETS = "elr_plus_targets"
+AVERAGES = "ema_params"  # TrainState.method_state's entry: each network's weight average of its parameters
 AUGMENT_STREAM = 0x656C7270  # the fold of the epoch key that ELR+'s augmentation and mixup draw from
 
 
@@ -92,7 +93,12 @@ def target_probabilities(table) -> np.ndarray:
 
 def with_averages(state):
   """`state` (a stacked pair) with each network's average initialised to a copy of its parameters."""
-  return state.replace(ema_params=jax.tree.map(jnp.copy, state.params))
+  return state.replace(method_state={AVERAGES: jax.tree.map(jnp.copy, state.params)})
+
+
+def averages(state):
+  """Each network's weight average of `state` (a pair's, or one network's of it)."""
+  return state.method_state[AVERAGES]
 
 
 def global_step(epoch, step, *, warm_up: int, steps_per_epoch: int):
@@ -174,7 +180,7 @@ def make_epoch_fn(
       x = augment(key_view, x, mine)
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
     train_forward = functools.partial(_train_forward, own)
-    z_ema, _ = train_forward(other.ema_params, other.batch_stats, x)  # its statistics' update is discarded
+    z_ema, _ = train_forward(averages(other), other.batch_stats, x)  # its statistics' update is discarded
     z_ema = lax.stop_gradient(z_ema)
     new_targets = elr_lib.updated_rows(all_targets[:, m], jax.nn.softmax(z_ema), beta=settings.beta, clamp=None)
     gather = lambda a: lax.all_gather(a, axis, tiled=True)
@@ -196,7 +202,7 @@ def make_epoch_fn(
     decay = elr_lib.ema_decay(
       s, ema_update=settings.ema_update, ema_alpha=settings.ema_alpha, ramp_length=settings.ema_step
     )
-    own = own.replace(ema_params=elr_lib.update_ema(own.ema_params, own.params, decay))
+    own = own.replace(method_state={AVERAGES: elr_lib.update_ema(averages(own), own.params, decay)})
     state = jax.tree.map(lambda whole, one: whole.at[m].set(one), state, own)
     written = all_targets.at[:, m].set(new_targets.astype(all_targets.dtype))
     table = _write_targets(table, rows, gather(written), shard_table=shard_table, axis=axis)

@@ -3,8 +3,8 @@
 Layout: `WORKDIR/checkpoints/STAGE/EPOCH/` (STAGE is 'stage1', and 'stage2' for Joint Optimization), one
 `orbax.checkpoint.CheckpointManager` per stage directory. Each checkpoint has two items:
 
-  arrays  (StandardSave)  state:  the TrainState's step, params, opt_state, batch_stats, ema_params (ELR+),
-                                  method_state (ProMix)
+  arrays  (StandardSave)  state:  the TrainState's step, params, opt_state, batch_stats, method_state
+                                  (ELR+'s averages, ProMix's priors)
                           table:  the whole LabelTable (noisy_labels, soft_labels, weights, history, history_filled,
                                   method_rows)
                                   as the run holds it: N rows when replicated; N_pad rows (padding included, split
@@ -130,11 +130,11 @@ def latest_epoch(manager: ocp.CheckpointManager) -> int | None:
 
 
 def _flat_tree(state, table, best_variables) -> dict:
-  """{path tuple: leaf} of the train state (step, params, opt_state, batch_stats; ema_params and method_state, empty
-  but for ELR+ and ProMix), table and best variables."""
+  """{path tuple: leaf} of the train state (step, params, opt_state, batch_stats; method_state, empty but for ELR+'s
+  averages and ProMix's priors), table and best variables."""
   state_dict = flax.serialization.to_state_dict(state)
   tree = {
-    "state": {k: state_dict[k] for k in ("step", "params", "opt_state", "batch_stats", "ema_params", "method_state")},
+    "state": {k: state_dict[k] for k in ("step", "params", "opt_state", "batch_stats", "method_state")},
     "table": flax.serialization.to_state_dict(table),
     "best_variables": flax.serialization.to_state_dict(best_variables),
   }

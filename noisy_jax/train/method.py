@@ -79,7 +79,7 @@ class EpochProgram:
       num_examples, augment, compiler_options, normalize, axis (the mesh axis), and strong_view for a method with
       `Method.strong_view` (noisy_jax.train.epoch.make_method_epoch_fn passes them).
     init_state: `(state) -> state`, applied to the new TrainState before training (ELR+'s weight averages,
-      `TrainState.ema_params`; ProMix's class priors). The shared program's leaves the state as it is.
+      `TrainState.method_state`; ProMix's class priors). The shared program's leaves the state as it is.
   """
 
   build: Callable | None = None

@@ -1,4 +1,4 @@
-"""A run's training state: flax's TrainState with BatchNorm statistics and a weight average, and its creation."""
+"""A run's training state: flax's TrainState with BatchNorm statistics and a method's own state, and its creation."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from noisy_jax.train import members as members_lib
 
 
 class TrainState(train_state.TrainState):
-  """Flax TrainState with BatchNorm statistics, a weight average of the parameters for methods that keep one
-  (ELR+: `ema_params`, empty otherwise) and a method's own state of the network that is not per example
-  (`method_state`, a pytree: ProMix's moving class priors; empty otherwise)."""
+  """Flax TrainState with BatchNorm statistics and a method's own state of the network that is not per example
+  (`method_state`, a pytree the method's EpochProgram.init_state makes: ELR+'s weight averages, ProMix's moving class
+  priors; empty otherwise)."""
 
   batch_stats: Any = None
-  ema_params: Any = flax.core.FrozenDict()
   method_state: Any = flax.core.FrozenDict()
 
 
