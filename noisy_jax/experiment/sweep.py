@@ -61,7 +61,6 @@ import ml_collections
 import numpy as np
 
 from noisy_jax import models
-from noisy_jax.core import _checks
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
 from noisy_jax.data import normalization
@@ -82,16 +81,6 @@ from noisy_jax.train import state as state_lib
 from noisy_jax.train import step as step_lib
 from noisy_jax.train import table_metrics
 from noisy_jax.train import views as views_lib
-
-
-def _resolve_epoch_mode(config) -> str:
-  """config.epoch_mode checked, 'auto' resolved: 'steps' on the CPU, 'scan' elsewhere."""
-  epoch_mode = config.get("epoch_mode", "auto")
-  _checks.check_choice("epoch mode", epoch_mode, epoch_lib.EPOCH_MODES)
-  cpu = jax.devices()[0].platform == "cpu"
-  if epoch_mode == "auto":
-    epoch_mode = "steps" if cpu else "scan"
-  return epoch_mode
 
 
 def _method_builder(method_dict: dict, num_classes: int) -> Callable:
@@ -196,7 +185,7 @@ class Programs:
   def __init__(
     self, config, model, method: method_lib.Method, *, input_shape, num_examples: int, member_map: str, normalize=None
   ):
-    epoch_mode = _resolve_epoch_mode(config)
+    epoch_mode = epoch_lib.resolve_epoch_mode(config.get("epoch_mode", "auto"), jax.devices()[0].platform)
     member_map = members_lib.resolve_member_map(
       member_map, jax.devices()[0].platform, models.resolve(config.model.name, input_shape)
     )
