@@ -90,6 +90,7 @@ Stated deviations:
 import ml_collections
 
 from experiments.configs import base
+from experiments.configs import paper_rows
 from noisy_jax.train import optim
 
 DATASETS = ("cifar10", "cifar100", "cifar10_n", "cifar100_n")
@@ -124,35 +125,15 @@ REFINE_CLOCK_EPOCHS = 1  # both refines run inside loop epoch T1 (PES_cs.py:175-
 def parse(arg: str | None) -> tuple[str, str, float | str, bool]:
   """'DATASET,NOISE,RATE[,original]' or 'DATASET,LABELS[,original]' -> (dataset, 'symmetric' / 'pairflip' /
   'human', rate or labels, original); ValueError naming the bad part and the allowed values."""
-  parts = [p.strip() for p in (arg or DEFAULT).split(",")]
-  form = "DATASET,NOISE,RATE[,original] or DATASET,LABELS[,original]"
-  if parts[0] not in DATASETS:
-    raise ValueError(f"pes_paper: unknown dataset {parts[0]!r} in {arg!r}; allowed: {', '.join(DATASETS)}.")
-  dataset = parts[0]
-  size = 2 if dataset in HUMAN_LABELS else 3
-  if len(parts) not in (size, size + 1):
-    raise ValueError(f"pes_paper config string {arg!r} must be {form}, e.g. {DEFAULT!r} or 'cifar10_n,worst'.")
-  original = len(parts) == size + 1
-  if original and parts[-1] not in OPTIONS:
-    raise ValueError(f"pes_paper: unknown option {parts[-1]!r} in {arg!r}; allowed: {', '.join(OPTIONS)}.")
-  if dataset in HUMAN_LABELS:
-    if parts[1] not in HUMAN_LABELS[dataset]:
-      raise ValueError(
-        f"pes_paper: unknown labels {parts[1]!r} for {dataset} in {arg!r}; allowed: {', '.join(HUMAN_LABELS[dataset])}."
-      )
-    return dataset, "human", parts[1], original
-  noise = parts[1]
-  if noise not in RATES:
-    raise ValueError(f"pes_paper: unknown noise {noise!r} in {arg!r}; allowed: {', '.join(RATES)}.")
-  try:
-    rate = float(parts[2])
-  except ValueError:
-    rate = None
-  if rate not in RATES[noise]:
-    raise ValueError(
-      f"pes_paper: RATE {parts[2]!r} for {noise} in {arg!r}; allowed: {', '.join(map(str, RATES[noise]))}."
-    )
-  return dataset, noise, rate, original
+  dataset, noise, rate_or_labels, option = paper_rows.parse_row(
+    arg or DEFAULT,
+    config_name="pes_paper",
+    datasets=DATASETS,
+    rates=RATES,
+    human_labels=HUMAN_LABELS,
+    options=OPTIONS,
+  )
+  return dataset, noise, rate_or_labels, option is not None
 
 
 def _sgd() -> ml_collections.ConfigDict:

@@ -80,6 +80,7 @@ Stated deviations:
 import ml_collections
 
 from experiments.configs import base
+from experiments.configs import paper_rows
 
 DATASETS = ("cifar10", "cifar100", "cifar10_n", "cifar100_n")
 RATES = (0.2, 0.5)  # the paper's Sym-20% / Sym-50% [recalled]; code --noise_rate default 0.2
@@ -113,35 +114,15 @@ PERCENTILE = {"cifar10": 97.0, "cifar100": None}  # code main.py estimate_state,
 def parse(arg: str | None) -> tuple[str, str, float | str, bool]:
   """'DATASET,symmetric,RATE[,original]' or 'DATASET,LABELS[,original]' -> (dataset, 'symmetric' or 'human',
   rate or labels, original); ValueError naming the bad part and the allowed values."""
-  parts = [p.strip() for p in (arg or DEFAULT).split(",")]
-  form = "DATASET,symmetric,RATE[,original] or DATASET,LABELS[,original]"
-  if parts[0] not in DATASETS:
-    raise ValueError(f"t_revision_paper: unknown dataset {parts[0]!r} in {arg!r}; allowed: {', '.join(DATASETS)}.")
-  dataset = parts[0]
-  size = 2 if dataset in HUMAN_LABELS else 3
-  if len(parts) not in (size, size + 1):
-    raise ValueError(f"t_revision_paper config string {arg!r} must be {form}, e.g. {DEFAULT!r} or 'cifar10_n,worst'.")
-  original = len(parts) == size + 1
-  if original and parts[-1] not in OPTIONS:
-    raise ValueError(f"t_revision_paper: unknown option {parts[-1]!r} in {arg!r}; allowed: {', '.join(OPTIONS)}.")
-  if dataset in HUMAN_LABELS:
-    if parts[1] not in HUMAN_LABELS[dataset]:
-      raise ValueError(
-        f"t_revision_paper: unknown labels {parts[1]!r} for {dataset} in {arg!r}; allowed: "
-        f"{', '.join(HUMAN_LABELS[dataset])}."
-      )
-    return dataset, "human", parts[1], original
-  if parts[1] != "symmetric":
-    raise ValueError(f"t_revision_paper: unknown noise {parts[1]!r} in {arg!r}; allowed: symmetric.")
-  try:
-    rate = float(parts[2])
-  except ValueError:
-    rate = None
-  if rate not in RATES:
-    raise ValueError(
-      f"t_revision_paper: RATE {parts[2]!r} in {arg!r}; allowed: {', '.join(map(str, RATES))} (the paper's rows)."
-    )
-  return dataset, "symmetric", rate, original
+  dataset, noise, rate_or_labels, option = paper_rows.parse_row(
+    arg or DEFAULT,
+    config_name="t_revision_paper",
+    datasets=DATASETS,
+    rates={"symmetric": RATES},
+    human_labels=HUMAN_LABELS,
+    options=OPTIONS,
+  )
+  return dataset, noise, rate_or_labels, option is not None
 
 
 def _sgd(momentum: float, lr_boundaries) -> ml_collections.ConfigDict:

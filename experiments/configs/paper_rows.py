@@ -1,0 +1,52 @@
+"""The row strings of the paper configs that take 'DATASET,NOISE,RATE[,OPTION]' or 'DATASET,LABELS[,OPTION]'
+(t_revision_paper.py, pes_paper.py): `parse_row` checks one against the config's allowed values."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+
+def parse_row(
+  arg: str,
+  *,
+  config_name: str,
+  datasets: Sequence[str],
+  rates: Mapping[str, Sequence[float]],
+  human_labels: Mapping[str, Sequence[str]],
+  options: Sequence[str],
+) -> tuple[str, str, float | str, str | None]:
+  """(dataset, noise or 'human', rate or labels, option or None) of `arg`: 'DATASET,NOISE,RATE[,OPTION]' for a
+  dataset with synthetic noise (NOISE a key of `rates`, RATE one of its rates), 'DATASET,LABELS[,OPTION]' for one of
+  `human_labels`.
+
+  Raises:
+    ValueError: naming `config_name`, the bad part of `arg` and the values allowed there.
+  """
+  parts = [p.strip() for p in arg.split(",")]
+  noise_word = "NOISE" if len(rates) > 1 else next(iter(rates))
+  form = f"DATASET,{noise_word},RATE[,{'|'.join(options)}] or DATASET,LABELS[,{'|'.join(options)}]"
+  if parts[0] not in datasets:
+    raise ValueError(f"{config_name}: unknown dataset {parts[0]!r} in {arg!r}; allowed: {', '.join(datasets)}.")
+  dataset = parts[0]
+  size = 2 if dataset in human_labels else 3
+  if len(parts) not in (size, size + 1):
+    raise ValueError(f"{config_name} config string {arg!r} must be {form}.")
+  option = parts[size] if len(parts) == size + 1 else None
+  if option is not None and option not in options:
+    raise ValueError(f"{config_name}: unknown option {option!r} in {arg!r}; allowed: {', '.join(options)}.")
+  if dataset in human_labels:
+    if parts[1] not in human_labels[dataset]:
+      allowed = ", ".join(human_labels[dataset])
+      raise ValueError(f"{config_name}: unknown labels {parts[1]!r} for {dataset} in {arg!r}; allowed: {allowed}.")
+    return dataset, "human", parts[1], option
+  noise = parts[1]
+  if noise not in rates:
+    raise ValueError(f"{config_name}: unknown noise {noise!r} in {arg!r}; allowed: {', '.join(rates)}.")
+  try:
+    rate = float(parts[2])
+  except ValueError:
+    rate = None
+  if rate not in rates[noise]:
+    allowed = ", ".join(map(str, rates[noise]))
+    raise ValueError(f"{config_name}: RATE {parts[2]!r} for {noise} in {arg!r}; allowed: {allowed}.")
+  return dataset, noise, rate, option
