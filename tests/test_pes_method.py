@@ -94,7 +94,7 @@ def test_one_pes_epoch_is_the_selection_then_class_weighted_steps_over_the_selec
   np.testing.assert_allclose(float(metrics["pes_selected_fraction"]), selected.mean(), rtol=1e-6)
   # The steps: the selected rows in the epoch's order, n_selected // B full batches; PyTorch's weighted CE mean;
   # SGD (momentum 0.9, coupled wd 0.01) at the run's lr of loop epoch 5 + 2 - 1 = 6: 0.5 x 0.1 past boundary 6.
-  order = pes.selected_order(jax.random.fold_in(key, pes.TRAIN_STREAM), selected, BATCH)
+  order = pes.selected_order(jax.random.fold_in(key, pes.ORDER_STREAM), selected, BATCH)
   assert order.shape == (selected.sum() // BATCH, BATCH) and order.shape[0] >= 1
   assert set(order.ravel()) <= set(np.flatnonzero(selected)) and len(set(order.ravel())) == order.size
   params = jax.tree.map(jnp.asarray, start["params"])

@@ -66,7 +66,7 @@ from noisy_jax.train import update as update_lib
 SELECTED = "pes_selected"
 GIVEN_PROBABILITY = "pes_given_probability"
 SELECTION_STREAM = 0x70657331  # the fold of the epoch key that the selection's two views draw from
-TRAIN_STREAM = 0x70657332  # the fold of the epoch key that the epoch's order and augmentation draw from
+ORDER_STREAM = 0x70657332  # the fold of the epoch key that the epoch's order of the selected rows draws from
 # PES_cs.py's refines (networks/ResNet.py renew_layers): ResNet stage 4 + classifier (num_layer 1), then the classifier.
 REFINE_MODULES = (("stage4", optim.CLASSIFIER), (optim.CLASSIFIER,))
 
@@ -164,7 +164,7 @@ def make_epoch_fn(
     my_rows = lax.dynamic_slice_in_dim(rows, d * local, local)
     x = normalize(jnp.take(images, my_rows, axis=0))
     if augment is not None:
-      x = augment(jax.random.fold_in(jax.random.fold_in(key, TRAIN_STREAM), step), x, my_rows)
+      x = augment(epoch_lib.augmentation_key(key, step), x, my_rows)  # the shared program's key of the step
     labels = jax.nn.one_hot(jnp.take(given, my_rows), weights.shape[0], dtype=dtype)
 
     def loss_fn(params):
@@ -200,7 +200,7 @@ def make_epoch_fn(
     probs = predictor["predict"](variables, images, jax.random.fold_in(key, SELECTION_STREAM), num_examples)
     selected, weights = select(probs, given, num_classes=table.num_classes, max_weight=settings.max_class_weight)
     given_prob = jnp.take_along_axis(probs, jnp.asarray(given)[:, None], axis=-1)[:, 0]
-    order = selected_order(jax.random.fold_in(key, TRAIN_STREAM), np.asarray(selected), batch_size)
+    order = selected_order(jax.random.fold_in(key, ORDER_STREAM), np.asarray(selected), batch_size)
     count = (settings.epochs_before + int(epoch) - 1) * steps_per_epoch
     totals = pair_epochs.zero_totals(mesh)
     given_device = jnp.asarray(given, jnp.int32)
