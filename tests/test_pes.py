@@ -7,7 +7,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,6 +15,8 @@ from noisy_jax import models
 from noisy_jax.core import losses
 from noisy_jax.core import pes
 from noisy_jax.methods import dividemix
+from noisy_jax.methods import pes as pes_method
+from noisy_jax.train import optim
 
 # ------------------------------------------------------------------------------------------------------------
 # Transcriptions of the original (torch float64 / NumPy float64), kept close to its lines.
@@ -425,29 +426,11 @@ def test_renewed_modules_are_the_originals_layers_in_noisy_jax_names(name, kwarg
     pes.renewed_modules(4, blocks)
 
 
-def test_renew_and_trainable_mask_freeze_all_but_the_renewed_modules():
-  model = models.get("resnet18", num_classes=4, widths=(4, 4, 4, 4), blocks_per_stage=(1, 1, 1, 1))
-  shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((2, 8, 8, 3)), train=False))
-  trained = jax.tree.map(lambda s: np.full(s.shape, 1.0, s.dtype), shapes)  # stand-ins: no compilation
-  fresh = jax.tree.map(lambda s: np.full(s.shape, 2.0, s.dtype), shapes)
-  names = pes.renewed_modules(1, (1, 1, 1, 1))
-  assert names == ("stage4_block1", "head")
-  renewed = pes.renew(trained, fresh, names)
-  assert set(renewed) == {"params", "batch_stats"} and "stage4_block1" in renewed["batch_stats"]
-  for collection in ("params", "batch_stats"):
-    assert set(renewed[collection]) == set(trained[collection])
-    for k in trained[collection]:
-      src = fresh if k in names else trained
-      jax.tree.map(np.testing.assert_array_equal, renewed[collection][k], src[collection][k])
-  params = renewed["params"]
-  mask = pes.trainable_mask(params, names)
-  assert jax.tree.structure(mask) == jax.tree.structure(params)
-  # Adam on the renewed modules only (PES_cs.py:117: the frozen parameters get no gradient).
-  tx = optax.multi_transform({True: optax.adam(1e-4), False: optax.set_to_zero()}, mask)
-  grads = jax.tree.map(np.ones_like, params)
-  updates, _ = jax.jit(tx.update)(grads, tx.init(params), params)
-  for k in params:
-    moved = jax.tree.leaves(jax.tree.map(lambda u: bool(np.any(np.asarray(u) != 0)), updates[k]))
-    assert all(moved) if k in names else not any(moved), k
-  with pytest.raises(ValueError, match="not in the network"):
-    pes.trainable_mask(params, ("stage5_block1",))
+def test_the_methods_refine_modules_renew_the_originals_layers():
+  """pes.REFINE_MODULES as prefixes (the trainer's optim.trainable_names, which Stage.renew and trainable use) name
+  exactly the modules of renew_layers(1) and renew_layers(0) on ResNet-18 and ResNet-34."""
+  for name, blocks in (("resnet18", (2, 2, 2, 2)), ("resnet34", (3, 4, 6, 3))):
+    names = dict.fromkeys(param_names(name))
+    for num_layers, entries in zip((1, 0), pes_method.REFINE_MODULES, strict=True):
+      got = optim.trainable_names(names, entries, pes.HEAD)
+      assert got == set(pes.renewed_modules(num_layers, blocks)), (name, num_layers)

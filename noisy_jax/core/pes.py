@@ -33,8 +33,8 @@ set; the step is DivideMix's MixMatch with these differences (PES_semi.py:70-142
   checks the composition against the original's step).
 
 Progressive stages (networks/ResNet.py:168-185 `renew_layers`): `renewed_modules` names the top-level modules of
-noisy_jax's ResNets that a renewal replaces, `renew` takes them from a fresh initialisation and `trainable_mask`
-marks them for an optimiser (optax.multi_transform). The schedule itself, stage by stage: docs/pes_schedule.md.
+noisy_jax's ResNets that a renewal replaces; the trainer re-initialises and trains them alone (spec.Stage.renew and
+trainable, noisy_jax.methods.pes). The schedule itself, stage by stage: docs/pes_schedule.md.
 
 Where the original differs from the evident method, and what is the default here:
 - After `renew_layers` the main SGD still holds the old parameter objects (PES_cs.py:165, PES_semi.py:258), so the
@@ -51,7 +51,7 @@ and the weights are not checked here; everything above is the code's.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -333,35 +333,3 @@ def renewed_modules(num_layers: int, blocks_per_stage: Sequence[int], *, head: s
     for b in range(1, int(blocks_per_stage[s - 1]) + 1)
   ]
   return (*names, head)
-
-
-def _check_names(params: Mapping, names: Sequence[str]) -> None:
-  missing = sorted(set(names) - set(params))
-  if missing:
-    raise ValueError(f"modules {missing} are not in the network (its top-level modules: {sorted(params)}).")
-
-
-def renew(variables: Mapping, fresh_variables: Mapping, names: Sequence[str]) -> dict:
-  """`variables` with the top-level modules `names` taken from `fresh_variables` in every collection (parameters
-  and batch statistics: a re-created PyTorch module has fresh BatchNorm buffers too). Plain dicts out.
-
-  Args:
-    variables: {'params': ..., 'batch_stats': ...} of the trained network.
-    fresh_variables: a fresh `model.init` of the same model (the caller's key).
-    names: `renewed_modules`.
-  """
-  _check_names(variables["params"], names)
-  out = {}
-  for collection, tree in variables.items():
-    fresh = fresh_variables.get(collection, {})
-    out[collection] = {k: (fresh[k] if k in names and k in fresh else v) for k, v in tree.items()}
-  return out
-
-
-def trainable_mask(params: Mapping, names: Sequence[str]) -> dict:
-  """A pytree of `params`' structure: True on every leaf of the top-level modules `names`, False elsewhere (labels
-  for optax.multi_transform / optax.masked: the original's requires_grad=False on all but the renewed modules,
-  PES_cs.py:111-114). BatchNorm statistics are not parameters: the original's frozen modules still update them in
-  train mode."""
-  _check_names(params, names)
-  return {k: jax.tree.map(lambda _, t=(k in names): t, v) for k, v in params.items()}
