@@ -27,6 +27,7 @@ from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import normalization
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import table_sharding
@@ -173,7 +174,7 @@ def main(num_devices: int, epochs: int):
   opt = ml_collections.ConfigDict(
     {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
   )
-  tx = optim.make_optimizer(opt, steps_per_epoch=3)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(opt), steps_per_epoch=3)
   state0 = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx)
   variants = _variants(c)
   state_pair = state_lib.create_train_state(model, jax.random.PRNGKey(1), images.shape[1:], tx, num_networks=2)

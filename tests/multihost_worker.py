@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.parallel import distributed  # imports no JAX backend: initialization comes first
 
 
@@ -151,26 +152,26 @@ def main():
       run_config.label_table_sharding = "sharded"
       run_config.checkpoint_every = 1  # a checkpoint after every epoch: epoch 2's is resumed from below
       checkpoints = os.path.join(os.path.dirname(os.path.abspath(args.out)), "checkpoints", name)
-      fit(table=table, config=run_config, checkpoint_dir=checkpoints)
+      fit(table=table, settings=settings_lib.fit_settings(run_config), checkpoint_dir=checkpoints)
       if distributed.is_main_process():  # as if killed during epoch 3
         shutil.rmtree(os.path.join(checkpoints, "3"))
       multihost_utils.sync_global_devices("checkpoint 3 removed")
       resumed = []
       state, table, history, _ = fit(
         table=label_table_lib.create(noisy, c, history_length=method.history_length),
-        config=run_config,
+        settings=settings_lib.fit_settings(run_config),
         checkpoint_dir=checkpoints,
         on_resume=resumed.extend,
       )
       assert [r["epoch"] for r in resumed] == [1, 2], resumed  # restored, then epoch 3 trained
     else:
-      state, table, history, _ = fit(table=table, config=run_config)
+      state, table, history, _ = fit(table=table, settings=settings_lib.fit_settings(run_config))
     assert state.params["Dense_0"]["kernel"].sharding.mesh.devices.size == jax.device_count()
     init = state_lib.create_train_state(
       model,
       jax.random.split(jax.random.PRNGKey(1))[0],
       dataset.x_train.shape[1:],
-      optim.make_optimizer(config.optimizer, 3),
+      optim.make_optimizer(settings_lib.optimizer_settings(config.optimizer), 3),
     )
     arrays = {
       "params": state.params,

@@ -27,6 +27,7 @@ from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import truncated_lq
 from noisy_jax.parallel import mesh as mesh_lib
@@ -176,7 +177,10 @@ def compare_training(num_devices: int, epochs: int) -> dict:
     {"learning_rate": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "lr_boundaries": (1,), "lr_decay": 0.5}
   )
   state0 = state_lib.create_train_state(
-    model, jax.random.PRNGKey(1), images.shape[1:], optim.make_optimizer(opt, steps_per_epoch=3)
+    model,
+    jax.random.PRNGKey(1),
+    images.shape[1:],
+    optim.make_optimizer(settings_lib.optimizer_settings(opt), steps_per_epoch=3),
   )
   variants = {
     "joint_optimization": (

@@ -11,6 +11,7 @@ from noisy_jax import models
 from noisy_jax.core import augment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
@@ -174,16 +175,24 @@ def test_make_augment():
   assert fn.config == {"crop_padding": 4, "flip": True}
 
 
+def weak_augment_of(augment_config):
+  """The trainer's weak augmentation of a config's augment block, read as a run reads it (experiment.settings)."""
+  return views.weak_augment(settings_lib.augment_fields(augment_config))
+
+
 def test_weak_augment_of_a_config():
-  """noisy_jax.train.views.weak_augment reads config.augment: fields left out take make_augment's defaults."""
-  assert views.weak_augment(None) is None
-  assert views.weak_augment({}) is None
-  assert views.weak_augment(ml_collections.ConfigDict({"crop_padding": 0, "flip": False})) is None
-  assert views.weak_augment({"flip": True}).config == {"crop_padding": augment.DEFAULT_CROP_PADDING, "flip": True}
-  fn = views.weak_augment(ml_collections.ConfigDict({"crop_padding": 4, "flip": True, "strong": None}))
-  assert fn.config == {"crop_padding": 4, "flip": True}
+  """config.augment, read by experiment.settings.augment_fields for train.views.weak_augment: fields left out take
+  make_augment's defaults; `strong` is the strong view's."""
+  assert weak_augment_of(None) is None
+  assert weak_augment_of({}) is None
+  assert settings_lib.augment_fields({}) is None
+  assert weak_augment_of(ml_collections.ConfigDict({"crop_padding": 0, "flip": False})) is None
+  assert weak_augment_of({"flip": True}).config == {"crop_padding": augment.DEFAULT_CROP_PADDING, "flip": True}
+  block = ml_collections.ConfigDict({"crop_padding": 4, "flip": True, "strong": None})
+  assert settings_lib.augment_fields(block) == {"crop_padding": 4, "flip": True}
+  assert weak_augment_of(block).config == {"crop_padding": 4, "flip": True}
   assert ce.get_config().augment.to_dict() == {"crop_padding": 0, "flip": False}  # off unless configured
-  assert views.weak_augment(ce.get_config().augment) is None
+  assert weak_augment_of(ce.get_config().augment) is None
 
 
 @pytest.mark.parametrize(
@@ -199,7 +208,7 @@ def test_weak_augment_of_a_config():
 )
 def test_bad_config_raises(config, match):
   with pytest.raises(ValueError, match=match):
-    views.weak_augment(config)
+    weak_augment_of(config)
 
 
 def test_bad_values_raise():
@@ -238,7 +247,7 @@ def test_epoch_program_augments_each_batch_with_the_step_key(mode):
 
   model = models.get("mlp", num_classes=3, hidden_sizes=(8,), bn_axis_name=mesh_lib.AXIS)
   mesh = mesh_lib.make_mesh(1)
-  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1}), 3)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(ml_collections.ConfigDict({"learning_rate": 0.1})), 3)
   state = mesh_lib.replicate(state_lib.create_train_state(model, jax.random.PRNGKey(0), (6, 6, 1), tx), mesh)
   table = mesh_lib.replicate(label_table_lib.create(np.arange(n) % 3, 3), mesh)
   epoch_fn = epoch_lib.make_epoch_fn(

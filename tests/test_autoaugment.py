@@ -20,6 +20,7 @@ import torch
 from noisy_jax import data
 from noisy_jax.core import autoaugment
 from noisy_jax.core import image_ops
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.train import views
 import torchvision_reference as tv
 
@@ -288,9 +289,11 @@ def test_config_errors_name_the_value_and_the_allowed_ones(config, message):
 
 
 def test_an_unknown_field_of_a_config_is_named():
-  """The trainer's reading of config.augment.strong (noisy_jax.train.views.strong_parts) names the allowed fields."""
+  """The reading of config.augment.strong (noisy_jax.experiment.settings) names the allowed fields."""
   with pytest.raises(ValueError, match=r"Unknown strong augment field\(s\) \['polcy'\]; allowed: 'policy'"):
-    views.strong_parts({"polcy": "randaugment"})
+    settings_lib.strong_augment_fields({"strong": {"polcy": "randaugment"}})
+  assert settings_lib.strong_augment_fields({"flip": True}) is None
+  assert settings_lib.strong_augment_fields({"strong": {"cutout": 8}}) == {"cutout": 8}
 
 
 # ---------------------------------------------------------------------------------------------------------------

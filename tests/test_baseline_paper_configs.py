@@ -23,6 +23,7 @@ from experiments.configs import elr_paper
 from experiments.configs import sop_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import registry
@@ -34,7 +35,9 @@ STEPS = 391  # ceil(50,000 / 128): only the epoch boundaries matter to the sched
 
 def _lr_per_epoch(optimizer_config, num_epochs):
   """The lr of each 0-based epoch, read at the epoch's last step."""
-  schedule = optim.learning_rate_schedule(optimizer_config, STEPS, num_epochs=num_epochs)
+  schedule = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(optimizer_config), STEPS, num_epochs=num_epochs
+  )
   return np.array([float(schedule(e * STEPS + STEPS - 1)) for e in range(num_epochs)])
 
 

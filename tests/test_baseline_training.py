@@ -20,6 +20,7 @@ from noisy_jax.core import losses
 from noisy_jax.experiment import export
 from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import dividemix_train
@@ -42,7 +43,9 @@ def _setup(num_networks=1, seed=0):
   valid = jnp.asarray(np.arange(B) < B - 3)  # three padding rows
   labels = rng.integers(0, C, N)
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
-  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.0}), 1, 1)
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.0})), 1, 1
+  )
   state = state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=num_networks)
   return model, state, label_table_lib.create(labels, C), images, indices, valid
 
@@ -237,7 +240,9 @@ def test_bad_baseline_configs_are_refused_by_name():
   with pytest.raises(ValueError, match="lr_v"):
     sop.method(lr_v=-1.0)
   with pytest.raises(ValueError, match="optimizer name"):
-    optim.make_optimizer(ml_collections.ConfigDict({"name": "adamw", "learning_rate": 0.1}), 1, 1)
+    optim.make_optimizer(
+      settings_lib.optimizer_settings(ml_collections.ConfigDict({"name": "adamw", "learning_rate": 0.1})), 1, 1
+    )
   config = _digits_config({"name": "elr", "lam": 3.0, "beta": 0.7})
   config.sweep = ml_collections.ConfigDict({"grid": (), "seeds": (0, 1)})
   with pytest.raises(ValueError, match="comparison config"):
@@ -378,7 +383,11 @@ def test_dividemix_epoch_trains_every_step_at_the_epochs_learning_rate():
   )
   finals = []
   for boundaries in ((), (3,)):
-    tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries}), 5, 4)
+    tx = optim.make_optimizer(
+      settings_lib.optimizer_settings(ml_collections.ConfigDict({"learning_rate": 0.1, "lr_boundaries": boundaries})),
+      5,
+      4,
+    )
     pair = state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
     finals.append(epoch_fn(pair, table, images, jax.random.PRNGKey(4), jnp.int32(3))[0].params)
   _close(finals[0], finals[1], tol=0.0)

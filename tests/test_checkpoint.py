@@ -26,6 +26,7 @@ import pytest
 from experiments import ci_shares
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import checkpoint as checkpoint_lib
@@ -459,7 +460,7 @@ def test_config_differences_ignore_only_cosmetic_fields():
   current["augment"] = {"flip": True}
   assert checkpoint_lib.config_differences(saved, current) == ["augment.flip", "optimizer.learning_rate"]
   config = ml_collections.ConfigDict({"lr_boundaries": (3, 5)})
-  assert checkpoint_lib.config_json(config) == {"lr_boundaries": [3, 5]}
+  assert settings_lib.config_json(config) == {"lr_boundaries": [3, 5]}
 
 
 def test_due_epochs_and_argument_checks():

@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 from experiments.configs import dividemix_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import dividemix
 from noisy_jax.methods import dividemix_train
@@ -74,7 +75,7 @@ def test_dividemix_paper_values(arg):
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 5e-4, False)
   assert opt.get("lr_schedule", "piecewise") == "piecewise"
   assert tuple(opt.lr_boundaries) == (150,) and opt.lr_decay == 0.1
-  schedule = optim.learning_rate_schedule(opt, STEPS, num_epochs=300)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(opt), STEPS, num_epochs=300)
   lr = np.array([float(schedule(e * STEPS)) for e in range(300)])  # at each epoch's first step (optim.at_epoch)
   np.testing.assert_allclose(lr, np.where(np.arange(300) < 150, 0.02, 0.002), rtol=1e-6)
   # REFERENCE §8: PreActResNet-18 (the registry's pre-activation ResNet built with its widths and blocks).

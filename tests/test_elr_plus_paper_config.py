@@ -21,6 +21,7 @@ import tensorflow_datasets as tfds
 from experiments.configs import elr_plus_paper
 from noisy_jax import models
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import registry
@@ -73,7 +74,7 @@ def test_elr_plus_paper_values(arg):
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.02, 0.9, 5e-4, False)
   assert opt.get("lr_schedule", "piecewise") == "piecewise"
   assert tuple(opt.lr_boundaries) == (boundary,) and opt.lr_decay == 0.1
-  schedule = optim.learning_rate_schedule(opt, STEPS, num_epochs=epochs)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(opt), STEPS, num_epochs=epochs)
   lr = np.array([float(schedule(e * STEPS)) for e in range(epochs)])  # at each epoch's first step (optim.at_epoch)
   np.testing.assert_allclose(lr, np.where(np.arange(epochs) < boundary, 0.02, 0.002), rtol=1e-6)
   # Code config_*.json "arch1" / "arch2": PreActResNet18 (the registry's pre-activation ResNet built with its

@@ -15,6 +15,7 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import export
 from noisy_jax.experiment import inputs
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
@@ -31,7 +32,9 @@ N, C, B = 44, 4, 8  # 5 full batches per network and epoch; 4 examples dropped
 def _pair_and_table(seed=0):
   rng = np.random.default_rng(seed)
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,), bn_axis_name=None)
-  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9}), 6, 4)
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9})), 6, 4
+  )
   pair = elr_plus_train.with_averages(
     state_lib.create_train_state(model, jax.random.PRNGKey(3), (5,), tx, num_networks=2)
   )

@@ -9,6 +9,7 @@ import pytest
 from experiments.configs import memorisation
 from noisy_jax.data import normalization
 from noisy_jax.experiment import comparison
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
 from noisy_jax.train import views
@@ -228,9 +229,9 @@ def test_baselines_config():
       method = registry.make(
         run.method, num_classes=10, transition=np.eye(10), num_epochs=run.num_epochs, num_examples=3600
       )
-      optim.make_optimizer(run.optimizer, 28, run.num_epochs)
+      optim.make_optimizer(settings_lib.optimizer_settings(run.optimizer), 28, run.num_epochs)
       strong = views.make_strong_view(
-        views.strong_config(run.get("augment")), normalize=normalization.identity(), weak=None
+        settings_lib.strong_augment_fields(run.get("augment")), normalize=normalization.identity(), weak=None
       )
       assert (strong is not None) == method.strong_view, name
 

@@ -24,6 +24,7 @@ from experiments.configs import webvision_paper
 from noisy_jax import models
 from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
 import test_real_noisy_data  # the miniature Clothing1M release (its _clothing writer)
@@ -75,7 +76,9 @@ def _scale_of(path) -> float:
 def test_backbone_scale_two_sgd_steps_by_hand():
   params = _tiny_params()
   assert models.classifier_name(_tiny_network()) == "Dense_1" and set(params) == {"Dense_0", "Dense_1"}
-  tx = optim.make_optimizer(_sgd_config(backbone_lr_scale=SCALE), 10, classifier="Dense_1")
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=SCALE)), 10, classifier="Dense_1"
+  )
   grads = [_random_like(params, 1), _random_like(params, 2)]
   opt_state, new = tx.init(params), params
   update = jax.jit(tx.update)
@@ -86,7 +89,7 @@ def test_backbone_scale_two_sgd_steps_by_hand():
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7), new, expected)
   # One step: the backbone's update is SCALE times the one at scale 1, the classifier's is the same.
   first, _ = tx.update(grads[0], tx.init(params), params)
-  plain = optim.make_optimizer(_sgd_config(), 10)
+  plain = optim.make_optimizer(settings_lib.optimizer_settings(_sgd_config()), 10)
   unscaled, _ = plain.update(grads[0], plain.init(params), params)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, SCALE * b, rtol=1e-6), first["Dense_0"], unscaled["Dense_0"])
   jax.tree.map(np.testing.assert_array_equal, first["Dense_1"], unscaled["Dense_1"])
@@ -101,13 +104,15 @@ def test_scale_one_is_the_optimizer_without_the_field():
   grads = _random_like(params, 3)
   expected_updates, expected_state = today.update(grads, today.init(params), params)
   for config in (_sgd_config(), _sgd_config(backbone_lr_scale=1.0)):
-    tx = optim.make_optimizer(config, 10)  # no classifier needed at scale 1
+    tx = optim.make_optimizer(settings_lib.optimizer_settings(config), 10)  # no classifier needed at scale 1
     state = tx.init(params)
     assert jax.tree.structure(state) == jax.tree.structure(today.init(params))
     updates, state = tx.update(grads, state, params)
     jax.tree.map(np.testing.assert_array_equal, updates, expected_updates)
     jax.tree.map(np.testing.assert_array_equal, state, expected_state)
-  scaled = optim.make_optimizer(_sgd_config(backbone_lr_scale=SCALE), 10, classifier="Dense_1").init(params)
+  scaled = optim.make_optimizer(
+    settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=SCALE)), 10, classifier="Dense_1"
+  ).init(params)
   assert jax.tree.structure(scaled) != jax.tree.structure(today.init(params))
   # The lr schedule's step count still sits where optim.at_epoch finds it (DivideMix, ELR+).
   moved = optim.at_epoch(scaled, 7)
@@ -123,7 +128,9 @@ def test_backbone_scale_on_a_stacked_pair():
   """Two networks stacked on a leading axis (a two-network method's state), updated as train.step updates a pair:
   each network's step is the hand-computed one with its own gradient."""
   model = _tiny_network()
-  tx = optim.make_optimizer(_sgd_config(backbone_lr_scale=SCALE), 10, classifier=models.classifier_name(model))
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=SCALE)), 10, classifier=models.classifier_name(model)
+  )
   pair = state_lib.create_train_state(model, jax.random.key(4), (5,), tx, num_networks=2)
   assert jax.tree.leaves(pair.params)[0].shape[0] == 2
   grads = _random_like(pair.params, 5)
@@ -151,14 +158,18 @@ def test_classifier_of_every_model_is_its_last_dense_layer():
 def test_backbone_scale_errors():
   params = {"Dense_0": {"kernel": jnp.ones((2, 2))}, "Dense_1": {"kernel": jnp.ones((2, 3))}}
   with pytest.raises(ValueError, match="classifier is not known"):
-    optim.make_optimizer(_sgd_config(backbone_lr_scale=0.1), 10, classifier=None)
+    optim.make_optimizer(settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=0.1)), 10, classifier=None)
   with pytest.raises(ValueError, match="'head' is not a module of the network"):
-    optim.make_optimizer(_sgd_config(backbone_lr_scale=0.1), 10, classifier="head").init(params)
+    optim.make_optimizer(
+      settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=0.1)), 10, classifier="head"
+    ).init(params)
   with pytest.raises(ValueError, match="backbone_lr_scale"):
-    optim.make_optimizer(_sgd_config(backbone_lr_scale=-1.0), 10, classifier="Dense_1")
+    optim.make_optimizer(settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=-1.0)), 10, classifier="Dense_1")
   assert models.classifier_name(object()) is None
   # scale 0: the classifier alone trains.
-  tx = optim.make_optimizer(_sgd_config(backbone_lr_scale=0.0), 10, classifier="Dense_1")
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(_sgd_config(backbone_lr_scale=0.0)), 10, classifier="Dense_1"
+  )
   updates, _ = tx.update(params, tx.init(params), params)
   assert not np.any(updates["Dense_0"]["kernel"]) and np.all(updates["Dense_1"]["kernel"] < 0)
 

@@ -14,9 +14,11 @@ that reaches up, even inside a function, fails here. From the bottom:
 Every import is absolute (`from noisy_jax.core import losses`): a relative one (`from . import x`) would not be seen
 by this reading, so none is allowed.
 
-Below `train` nothing takes a config: no function of core, parallel, data or models has a parameter named `config`
-or `*_config` (read with `ast` too); the experiment layer (and, until it gets settings, the trainer) reads the config
-and gives them plain values.
+Below `methods` nothing takes a config: no function of core, parallel, data, models or train has a parameter named
+`config` or `*_config` (read with `ast` too). The experiment layer reads the config once (noisy_jax.experiment.settings
+into the trainer's typed frozen settings, noisy_jax.train.settings) and gives the layers below plain values. A
+method's builder reads its own block (`method_config`, config.method: the fields its MethodSpec lists) into the
+method's keyword arguments; no function of methods takes any other config.
 """
 
 import ast
@@ -131,8 +133,9 @@ def test_a_relative_import_is_caught():
   ]
 
 
-# The layers below `train` take plain values: a run's config is read above them (DESIGN.md, "The config is read once").
-PLAIN_LAYERS = ("core", "parallel", "data", "models")
+# The layers below `methods` take plain values: a run's config is read above them (DESIGN.md, "The config is read
+# once").
+PLAIN_LAYERS = ("core", "parallel", "data", "models", "train")
 
 
 def config_parameters(source: str) -> list[str]:
@@ -149,13 +152,23 @@ def config_parameters(source: str) -> list[str]:
   return found
 
 
-def test_no_config_parameters_below_train():
+def test_no_config_parameters_below_methods():
   found = []
   for path, module in package_modules():
     if layer_of(module) in PLAIN_LAYERS:
       with open(path, encoding="utf-8") as f:
         found += [f"{module}:{entry}" for entry in config_parameters(f.read())]
   assert found == [], f"functions of {PLAIN_LAYERS} that take a config (give them plain values instead): {found}"
+
+
+def test_methods_take_only_their_own_block():
+  """A method reads config.method (its `method_config`) and nothing else of the run's config."""
+  found = []
+  for path, module in package_modules():
+    if layer_of(module) == "methods":
+      with open(path, encoding="utf-8") as f:
+        found += [f"{module}:{entry}" for entry in config_parameters(f.read()) if not entry.endswith("(method_config)")]
+  assert found == [], f"functions of methods that take a config other than config.method: {found}"
 
 
 def test_a_config_parameter_is_caught():

@@ -22,6 +22,7 @@ from experiments.configs import loss_correction_paper
 from noisy_jax import models
 from noisy_jax.core import noise as noise_lib
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
@@ -76,7 +77,7 @@ def test_loss_correction_paper_values(arg):
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.1, 0.9, 2 * l2, False)
   assert opt.get("lr_schedule", "piecewise") == "piecewise" and opt.lr_decay == 0.1
   assert config.num_epochs == epochs and stages_lib.total_epochs(config) == epochs and config.batch_size == 128
-  schedule = optim.learning_rate_schedule(opt, STEPS, num_epochs=epochs)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(opt), STEPS, num_epochs=epochs)
   lr = np.array([float(schedule(e * STEPS)) for e in range(epochs)])  # at each epoch's first step
   np.testing.assert_allclose(lr, [_keras_lr(dataset, e) for e in range(epochs)], rtol=1e-6)
   # Code experiment.py val_split 0.1 (of 50,000); models.py ImageDataGenerator(shift 0.1 of 32 px, flip) and

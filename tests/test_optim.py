@@ -11,6 +11,7 @@ import optax
 import pytest
 import torch
 
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.train import optim
 
 
@@ -46,7 +47,7 @@ def test_cosine_matches_pytorch_per_epoch(period, lr_min):
   torch's CosineAnnealingLR(T_max=T, eta_min=lr_min) stepped once after each epoch (APL's main.py)."""
   steps_per_epoch = 3
   config = _config(lr_schedule="cosine", lr_min=lr_min)
-  schedule = optim.learning_rate_schedule(config, steps_per_epoch, num_epochs=period)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(config), steps_per_epoch, num_epochs=period)
   epochs = np.arange(period)
   want = lr_min + (0.01 - lr_min) * (1 + np.cos(np.pi * epochs / period)) / 2
   weight = torch.nn.Parameter(torch.zeros(1))
@@ -65,16 +66,22 @@ def test_cosine_matches_pytorch_per_epoch(period, lr_min):
 
 
 def test_cosine_period_defaults_to_num_epochs_and_cosine_epochs_overrides():
-  a = optim.learning_rate_schedule(_config(lr_schedule="cosine"), 2, num_epochs=10)
-  b = optim.learning_rate_schedule(_config(lr_schedule="cosine", cosine_epochs=10), 2, num_epochs=99)
-  c = optim.learning_rate_schedule(_config(lr_schedule="cosine", cosine_epochs=0), 2, num_epochs=10)  # 0: default
+  a = optim.learning_rate_schedule(settings_lib.optimizer_settings(_config(lr_schedule="cosine")), 2, num_epochs=10)
+  b = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(_config(lr_schedule="cosine", cosine_epochs=10)), 2, num_epochs=99
+  )
+  c = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(_config(lr_schedule="cosine", cosine_epochs=0)), 2, num_epochs=10
+  )  # 0: default
   for step in range(0, 20, 3):
     assert float(a(step)) == float(b(step)) == float(c(step))
   assert float(a(10)) == pytest.approx(0.005)  # epoch 5 of 10: half way
 
 
 def test_piecewise_schedule():
-  schedule = optim.learning_rate_schedule(_config(lr_boundaries=(2, 4), lr_decay=0.5), 3)
+  schedule = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(_config(lr_boundaries=(2, 4), lr_decay=0.5)), 3
+  )
   got = [float(schedule(step)) for step in range(18)]
   want = [0.01] * 6 + [0.005] * 6 + [0.0025] * 6
   np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -99,7 +106,7 @@ def test_default_optimizer_unchanged():
     optax.add_decayed_weights(1e-4),
     optax.sgd(optax.piecewise_constant_schedule(0.01, {2: 0.1}), momentum=0.9, nesterov=False),
   )
-  new = optim.make_optimizer(config, steps_per_epoch)
+  new = optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch)
   params = _params()
   assert jax.tree.structure(new.init(params)) == jax.tree.structure(old.init(params))
   grads_seq = [_grads(seed) for seed in range(5)]
@@ -110,7 +117,10 @@ def test_default_optimizer_unchanged():
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), got_params, want_params)
   # Explicit defaults of the new fields build the same optimiser.
   explicit = optim.make_optimizer(
-    _config(lr_boundaries=(1,), lr_schedule="piecewise", grad_clip_norm=0.0, lr_min=0.0), steps_per_epoch
+    settings_lib.optimizer_settings(
+      _config(lr_boundaries=(1,), lr_schedule="piecewise", grad_clip_norm=0.0, lr_min=0.0)
+    ),
+    steps_per_epoch,
   )
   same, _ = _updates(explicit, params, grads_seq)
   for g, w in zip(same, want):
@@ -124,7 +134,9 @@ def test_clipping_matches_numpy(scale):
   grads = _grads(7, scale)
   norm = _global_norm(grads)
   assert (norm > 5) == (scale > 1)
-  tx = optim.make_optimizer(_config(grad_clip_norm=5.0, weight_decay=1e-2), steps_per_epoch=10)
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(_config(grad_clip_norm=5.0, weight_decay=1e-2)), steps_per_epoch=10
+  )
   (updates,), _ = _updates(tx, params, [grads])
   factor = min(1.0, 5.0 / norm)
   want = jax.tree.map(
@@ -133,7 +145,10 @@ def test_clipping_matches_numpy(scale):
   jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-9), updates, want)
   # The clipped gradient itself: norm exactly 5 when above, untouched below (weight decay 0 and lr 1 expose it).
   raw = optim.make_optimizer(
-    ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "grad_clip_norm": 5.0}), steps_per_epoch=10
+    settings_lib.optimizer_settings(
+      ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "grad_clip_norm": 5.0})
+    ),
+    steps_per_epoch=10,
   )
   (clipped,), _ = _updates(raw, params, [grads])
   assert _global_norm(clipped) == pytest.approx(min(norm, 5.0), rel=1e-6)
@@ -146,7 +161,9 @@ def test_clipping_is_before_weight_decay():
   params = _params()
   zero = jax.tree.map(jnp.zeros_like, params)
   tx = optim.make_optimizer(
-    ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "weight_decay": 100.0, "grad_clip_norm": 5.0}),
+    settings_lib.optimizer_settings(
+      ml_collections.ConfigDict({"learning_rate": 1.0, "momentum": 0.0, "weight_decay": 100.0, "grad_clip_norm": 5.0})
+    ),
     steps_per_epoch=10,
   )
   (updates,), _ = _updates(tx, params, [zero])
@@ -170,12 +187,12 @@ def test_clipping_is_before_weight_decay():
 )
 def test_bad_values(fields, match):
   with pytest.raises(ValueError, match=match):
-    optim.make_optimizer(_config(**fields), steps_per_epoch=3, num_epochs=10)
+    optim.make_optimizer(settings_lib.optimizer_settings(_config(**fields)), steps_per_epoch=3, num_epochs=10)
 
 
 def test_cosine_needs_a_period():
   with pytest.raises(ValueError, match="cosine_epochs or the stage's num_epochs"):
-    optim.make_optimizer(_config(lr_schedule="cosine"), steps_per_epoch=3)
+    optim.make_optimizer(settings_lib.optimizer_settings(_config(lr_schedule="cosine")), steps_per_epoch=3)
 
 
 def test_l1_matches_pytorch_loss_plus_l1_then_clip_then_sgd():
@@ -184,7 +201,9 @@ def test_l1_matches_pytorch_loss_plus_l1_then_clip_then_sgd():
   (sign(0) = 0, as torch's abs)."""
   params = jax.tree.map(lambda p: p.at[..., 0].set(0.0), _params())
   grads_seq = [_grads(8, 3.0), _grads(9, 0.01)]
-  tx = optim.make_optimizer(_config(l1=0.05, grad_clip_norm=5.0, weight_decay=1e-3), steps_per_epoch=10)
+  tx = optim.make_optimizer(
+    settings_lib.optimizer_settings(_config(l1=0.05, grad_clip_norm=5.0, weight_decay=1e-3)), steps_per_epoch=10
+  )
   ours, _ = _updates(tx, params, grads_seq)
   leaves, treedef = jax.tree.flatten(params)
   weights = [torch.nn.Parameter(torch.tensor(np.asarray(w), dtype=torch.float64)) for w in leaves]
@@ -202,7 +221,7 @@ def test_l1_matches_pytorch_loss_plus_l1_then_clip_then_sgd():
 
 
 def test_l1_needs_the_parameters():
-  tx = optim.make_optimizer(_config(l1=0.1), steps_per_epoch=10)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(_config(l1=0.1)), steps_per_epoch=10)
   with pytest.raises(ValueError, match="needs the parameters"):
     tx.update(_grads(1), tx.init(_params()))
 
@@ -214,7 +233,9 @@ def test_adam_matches_pytorch_adam_with_its_weight_decay_and_schedule(weight_dec
   params = _params()
   grads_seq = [_grads(k, 1.0 + k) for k in range(8)]
   config = _config(name="adam", learning_rate=0.01, weight_decay=weight_decay, lr_boundaries=lr_boundaries)
-  ours, _ = _updates(optim.make_optimizer(config, steps_per_epoch=5), params, grads_seq)
+  ours, _ = _updates(
+    optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch=5), params, grads_seq
+  )
   leaves, treedef = jax.tree.flatten(params)
   weights = [torch.nn.Parameter(torch.tensor(np.asarray(w), dtype=torch.float64)) for w in leaves]
   torch_opt = torch.optim.Adam(weights, lr=0.01, weight_decay=weight_decay)

@@ -31,6 +31,7 @@ from noisy_jax.core import noise as noise_lib
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import pretrained as run_pretrained
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
@@ -290,7 +291,9 @@ def test_peers_paper_apl_values(name):
   assert (opt.learning_rate, opt.momentum, opt.weight_decay, opt.nesterov) == (0.01, 0.9, 1e-4, False)
   assert (opt.lr_schedule, opt.lr_min, opt.grad_clip_norm) == ("cosine", 0.0, 5.0)
   assert tuple(opt.lr_boundaries) == ()
-  schedule = optim.learning_rate_schedule(opt, 391, num_epochs=config.num_epochs)  # 50,000 / 128 -> 391 steps
+  schedule = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(opt), 391, num_epochs=config.num_epochs
+  )  # 50,000 / 128 -> 391 steps
   for epoch in (0, 1, 60, 119):
     want = 0.01 * (1 + np.cos(np.pi * epoch / 120)) / 2
     assert float(schedule(epoch * 391 + 390)) == pytest.approx(want, rel=1e-5, abs=1e-12)

@@ -10,6 +10,7 @@ import pytest
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import pes
 from noisy_jax.methods import spec as spec_lib
@@ -59,7 +60,7 @@ def _pes_epoch(settings, images, given, model, *, lr_boundaries=(6,), epoch=2):
     {"learning_rate": 0.5, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": lr_boundaries}
   )
   steps_per_epoch = -(-NUM_EXAMPLES // BATCH)
-  tx = optim.make_optimizer(config, steps_per_epoch, 10)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch, 10)
   state = state_lib.create_train_state(model, jax.random.PRNGKey(3), SHAPE, tx)
   table = label_table_lib.with_method_rows(
     label_table_lib.create(jnp.asarray(given), NUM_CLASSES), pes.init_rows(NUM_EXAMPLES)

@@ -22,6 +22,7 @@ import torch
 
 from experiments.configs import pes_paper
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import pes
 from noisy_jax.methods import registry
@@ -104,7 +105,9 @@ def test_pes_paper_values(arg):
     assert (adam.name, adam.learning_rate, adam.weight_decay, tuple(adam.lr_boundaries)) == ("adam", 1e-4, 0.0, ())
     assert list(adam.trainable_modules) == list(REFINES[k])
     assert adam.get("beta1", 0.9) == 0.9 and adam.get("beta2", 0.999) == 0.999 and adam.get("l1", 0.0) == 0.0
-    schedule = optim.learning_rate_schedule(adam, STEPS, num_epochs=int(stage_config.num_epochs))
+    schedule = optim.learning_rate_schedule(
+      settings_lib.optimizer_settings(adam), STEPS, num_epochs=int(stage_config.num_epochs)
+    )
     np.testing.assert_allclose([float(schedule(e * STEPS)) for e in range(epochs[k + 1])], 1e-4, rtol=1e-6)
 
   # The SGD: PES_cs.py:165 SGD(lr 0.1, momentum 0.9, weight_decay 1e-4), :166 MultiStepLR([100, 150], 0.1). Warm-up and
@@ -119,11 +122,11 @@ def test_pes_paper_values(arg):
   # (1-based) trains with the schedule's count at (epochs_before + e - 1) steps_per_epoch (pes.make_epoch_fn), with
   # epochs_before the earlier stages' clock, T1 + 1: loop epoch T1 + e.
   torch_lrs = _torch_loop_lrs()
-  schedule = optim.learning_rate_schedule(warmup, STEPS, num_epochs=t1)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(warmup), STEPS, num_epochs=t1)
   np.testing.assert_allclose([float(schedule(e * STEPS)) for e in range(t1)], torch_lrs[:t1], rtol=1e-6)
   epochs_before = sum(clock[:3])
   assert epochs_before == t1 + 1
-  schedule = optim.learning_rate_schedule(own, STEPS, num_epochs=epochs[3])
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(own), STEPS, num_epochs=epochs[3])
   lr = [float(schedule((epochs_before + e - 1) * STEPS)) for e in range(1, epochs[3] + 1)]
   np.testing.assert_allclose(lr, torch_lrs[t1 + 1 :], rtol=1e-6)
   assert lr[100 - t1 - 1] == pytest.approx(0.01) and lr[99 - t1 - 1] == pytest.approx(0.1)  # loop epochs 100, 99
@@ -153,7 +156,9 @@ def test_the_sgd_and_the_refines_adam_are_pytorchs():
         w.grad = torch.tensor(g[name])
       torch_optimizer.step()
     with jax.enable_x64(True):
-      tx = optim.make_optimizer(optimizer_config, steps_per_epoch, 5, classifier="head")
+      tx = optim.make_optimizer(
+        settings_lib.optimizer_settings(optimizer_config), steps_per_epoch, 5, classifier="head"
+      )
       params = {name: jnp.asarray(w) for name, w in params0.items()}
       state = tx.init(params)
       for g in grads:

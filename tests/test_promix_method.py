@@ -13,6 +13,7 @@ import pytest
 from experiments.configs import tiny
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import promix
 from noisy_jax.methods import promix_train
 from noisy_jax.methods import registry
@@ -41,7 +42,7 @@ def test_pseudo_head_is_the_second_half_of_a_model_with_twice_the_outputs():
 
 
 def test_priors_need_the_pseudo_head():
-  tx = optim.make_optimizer(ml_collections.ConfigDict({"learning_rate": 0.1}), 1, 1)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(ml_collections.ConfigDict({"learning_rate": 0.1})), 1, 1)
   plain = state_lib.create_train_state(_model(False), jax.random.key(0), (6, 6, 1), tx, num_networks=2)
   with pytest.raises(ValueError, match=r"pseudo_head=True"):
     promix_train.with_priors(plain, 5)

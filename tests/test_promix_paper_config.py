@@ -18,6 +18,7 @@ import tensorflow_datasets as tfds
 
 from experiments.configs import promix_paper
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import registry
 from noisy_jax.train import optim
 from noisy_jax.train import views
@@ -100,8 +101,9 @@ def test_promix_paper_values(arg):
     "num_magnitude_bins": 31,
     "cutout": 0,
   }
-  # The strong view's fields as the trainer reads them (noisy_jax.train.views.strong_parts), defaults included.
-  assert views.strong_parts(config.augment.strong).config == {
+  # The strong view's fields as a run reads them (experiment.settings, then train.views.strong_parts), defaults
+  # included.
+  assert views.strong_parts(settings_lib.strong_augment_fields(config.augment)).config == {
     "policy": "promix_randaugment",
     "num_ops": 3,
     "cutout": 0,
@@ -117,7 +119,9 @@ def test_promix_paper_values(arg):
 def test_promix_paper_cosine_is_the_originals():
   """The lr of every epoch 0 .. 600 (read at its last step) against adjust_learning_rate's; the last is eta_min."""
   config = promix_paper.get_config()
-  schedule = optim.learning_rate_schedule(config.optimizer, STEPS, num_epochs=config.num_epochs)
+  schedule = optim.learning_rate_schedule(
+    settings_lib.optimizer_settings(config.optimizer), STEPS, num_epochs=config.num_epochs
+  )
   ours = np.array([float(schedule(e * STEPS + STEPS - 1)) for e in range(config.num_epochs)])
   theirs = np.array([_original_lr(e) for e in range(ORIGINAL_EPOCHS + 1)])
   assert ours.shape == theirs.shape == (601,)

@@ -9,6 +9,7 @@ import optax
 import pytest
 
 from noisy_jax import models
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
@@ -30,7 +31,11 @@ def _params():
 def test_trainable_modules_train_as_the_plain_optimizer_on_their_own_parameters_and_freeze_the_rest():
   settings = {"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": ()}
   restricted = optim.make_optimizer(
-    ml_collections.ConfigDict({**settings, "trainable_modules": ["stage4", optim.CLASSIFIER]}), 3, classifier="head"
+    settings_lib.optimizer_settings(
+      ml_collections.ConfigDict({**settings, "trainable_modules": ["stage4", optim.CLASSIFIER]})
+    ),
+    3,
+    classifier="head",
   )
   plain = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.1, momentum=0.9))
   params = _params()
@@ -56,7 +61,7 @@ def test_trainable_modules_train_as_the_plain_optimizer_on_their_own_parameters_
 def test_trainable_modules_that_name_nothing_are_refused(entries, classifier, message):
   config = ml_collections.ConfigDict({"learning_rate": 0.1, "trainable_modules": entries})
   with pytest.raises(ValueError, match=message):
-    optim.make_optimizer(config, 3, classifier=classifier).init(_params())
+    optim.make_optimizer(settings_lib.optimizer_settings(config), 3, classifier=classifier).init(_params())
 
 
 def _result(stage, variables, opt_state=None):

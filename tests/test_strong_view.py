@@ -20,6 +20,7 @@ from noisy_jax.core import augment as augment_lib
 from noisy_jax.core import autoaugment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import normalization
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import plain_loss
 from noisy_jax.methods import sop
 from noisy_jax.train import loop
@@ -100,14 +101,21 @@ def test_the_step_forwards_both_views_as_one_batch():
     step_lib.train_step(state, table, weak, ROWS[:4], np.ones(4, bool), method=probe, epoch=1, axis_name=None)
 
 
+def _strong_view_of(config, method):
+  """The trainer's strong view for `method` under `config`, read as a run reads it (experiment.settings)."""
+  return loop._strong_view(settings_lib.fit_settings(config), method, normalize=NORMALIZE, weak=WEAK)  # pylint: disable=protected-access
+
+
 def test_the_trainer_refuses_a_config_and_a_method_that_disagree():
-  config = ml_collections.ConfigDict({"augment": {"crop_padding": 4, "flip": True}})
+  config = ml_collections.ConfigDict(
+    {"batch_size": 8, "num_epochs": 1, "optimizer": {"learning_rate": 0.1}, "augment": {"crop_padding": 4}}
+  )
   with pytest.raises(ValueError, match=r"method 'sop' trains on a weak and a strong view.*config.augment.strong"):
-    loop._strong_view(config, sop.method(ratio_consistency=0.9), normalize=NORMALIZE, weak=WEAK)  # pylint: disable=protected-access
+    _strong_view_of(config, sop.method(ratio_consistency=0.9))
   config.augment.strong = SOP_PLUS
   with pytest.raises(ValueError, match="config.augment.strong=.* method 'cross_entropy' trains on one view"):
-    loop._strong_view(config, plain_loss.method("cross_entropy"), normalize=NORMALIZE, weak=WEAK)  # pylint: disable=protected-access
-  assert loop._strong_view(config, sop.method(ratio_consistency=0.9), normalize=NORMALIZE, weak=WEAK).config == {  # pylint: disable=protected-access
+    _strong_view_of(config, plain_loss.method("cross_entropy"))
+  assert _strong_view_of(config, sop.method(ratio_consistency=0.9)).config == {
     "policy": "autoaugment_cifar10",
     "cutout": 8,
   }

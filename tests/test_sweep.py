@@ -10,6 +10,7 @@ import pytest
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import inputs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import sweep
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import registry
@@ -91,7 +92,7 @@ def _single_fit(member_config, dataset):
     table=table,
     dataset=dataset,
     clean_train_labels=dataset.y_train,
-    config=member_config,
+    settings=settings_lib.fit_settings(member_config),
     key=stage1_key,
     mesh=mesh_lib.make_mesh(1),
   )

@@ -24,6 +24,7 @@ from noisy_jax.core import t_revision as core
 from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import inputs as inputs_lib
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import registry
@@ -266,7 +267,7 @@ def test_defaults_are_the_papers_and_the_codes_options_are_named():
 def test_init_state_adds_a_zero_correction_that_the_optimiser_covers_and_the_network_ignores():
   model = models.get("mlp", num_classes=C, hidden_sizes=(8,))
   opt = ml_collections.ConfigDict({"name": "coteaching_adam", "learning_rate": 1e-3, "decay_start": 10})
-  tx = optim.make_optimizer(opt, steps_per_epoch=2, num_epochs=3)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(opt), steps_per_epoch=2, num_epochs=3)
   state = state_lib.create_train_state(model, jax.random.PRNGKey(0), (4, 4, 1), tx)
   context = spec_lib.Context(num_classes=C, products={t_revision.TRANSITION: np.eye(C)})
   method = registry.build(ml_collections.ConfigDict({"name": "t_revision"}), context)

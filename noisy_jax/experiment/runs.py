@@ -28,6 +28,7 @@ from noisy_jax.experiment import export as export_lib
 from noisy_jax.experiment import inputs as inputs_lib
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.experiment.inputs import load_dataset  # pylint: disable=g-importing-member
 from noisy_jax.experiment.inputs import noisy_training_labels  # pylint: disable=g-importing-member
@@ -38,7 +39,6 @@ from noisy_jax.parallel import distributed
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import streaming
 from noisy_jax.train import checkpoint as checkpoint_lib
-from noisy_jax.train import loop
 from noisy_jax.train import predict as predict_lib
 from noisy_jax.train import state as state_lib
 
@@ -133,7 +133,7 @@ def run_single(
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
   # part in the checkpoints (orbax coordinates the write of the global arrays).
   writes = bool(workdir) and distributed.is_main_process()
-  checkpointed = bool(workdir) and int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY)) > 0
+  checkpointed = bool(workdir) and settings_lib.fit_field(config, "checkpoint_every") > 0
   if workdir:
     os.makedirs(workdir, exist_ok=True)
   recorder = RecordWriter(workdir if writes else None, log_fn=log_fn, resume_fn=resume_fn)
@@ -371,7 +371,7 @@ def export_delivered(
         "stage": delivered.stage.name,
         "seed": seed,
         "which": which,
-        "config": checkpoint_lib.config_json(delivered.config),
+        "config": settings_lib.config_json(delivered.config),
       },
       num_networks=delivered.method.num_networks,
     )
@@ -433,8 +433,8 @@ def carved_validation_probs(config, dataset, model, variables, *, num_networks: 
   """The delivered network's eval-mode softmax [N_val, C] of the validation split, float64: predict.make_predict_fn
   as the trainer evaluates (the normalisation and XLA options of `config`, the stage that trained `variables`; a
   pair of networks (num_networks 2) averages its logits), streamed in order when the split is on disk."""
-  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)
-  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
+  options = settings_lib.compiler_options(config, model, mesh.devices.flat[0].platform)
+  workers = settings_lib.fit_field(config, "input_workers")
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(
       model,

@@ -17,6 +17,7 @@ from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.data import bad_files
 from noisy_jax.experiment import inputs as inputs_lib
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
@@ -58,16 +59,16 @@ def config_of_stage(config, stage: spec_lib.Stage):
   return stage_config
 
 
-def stage_table(stage, previous, noisy, num_classes, method, config, mesh, stage1_key) -> label_table_lib.LabelTable:
+def stage_table(stage, previous, noisy, num_classes, method, settings, mesh, stage1_key) -> label_table_lib.LabelTable:
   """The label table a stage starts from. 'noisy': the run's labels, with the method's per-example rows (their key
-  fold_in(stage1_key, METHOD_ROWS_STREAM)), split over the devices when the config asks for it
-  (loop.table_sharded); 'previous': a fresh replicated table holding the previous stage's soft labels."""
+  fold_in(stage1_key, METHOD_ROWS_STREAM)), split over the devices when the stage's FitSettings `settings` ask for
+  it (loop.table_sharded); 'previous': a fresh replicated table holding the previous stage's soft labels."""
   if stage.table == "previous":
     return label_table_lib.create(noisy, num_classes).replace(
       soft_labels=jnp.asarray(jax.device_get(previous.table.soft_labels))
     )
   if loop.table_sharded(
-    config,
+    settings,
     num_examples=len(noisy),
     num_classes=num_classes,
     history_length=method.history_length,
@@ -160,7 +161,7 @@ def stage_clock(stage: spec_lib.Stage, stage_config) -> int:
 def training_probs(config, dataset, model, variables, *, mesh: Mesh) -> np.ndarray:
   """A trained network's eval-mode softmax [N, C] of the training split, float64 (the normalisation and XLA options
   of `config`, the stage that trained `variables`)."""
-  options = loop.compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
+  options = settings_lib.compiler_options(config, model, mesh.devices.flat[0].platform)  # deterministic as fit's
   predict = predict_lib.make_evaluate(
     predict_lib.make_predict_fn(model, normalize=inputs_lib.normalizer(config, dataset), compiler_options=options)
   )
@@ -251,13 +252,14 @@ def train_stages(
     )
     method = stage_method(stage, config, context, history_wanted=history_wanted, dataset=dataset)
     recorded = not stage.auxiliary
+    fit_settings = settings_lib.fit_settings(stage_config)
     state, table, history, best = loop.fit(
       model=model,
       method=method,
-      table=stage_table(stage, previous, noisy, dataset.num_classes, method, config, mesh, stage1_key),
+      table=stage_table(stage, previous, noisy, dataset.num_classes, method, fit_settings, mesh, stage1_key),
       dataset=dataset,
       clean_train_labels=clean,
-      config=stage_config,
+      settings=fit_settings,
       key=stage_key(stage, stage1_key, stage2_key),
       mesh=mesh,
       stage=stage.name,

@@ -68,11 +68,11 @@ from noisy_jax.experiment import inputs
 from noisy_jax.experiment import pretrained
 from noisy_jax.experiment import reporting
 from noisy_jax.experiment import runs
+from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import sweep_grid
 from noisy_jax.methods import registry
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import epoch as epoch_lib
-from noisy_jax.train import loop
 from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
@@ -163,7 +163,10 @@ def _init_fn(config, model, input_shape, num_steps: int) -> Callable:
   """Programs.init: state_lib.create_train_state of every init key [M] in one compiled call (same values as one by
   one, where each call compiles anew: ~2-4 s per member on a 2-core CPU)."""
   tx = optim.make_optimizer(
-    config.optimizer, num_steps, int(config.num_epochs), classifier=models.classifier_name(model)
+    settings_lib.optimizer_settings(config.optimizer),
+    num_steps,
+    int(config.num_epochs),
+    classifier=models.classifier_name(model),
   )
   init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
   return jax.jit(
@@ -185,7 +188,7 @@ class Programs:
   def __init__(
     self, config, model, method: method_lib.Method, *, input_shape, num_examples: int, member_map: str, normalize=None
   ):
-    epoch_mode = epoch_lib.resolve_epoch_mode(config.get("epoch_mode", "auto"), jax.devices()[0].platform)
+    epoch_mode = epoch_lib.resolve_epoch_mode(settings_lib.fit_field(config, "epoch_mode"), jax.devices()[0].platform)
     member_map = members_lib.resolve_member_map(
       member_map, jax.devices()[0].platform, models.resolve(config.model.name, input_shape)
     )
@@ -193,10 +196,12 @@ class Programs:
     batch_size = int(config.batch_size)
     normalize = normalize or normalization.identity()
     build_method = _method_builder(config.method.to_dict(), model.num_classes)
-    member_step = _member_step_fn(build_method, normalize, views_lib.weak_augment(config.get("augment")))
+    member_step = _member_step_fn(
+      build_method, normalize, views_lib.weak_augment(settings_lib.augment_fields(config.get("augment")))
+    )
     batches = functools.partial(epoch_lib.epoch_batches, num_examples=num_examples, batch_size=batch_size)
     num_steps = math.ceil(num_examples / batch_size)
-    options = loop.compiler_options(config, model, jax.devices()[0].platform)
+    options = settings_lib.compiler_options(config, model, jax.devices()[0].platform)
     epoch_fn = _scan_epoch_fn if epoch_mode == "scan" else _steps_epoch_fn
     self.epoch = epoch_fn(member_step, batches, num_steps, member_map, options)
     self.predict = _predict_fn(model, normalize, member_map, options)
@@ -352,7 +357,7 @@ def train_members(
     if has_val:
       best_val, best_variables = _update_best(programs, records, variables, best_val, best_variables)
     train_probs = None
-    if config.get("eval_train", False):
+    if settings_lib.fit_field(config, "eval_train"):
       train_probs = _score_train_split(programs, records, variables, dataset, given, clean)
     if programs.epoch_end is not None and method.epoch_end.due(epoch):
       scored = train_probs  # (bound now: the thunk below runs in this epoch)

@@ -49,9 +49,6 @@ import orbax.checkpoint as ocp
 
 CHECKPOINT_DIRNAME = "checkpoints"
 FORMAT_VERSION = 1
-# Epochs between a stage's checkpoints when config.checkpoint_every is not set (0: none; the last epoch is always
-# saved).
-DEFAULT_EVERY = 5
 
 # Config fields (matched by their last dotted component) that a resumed run may change. They only affect what is
 # logged or plotted, how often checkpoints are written, or how the same computation is executed:
@@ -184,12 +181,6 @@ def key_data(key: jax.Array) -> list[int]:
   return [int(v) for v in np.asarray(key).reshape(-1)]
 
 
-def config_json(config) -> dict:
-  """The config as plain JSON types (tuples become lists), as saved and compared."""
-  raw = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-  return json.loads(json.dumps(raw, default=repr))
-
-
 def save(manager: ocp.CheckpointManager, epoch: int, *, state, table, best_variables, meta: dict) -> None:
   """Writes the checkpoint of `epoch` (all or nothing; see the module docstring) and prunes old ones.
 
@@ -260,15 +251,15 @@ def config_differences(saved: dict, current: dict) -> list[str]:
   )
 
 
-def check_compatible(meta: dict, *, directory: str, config, key: jax.Array) -> None:
-  """Raises ValueError unless the checkpoint `meta` was written by this same run (seed, key, training config)."""
+def check_compatible(meta: dict, *, directory: str, seed: int | None, config_json: dict, key: jax.Array) -> None:
+  """Raises ValueError unless the checkpoint `meta` was written by this same run: its `seed`, its root `key` and its
+  config (`config_json`, the stage's config as JSON types, noisy_jax.experiment.settings.config_json; the fields of
+  RESUME_FREE_FIELDS may differ)."""
   if meta.get("format_version") != FORMAT_VERSION:
     raise ValueError(
       f"The checkpoint in {directory} has format_version={meta.get('format_version')!r}; "
       f"this version reads only {FORMAT_VERSION}."
     )
-  seed = config.get("seed") if hasattr(config, "get") else None
-  seed = None if seed is None else int(seed)
   if meta.get("seed") != seed:
     raise ValueError(
       f"Cannot resume from {directory}: it was written with seed={meta.get('seed')!r}, this run has "
@@ -279,9 +270,9 @@ def check_compatible(meta: dict, *, directory: str, config, key: jax.Array) -> N
       f"Cannot resume from {directory}: its root key {meta.get('key_data')} differs from this run's "
       f"{key_data(key)} (same seed, different key derivation)."
     )
-  differing = config_differences(meta.get("config", {}), config_json(config))
+  differing = config_differences(meta.get("config", {}), dict(config_json))
   if differing:
-    saved, current = _flatten(meta.get("config", {})), _flatten(config_json(config))
+    saved, current = _flatten(meta.get("config", {})), _flatten(dict(config_json))
     shown = "; ".join(
       f"{name}: saved {saved.get(name, '<absent>')!r}, now {current.get(name, '<absent>')!r}" for name in differing[:8]
     )

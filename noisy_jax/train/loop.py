@@ -18,7 +18,6 @@ from noisy_jax.core import label_table as label_table_lib
 from noisy_jax.core import metrics as metrics_lib
 from noisy_jax.data import bad_files
 from noisy_jax.data import inputs as inputs_lib
-from noisy_jax.data import normalization
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import streaming
 from noisy_jax.parallel import table_sharding
@@ -31,24 +30,23 @@ from noisy_jax.train import members as members_lib
 from noisy_jax.train import method as method_lib
 from noisy_jax.train import optim
 from noisy_jax.train import predict as predict_lib
+from noisy_jax.train import settings as settings_lib
 from noisy_jax.train import state as state_lib
 from noisy_jax.train import table_metrics as table_metrics_lib
 from noisy_jax.train import views as views_lib
 
 
-def _member_map(config, mesh: Mesh, input_shape) -> str:
-  """How a two-network step maps over its pair: config.member_map ('auto' by default: noisy_jax.train.members)."""
-  from noisy_jax import models  # pylint: disable=g-import-not-at-top  (models import nothing of train)
-
+def _member_map(settings: settings_lib.FitSettings, mesh: Mesh, input_shape) -> str:
+  """How a two-network step maps over its pair: settings.member_map ('auto': noisy_jax.train.members)."""
   return members_lib.resolve_member_map(
-    config.get("member_map", "auto"), mesh.devices.flat[0].platform, models.resolve(config.model.name, input_shape)
+    settings.member_map, mesh.devices.flat[0].platform, models.resolve(settings.model_name, input_shape)
   )
 
 
-def _strong_view(config, method, *, normalize, weak):
-  """The strong view of a method that trains on two (`Method.strong_view`), from config.augment.strong
-  (noisy_jax.train.views); None for the others. ValueError when the config and the method disagree."""
-  strong = views_lib.make_strong_view(views_lib.strong_config(config.get("augment")), normalize=normalize, weak=weak)
+def _strong_view(settings: settings_lib.FitSettings, method, *, normalize, weak):
+  """The strong view of a method that trains on two (`Method.strong_view`), from settings.strong_augment
+  (noisy_jax.train.views); None for the others. ValueError when the settings and the method disagree."""
+  strong = views_lib.make_strong_view(settings.strong_augment, normalize=normalize, weak=weak)
   if method.strong_view and strong is None:
     raise ValueError(
       f"method {method.name!r} trains on a weak and a strong view of each example, but config.augment.strong asks "
@@ -63,23 +61,22 @@ def _strong_view(config, method, *, normalize, weak):
   return strong
 
 
-def compiler_options(config, model, platform: str) -> dict[str, str | bool] | None:
-  """xla_options.compiler_options of a run of `config`: GPU determinism as config.gpu_deterministic says
-  (xla_options.DEFAULT_GPU_DETERMINISTIC when unset)."""
-  deterministic = bool(config.get("gpu_deterministic", xla_options.DEFAULT_GPU_DETERMINISTIC))
-  return xla_options.compiler_options(model, platform, deterministic=deterministic)
+def _compiler_options(settings: settings_lib.FitSettings, model, mesh: Mesh) -> dict[str, str | bool] | None:
+  """xla_options.compiler_options of `model` on `mesh`'s platform, GPU determinism as settings.gpu_deterministic."""
+  return xla_options.compiler_options(model, mesh.devices.flat[0].platform, deterministic=settings.gpu_deterministic)
 
 
-def table_sharded(config, *, num_examples: int, num_classes: int, history_length: int, num_devices: int) -> bool:
-  """table_sharding.use_sharded for a run of `config`: its label_table_sharding and label_table_budget_mib
-  (table_sharding.DEFAULT_SHARDING and DEFAULT_BUDGET_MIB when unset)."""
+def table_sharded(
+  settings: settings_lib.FitSettings, *, num_examples: int, num_classes: int, history_length: int, num_devices: int
+) -> bool:
+  """table_sharding.use_sharded for a run of `settings` (its label_table_sharding and label_table_budget_mib)."""
   return table_sharding.use_sharded(
-    config.get("label_table_sharding", table_sharding.DEFAULT_SHARDING),
+    settings.label_table_sharding,
     num_examples=num_examples,
     num_classes=num_classes,
     history_length=history_length,
     num_devices=num_devices,
-    budget_mib=config.get("label_table_budget_mib", table_sharding.DEFAULT_BUDGET_MIB),
+    budget_mib=settings.label_table_budget_mib,
   )
 
 
@@ -94,7 +91,7 @@ def fit(
   table: label_table_lib.LabelTable,
   dataset,
   clean_train_labels,
-  config,
+  settings: settings_lib.FitSettings,
   key: jax.Array,
   mesh: Mesh,
   stage: str = "",
@@ -108,23 +105,22 @@ def fit(
   """Trains one network with one method; returns (state, table, per-epoch history list, best-val variables).
 
   checkpoint_dir: None (no checkpoints) or this stage's checkpoint directory (noisy_jax.train.checkpoint). If it holds a
-  checkpoint, training resumes after its epoch (seed, key and config must match, else ValueError); `on_resume` is then
-  called once with the restored per-epoch records, and `log_fn` only sees the epochs trained here. A checkpoint is
-  written every `config.checkpoint_every` epochs (default checkpoint.DEFAULT_EVERY) and after the last epoch, keeping
-  the newest `config.keep_checkpoints` (default 2); the save starts before `log_fn` sees the epoch's record and orbax
+  checkpoint, training resumes after its epoch (seed, key and config_json must match, else ValueError); `on_resume` is
+  then called once with the restored per-epoch records, and `log_fn` only sees the epochs trained here. A checkpoint
+  is written every `settings.checkpoint_every` epochs and after the last epoch, keeping the newest
+  `settings.keep_checkpoints`; the save starts before `log_fn` sees the epoch's record and orbax
   finishes it in the background while the next epoch trains (all or nothing; `fit` waits for it before returning).
 
-  config fields: input, input_budget_mib, normalization (how `dataset` reaches the devices: noisy_jax.data.inputs's
-  input_mode and normalizer, with its defaults), batch_size, num_epochs, optimizer (noisy_jax.train.optim:
-  learning_rate, momentum, weight_decay, lr_schedule, lr_boundaries, lr_decay, cosine_epochs, lr_min,
-  grad_clip_norm; the cosine's period defaults to this stage's num_epochs), eval_train (bool, default False: also
-  score the training split each epoch), augment (None or {crop_padding, flip}: training-time augmentation,
-  noisy_jax.train.views.weak_augment; evaluation never augments), gpu_deterministic (`compiler_options`),
-  label_table_sharding ('auto' | 'replicated' | 'sharded', default 'auto': sharded iff >1 device and the table's
-  N x (C (1 + H) x 4 + 8) bytes exceed label_table_budget_mib, default 256; noisy_jax.parallel.table_sharding has the
-  cost per device). A sharded table is padded on the devices (one process or several) and stays split: metrics are
-  reduced on the devices, checkpoints hold each device's rows (a run may resume on another table sharding: the
-  rows are then read on the host and placed again), and only the returned table is its N real rows on the host.
+  settings: the stage's train.settings.FitSettings (the experiment layer reads them from its config): input,
+  input_budget_mib, normalization (how `dataset` reaches the devices: noisy_jax.data.inputs's input_mode and
+  normalizer), batch_size, num_epochs, optimizer (noisy_jax.train.optim; the cosine's period defaults to this
+  stage's num_epochs), eval_train (also score the training split each epoch), augment (training-time augmentation,
+  noisy_jax.train.views.weak_augment; evaluation never augments), gpu_deterministic, label_table_sharding ('auto' |
+  'replicated' | 'sharded': 'auto' splits the table iff >1 device and its N x (C (1 + H) x 4 + 8) bytes exceed
+  label_table_budget_mib; noisy_jax.parallel.table_sharding has the cost per device). A sharded table is padded on
+  the devices (one process or several) and stays split: metrics are reduced on the devices, checkpoints hold each
+  device's rows (a run may resume on another table sharding: the rows are then read on the host and placed again),
+  and only the returned table is its N real rows on the host.
   `table` is then a host table, or one already split with table_sharding.create (used as it is, and donated).
   init_variables: None (random initialisation) or a map of each network's fresh variables to its starting ones
   (pretrained weights; state.create_train_state). A resumed run takes its variables from the checkpoint.
@@ -136,19 +132,19 @@ def fit(
   """
   init_key, order_key = jax.random.split(key)
   num_examples = dataset.x_train.shape[0]
-  plan = _input_plan(config, dataset, mesh)
-  steps_per_epoch = math.ceil(num_examples / config.batch_size)
+  plan = _input_plan(settings, dataset, mesh)
+  steps_per_epoch = math.ceil(num_examples / settings.batch_size)
   classifier = models.classifier_name(model)  # what optimizer.backbone_lr_scale leaves at the full lr
-  tx = optim.make_optimizer(config.optimizer, steps_per_epoch, int(config.num_epochs), classifier=classifier)
+  tx = optim.make_optimizer(settings.optimizer, steps_per_epoch, settings.num_epochs, classifier=classifier)
   state = state_lib.create_train_state(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )
   if init_opt_state is not None:
     state = state.replace(opt_state=init_opt_state(state.opt_state))
   state = replicate(method.program.init_state(state), mesh)  # with its own program's part (ELR+'s weight averages)
-  shard_table, place_table, table, given = _placed_table(config, table, mesh, num_examples)
+  shard_table, place_table, table, given = _placed_table(settings, table, mesh, num_examples)
   images = None if plan.streamed else replicate(jnp.asarray(np.asarray(dataset.x_train)), mesh)
-  programs = _programs(model, method, mesh, config, dataset, plan, num_examples=num_examples, shard_table=shard_table)
+  programs = _programs(model, method, mesh, settings, dataset, plan, num_examples=num_examples, shard_table=shard_table)
   clean = None if clean_train_labels is None else np.asarray(clean_train_labels)
   progress = Progress(best_val=-1.0, best_variables=None, history=[])
   saving, resumed = None, None
@@ -157,7 +153,7 @@ def fit(
       checkpoint_dir,
       stage,
       plan.every_steps,
-      config=config,
+      settings=settings,
       key=key,
       state=state,
       table=table,
@@ -173,7 +169,7 @@ def fit(
       on_resume(list(progress.history))
   on_skipped = _skip_recorder(dataset, plan.streamed, skipped_files)
   first_epoch = progress.history[-1]["epoch"] + 1 if progress.history else 1
-  for epoch in range(first_epoch, config.num_epochs + 1):
+  for epoch in range(first_epoch, settings.num_epochs + 1):
     start = time.perf_counter()
     inside_epoch = _inside_epoch(on_skipped, position, saving, progress, epoch, steps_per_epoch)
     position = None
@@ -186,14 +182,14 @@ def fit(
     record.update(_evaluation(programs.predict, variables, dataset))
     progress = progress.seen(record, variables)
     train_probs = None
-    if config.get("eval_train", False) or method.reads_train_probs:  # fitted, memorised (metrics.train_split_metrics)
+    if settings.eval_train or method.reads_train_probs:  # fitted, memorised (metrics.train_split_metrics)
       train_probs = programs.predict(variables, dataset.x_train)
       record.update(metrics_lib.train_split_metrics(train_probs, given, clean))
     table = _epoch_end(method, programs, table, epoch, variables, progress.best_variables, train_probs, dataset)
     record.update(table_metrics_lib.table_metrics(table, clean, method, num_examples=num_examples))
     record["seconds"] = time.perf_counter() - start
     progress.history.append(record)
-    if saving is not None and checkpoint_lib.is_due(epoch, every=saving.every, num_epochs=config.num_epochs):
+    if saving is not None and checkpoint_lib.is_due(epoch, every=saving.every, num_epochs=settings.num_epochs):
       _save(saving.manager, epoch, state, table, progress, saving.meta)
     if log_fn is not None:
       log_fn(record)
@@ -212,17 +208,14 @@ class InputPlan:
   every_steps: int
 
 
-def _input_plan(config, dataset, mesh: Mesh) -> InputPlan:
-  """The InputPlan of `config` (fit's docstring) for `dataset` on `mesh`; ValueError for mid-epoch checkpoints of a
-  'scan' epoch."""
-  mode = config.get("input", inputs_lib.DEFAULT_INPUT_MODE)
-  budget_mib = float(config.get("input_budget_mib", inputs_lib.DEFAULT_INPUT_BUDGET_MIB))
+def _input_plan(settings: settings_lib.FitSettings, dataset, mesh: Mesh) -> InputPlan:
+  """The InputPlan of `settings` (fit's docstring) for `dataset` on `mesh`; ValueError for mid-epoch checkpoints of
+  a 'scan' epoch."""
+  mode, budget_mib = settings.input, settings.input_budget_mib
   streamed = inputs_lib.input_mode(dataset, mode=mode, budget_mib=budget_mib) == "streaming"
-  workers = int(config.get("input_workers", streaming.DEFAULT_WORKERS))
-  epoch_mode = epoch_lib.resolve_epoch_mode(
-    config.get("epoch_mode", "auto"), mesh.devices.flat[0].platform, streamed=streamed
-  )
-  every_steps = int(config.get("checkpoint_every_steps", 0))
+  workers = settings.input_workers
+  epoch_mode = epoch_lib.resolve_epoch_mode(settings.epoch_mode, mesh.devices.flat[0].platform, streamed=streamed)
+  every_steps = settings.checkpoint_every_steps
   if every_steps and epoch_mode != "steps":
     raise ValueError(
       f"checkpoint_every_steps={every_steps} saves inside an epoch, which epoch_mode 'scan' runs as "
@@ -230,18 +223,18 @@ def _input_plan(config, dataset, mesh: Mesh) -> InputPlan:
     )
   return InputPlan(
     streamed=streamed,
-    normalize=inputs_lib.normalizer(dataset, config.get("normalization", normalization.DEFAULT_MODE)),
+    normalize=inputs_lib.normalizer(dataset, settings.normalization),
     workers=streaming.default_workers() if workers < 0 else workers,
     epoch_mode=epoch_mode,
     every_steps=every_steps,
   )
 
 
-def _placed_table(config, table, mesh: Mesh, num_examples: int):
+def _placed_table(settings: settings_lib.FitSettings, table, mesh: Mesh, num_examples: int):
   """(sharded, place_table, the table on the mesh, the given labels [N] on the host): a table built in place
   (table_sharding.create) is used as it is."""
   shard_table = table_sharded(
-    config,
+    settings,
     num_examples=num_examples,
     num_classes=table.num_classes,
     history_length=table.history_length,
@@ -265,11 +258,21 @@ class Programs:
   predict_each: Callable | None = None
 
 
-def _programs(model, method, mesh: Mesh, config, dataset, plan: InputPlan, *, num_examples: int, shard_table: bool):
-  """The Programs of `method` on `mesh` for a run of `config` (fit's docstring)."""
-  options = compiler_options(config, model, mesh.devices.flat[0].platform)
-  augment = views_lib.weak_augment(config.get("augment"))
-  strong_view = _strong_view(config, method, normalize=plan.normalize, weak=augment)
+def _programs(
+  model,
+  method,
+  mesh: Mesh,
+  settings: settings_lib.FitSettings,
+  dataset,
+  plan: InputPlan,
+  *,
+  num_examples: int,
+  shard_table: bool,
+):
+  """The Programs of `method` on `mesh` for a run of `settings` (fit's docstring)."""
+  options = _compiler_options(settings, model, mesh)
+  augment = views_lib.weak_augment(settings.augment)
+  strong_view = _strong_view(settings, method, normalize=plan.normalize, weak=augment)
   if method.program.own and plan.every_steps:  # (its streamed input: make_method_epoch_fn refuses it)
     raise ValueError(
       f"method {method.name!r} runs its own epoch program, one epoch per call: set checkpoint_every_steps=0."
@@ -277,7 +280,7 @@ def _programs(model, method, mesh: Mesh, config, dataset, plan: InputPlan, *, nu
   epoch_fn = epoch_lib.make_method_epoch_fn(
     method,
     mesh,
-    batch_size=config.batch_size,
+    batch_size=settings.batch_size,
     num_examples=num_examples,
     strong_view=strong_view,
     augment=augment,
@@ -287,7 +290,7 @@ def _programs(model, method, mesh: Mesh, config, dataset, plan: InputPlan, *, nu
     shard_table=shard_table,
     source=dataset.x_train if plan.streamed else None,
     workers=plan.workers,
-    member_map=(_member_map(config, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
+    member_map=(_member_map(settings, mesh, dataset.x_train.shape[1:]) if method.num_networks > 1 else "loop"),
   )
   predict_fn = predict_lib.make_predict_fn(
     model, normalize=plan.normalize, compiler_options=options, num_networks=method.num_networks
@@ -379,27 +382,29 @@ class Saving:
   every_steps: int
 
 
-def _open_checkpoints(checkpoint_dir: str, stage: str, every_steps: int, *, config, key, **resume_args):
+def _open_checkpoints(
+  checkpoint_dir: str, stage: str, every_steps: int, *, settings: settings_lib.FitSettings, key, **resume_args
+):
   """(Saving, Resumed or None): the managers of `checkpoint_dir` and what they restore (the newest of the epoch and
   the mid-epoch checkpoints when the latter is past the former). resume_args: `_resume`'s state, table,
   num_examples, mesh, place_table."""
-  checkpoint_every = int(config.get("checkpoint_every", checkpoint_lib.DEFAULT_EVERY))
+  checkpoint_every = settings.checkpoint_every
   if checkpoint_every < 1:
     raise ValueError(f"checkpoint_every={checkpoint_every!r} must be >= 1 when checkpoint_dir is given.")
-  manager = checkpoint_lib.open_manager(checkpoint_dir, keep=int(config.get("keep_checkpoints", 2)))
+  manager = checkpoint_lib.open_manager(checkpoint_dir, keep=settings.keep_checkpoints)
   meta = {
     "stage": stage,
-    "seed": None if config.get("seed") is None else int(config.seed),
+    "seed": settings.seed,
     "key_data": checkpoint_lib.key_data(key),
-    "config": checkpoint_lib.config_json(config),
+    "config": dict(settings.config_json),
     "table_rows": resume_args["table"].num_examples,  # N, or N_pad when sharded: the layout saved
   }
-  resumed = _resume(manager, checkpoint_dir, config=config, key=key, **resume_args)
+  resumed = _resume(manager, checkpoint_dir, settings=settings, key=key, **resume_args)
   step_manager = None
   if every_steps:  # mid-epoch checkpoints: the newest wins when it is past the newest epoch checkpoint
     steps_dir = checkpoint_lib.steps_dir(checkpoint_dir)
     step_manager = checkpoint_lib.open_manager(steps_dir, keep=1)
-    inside = _resume(step_manager, steps_dir, config=config, key=key, **resume_args)
+    inside = _resume(step_manager, steps_dir, settings=settings, key=key, **resume_args)
     done = len(resumed.history) if resumed is not None else 0
     if inside is not None and inside.position["epoch"] > done:
       resumed = inside
@@ -496,7 +501,7 @@ def _resume(
   manager,
   directory: str,
   *,
-  config,
+  settings: settings_lib.FitSettings,
   key: jax.Array,
   state: state_lib.TrainState,
   table: label_table_lib.LabelTable,
@@ -504,9 +509,9 @@ def _resume(
   mesh: Mesh,
   place_table: Callable,
 ) -> Resumed | None:
-  """The newest checkpoint in `manager` (at `directory`), checked against this run's `config` and `key` and placed
-  on `mesh`; None when there is none. `state` and `table` are the fresh ones, placed (structure, sharding and given
-  labels), of the table's `num_examples` real rows.
+  """The newest checkpoint in `manager` (at `directory`), checked against this run's `settings` (seed, config_json)
+  and `key` and placed on `mesh`; None when there is none. `state` and `table` are the fresh ones, placed
+  (structure, sharding and given labels), of the table's `num_examples` real rows.
 
   A table saved in this run's layout (meta `table_rows` equal to the placed table's rows) is read straight into its
   sharding; one of another layout (replicated, or padded for another device count) is read on the host, its
@@ -516,7 +521,9 @@ def _resume(
   if epoch is None:
     return None
   meta = checkpoint_lib.restore_meta(manager, epoch)
-  checkpoint_lib.check_compatible(meta, directory=directory, config=config, key=key)
+  checkpoint_lib.check_compatible(
+    meta, directory=directory, seed=settings.seed, config_json=settings.config_json, key=key
+  )
   saved_rows = int(meta.get("table_rows", num_examples))
   same_layout = saved_rows == table.num_examples
   restored_state, restored_table, best = checkpoint_lib.restore_arrays(

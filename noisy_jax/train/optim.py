@@ -1,6 +1,7 @@
 """The optimiser of every run: SGD with momentum, coupled weight decay, a per-epoch lr schedule, optional clipping.
 
-`make_optimizer(config.optimizer, steps_per_epoch, num_epochs)` builds, from the fields of `config.optimizer`:
+`make_optimizer(settings, steps_per_epoch, num_epochs)` builds, from the fields of `settings` (a run's
+`noisy_jax.train.settings.OptimizerSettings`, read from its config.optimizer by noisy_jax.experiment.settings):
 
   learning_rate     base lr
   momentum          SGD momentum (default 0.9); nesterov (default False)
@@ -64,18 +65,23 @@ import optax
 from noisy_jax.core import _checks
 from noisy_jax.core import precision
 from noisy_jax.train import coteaching_adam
+from noisy_jax.train.settings import OptimizerSettings  # pylint: disable=g-importing-member
 
 LR_SCHEDULES = ("piecewise", "cosine")
 OPTIMIZERS = ("sgd", "adam", "coteaching_adam")
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, as its eps
 ADAM_EPS = 1e-8
-DEFAULT_BACKBONE_LR_SCALE = 1.0  # experiments/configs/base.py's optimizer() sets the same
 CLASSIFIER = "<classifier>"  # in trainable_modules: the model's classifier, whatever its name
 
 
-def _cosine_epochs(config, num_epochs: int | None) -> int:
-  """T of the cosine schedule: config.cosine_epochs when set (> 0), else the stage's num_epochs."""
-  value = config.get("cosine_epochs", None) or num_epochs
+def _or(value: float | None, default: float) -> float:
+  """`value`, or the optimiser's own `default` when the settings leave it None."""
+  return default if value is None else value
+
+
+def _cosine_epochs(settings: OptimizerSettings, num_epochs: int | None) -> int:
+  """T of the cosine schedule: settings.cosine_epochs when set (> 0), else the stage's num_epochs."""
+  value = settings.cosine_epochs or num_epochs
   if value is None:
     raise ValueError("lr_schedule='cosine' needs optimizer.cosine_epochs or the stage's num_epochs (neither given).")
   if int(value) != value or value < 1:
@@ -83,27 +89,27 @@ def _cosine_epochs(config, num_epochs: int | None) -> int:
   return int(value)
 
 
-def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None = None) -> optax.Schedule:
-  """The per-epoch lr schedule of `config.lr_schedule` (module docstring) as an optax schedule of the step count.
+def learning_rate_schedule(
+  settings: OptimizerSettings, steps_per_epoch: int, num_epochs: int | None = None
+) -> optax.Schedule:
+  """The per-epoch lr schedule of `settings.lr_schedule` (module docstring) as an optax schedule of the step count.
 
   Args:
-    config: the optimizer config (learning_rate and the schedule's fields).
+    settings: the optimiser's settings (learning_rate and the schedule's fields).
     steps_per_epoch: optimiser steps per epoch (epoch e covers steps [e * steps_per_epoch, (e + 1) * steps_per_epoch)).
     num_epochs: the stage's epochs, the cosine's default T (unused by 'piecewise').
 
   Raises:
     ValueError: an unknown lr_schedule, a negative lr_min, or a missing / non-positive cosine period.
   """
-  kind = config.get("lr_schedule", "piecewise")
+  kind = settings.lr_schedule
   _checks.check_choice("lr_schedule", kind, LR_SCHEDULES)
-  learning_rate = float(config.learning_rate)
+  learning_rate = settings.learning_rate
   if kind == "piecewise":
-    boundaries = {
-      int(epoch) * steps_per_epoch: float(config.get("lr_decay", 0.1)) for epoch in config.get("lr_boundaries", ())
-    }
+    boundaries = {epoch * steps_per_epoch: settings.lr_decay for epoch in settings.lr_boundaries}
     return optax.piecewise_constant_schedule(learning_rate, boundaries)
-  period = _cosine_epochs(config, num_epochs)
-  lr_min = float(config.get("lr_min", 0.0))
+  period = _cosine_epochs(settings, num_epochs)
+  lr_min = settings.lr_min
   _checks.check_range("lr_min", lr_min, 0.0, np.inf)
 
   def schedule(count):
@@ -117,21 +123,21 @@ def learning_rate_schedule(config, steps_per_epoch: int, num_epochs: int | None 
 
 
 def make_optimizer(
-  config, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
+  settings: OptimizerSettings, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
 ) -> optax.GradientTransformation:
-  """`optimizer_chain`, restricted to config.trainable_modules when set (`train_only`; module docstring).
+  """`optimizer_chain`, restricted to settings.trainable_modules when set (`train_only`; module docstring).
 
   Raises:
     ValueError: those of `optimizer_chain`; trainable_modules not a list of names; when the optimizer is
       initialised, an entry that names no top-level module of the params.
   """
-  chain = optimizer_chain(config, steps_per_epoch, num_epochs, classifier=classifier)
-  trainable = config.get("trainable_modules", None)
+  chain = optimizer_chain(settings, steps_per_epoch, num_epochs, classifier=classifier)
+  trainable = settings.trainable_modules
   return chain if not trainable else train_only(chain, trainable, classifier)
 
 
 def optimizer_chain(
-  config, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
+  settings: OptimizerSettings, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
 ) -> optax.GradientTransformation:
   """SGD with momentum, coupled (PyTorch-style, before momentum) weight decay on every parameter, the lr schedule of
   `learning_rate_schedule`, and first, when on, the L1 term's gradient (`l1` > 0) and global-norm clipping
@@ -140,7 +146,7 @@ def optimizer_chain(
   state, what checkpoints hold) is the one without the field.
 
   Args:
-    config: the optimizer config (module docstring).
+    settings: the optimiser's settings (module docstring).
     steps_per_epoch: optimiser steps per epoch (the schedules change at epoch boundaries).
     num_epochs: the stage's epochs (the cosine's default period; coteaching_adam's end).
     classifier: the name of the model's classifier, a top-level key of its params (`models.classifier_name`); needed
@@ -151,16 +157,16 @@ def optimizer_chain(
       without `classifier`, and the schedule's errors; when the optimizer is initialised, a `classifier` that is not a
       top-level key of the params.
   """
-  clip = float(config.get("grad_clip_norm", 0.0) or 0.0)
+  clip = settings.grad_clip_norm
   _checks.check_range("grad_clip_norm", clip, 0.0, np.inf, high_open=True)
-  l1 = float(config.get("l1", 0.0) or 0.0)
+  l1 = settings.l1
   _checks.check_range("l1", l1, 0.0, np.inf, high_open=True)
-  backbone_scale = float(config.get("backbone_lr_scale", DEFAULT_BACKBONE_LR_SCALE))
+  backbone_scale = settings.backbone_lr_scale
   _checks.check_range("backbone_lr_scale", backbone_scale, 0.0, np.inf, high_open=True)
   last = [] if backbone_scale == 1.0 else [scale_backbone(backbone_scale, classifier)]
   steps = [add_l1_gradient(l1)] if l1 > 0 else []
   steps += [optax.clip_by_global_norm(clip)] if clip > 0 else []
-  name = config.get("name", "sgd")
+  name = settings.name
   _checks.check_choice("optimizer name", name, OPTIMIZERS)
   if name == "coteaching_adam":
     if num_epochs is None:
@@ -168,32 +174,32 @@ def optimizer_chain(
     return optax.chain(
       *steps,
       coteaching_adam.adam_schedule(
-        float(config.learning_rate),
+        settings.learning_rate,
         int(num_epochs),
-        int(config.get("decay_start", 80)),
+        settings.decay_start,
         steps_per_epoch=steps_per_epoch,
-        beta1=float(config.get("beta1", coteaching_adam.ORIGINAL_BETA1)),
-        beta1_after=float(config.get("beta1_after", coteaching_adam.ORIGINAL_BETA1_AFTER)),
+        beta1=_or(settings.beta1, coteaching_adam.ORIGINAL_BETA1),
+        beta1_after=_or(settings.beta1_after, coteaching_adam.ORIGINAL_BETA1_AFTER),
       ),
       *last,
     )
   if name == "adam":
     steps += [
-      optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+      optax.add_decayed_weights(settings.weight_decay),
       optax.adam(
-        learning_rate_schedule(config, steps_per_epoch, num_epochs),
-        b1=float(config.get("beta1", ADAM_BETAS[0])),
-        b2=float(config.get("beta2", ADAM_BETAS[1])),
+        learning_rate_schedule(settings, steps_per_epoch, num_epochs),
+        b1=_or(settings.beta1, ADAM_BETAS[0]),
+        b2=_or(settings.beta2, ADAM_BETAS[1]),
         eps=ADAM_EPS,
       ),
     ]
     return optax.chain(*steps, *last)
   steps += [
-    optax.add_decayed_weights(float(config.get("weight_decay", 0.0))),
+    optax.add_decayed_weights(settings.weight_decay),
     optax.sgd(
-      learning_rate_schedule(config, steps_per_epoch, num_epochs),
-      momentum=float(config.get("momentum", 0.9)),
-      nesterov=bool(config.get("nesterov", False)),
+      learning_rate_schedule(settings, steps_per_epoch, num_epochs),
+      momentum=settings.momentum,
+      nesterov=settings.nesterov,
     ),
   ]
   return optax.chain(*steps, *last)

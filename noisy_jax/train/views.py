@@ -1,8 +1,8 @@
 """The views of a training batch: the weak one (crop and flip) and the strong one of methods that train on two
 views of each example (SOP+).
 
-  augment = weak_augment(config.augment)       # (key, x, rows) -> x, or None (noisy_jax.core.augment)
-  strong = make_strong_view(config.augment.strong, normalize=normalize, weak=augment)
+  augment = weak_augment(fit_settings.augment)  # (key, x, rows) -> x, or None (noisy_jax.core.augment)
+  strong = make_strong_view(fit_settings.strong_augment, normalize=normalize, weak=augment)
   x_strong = strong(key, codes, rows)          # float [b, H, W, C], the step's key and the batch's rows
 
 A method asks for it with `Method.strong_view`; the trainer then gives its objective the logits of both views
@@ -38,13 +38,13 @@ StrongViewFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (key, u
 
 
 def make_strong_view(
-  config: Mapping[str, Any] | None, *, normalize: Callable[[jax.Array], jax.Array], weak: Callable | None
+  fields: Mapping[str, Any] | None, *, normalize: Callable[[jax.Array], jax.Array], weak: Callable | None
 ) -> StrongViewFn | None:
   """The strong view `view(key, codes uint8 [b, H, W, C], rows [b]) -> float [b, H, W, C]` (module docstring), or
-  None when `config` asks for nothing.
+  None when `fields` ask for nothing.
 
   Args:
-    config: config.augment.strong (autoaugment.strong_parts' fields, read by `strong_parts`), or None.
+    fields: the strong view's fields (FitSettings.strong_augment: autoaugment.strong_parts' fields), or None.
     normalize: codes -> float images, the run's on-device normalisation.
     weak: the run's weak augmentation `(key, x, rows) -> x` (crop and flip; noisy_jax.core.augment.make_augment),
       or None.
@@ -52,7 +52,7 @@ def make_strong_view(
   Raises:
     ValueError: from `strong_parts`, naming a bad field or value.
   """
-  parts = strong_parts(config)
+  parts = strong_parts(fields)
   if parts is None:
     return None
 
@@ -68,43 +68,21 @@ def make_strong_view(
   return view
 
 
-def strong_config(augment_config) -> Any:
-  """config.augment.strong of a config's augment block (None when the block or the field is absent)."""
-  if augment_config is None:
-    return None
-  return augment_config.get("strong") if hasattr(augment_config, "get") else None
-
-
-def _fields(block, allowed: tuple[str, ...], what: str) -> dict:
-  """A config block (None, a dict or an ml_collections.ConfigDict) as a dict; ValueError naming the fields it has
-  that are not `allowed`."""
-  if block is None:
-    return {}
-  fields = dict(block.to_dict() if hasattr(block, "to_dict") else block)
-  unknown = sorted(set(fields) - set(allowed))
-  if unknown:
-    raise ValueError(f"Unknown {what} field(s) {unknown}; allowed: {', '.join(map(repr, allowed))}.")
-  return fields
-
-
-def weak_augment(augment_config) -> augment_lib.AugmentFn | None:
-  """The run's weak augmentation (crop and flip) of config.augment (None, or a block of
-  noisy_jax.core.augment.AUGMENT_FIELDS): augment.make_augment of its crop_padding and flip, the fields left out
-  taking make_augment's defaults; None when it asks for nothing. Its `strong` field is `strong_parts`'.
+def weak_augment(fields: Mapping[str, Any] | None) -> augment_lib.AugmentFn | None:
+  """The run's weak augmentation (crop and flip): augment.make_augment of `fields` (FitSettings.augment: None, or
+  some of crop_padding and flip, the others taking make_augment's defaults); None when it asks for nothing.
 
   Raises:
-    ValueError: an unknown field (listing the allowed ones), or make_augment's on a bad value.
+    ValueError: make_augment's, on a bad value.
   """
-  fields = _fields(augment_config, augment_lib.AUGMENT_FIELDS, "augment")
-  fields.pop("strong", None)
-  return augment_lib.make_augment(**fields)
+  return augment_lib.make_augment(**dict(fields or {}))
 
 
-def strong_parts(strong_config) -> autoaugment.StrongParts | None:
-  """autoaugment.strong_parts of config.augment.strong (None, or a block of autoaugment.STRONG_AUGMENT_FIELDS), the
-  fields left out taking strong_parts' defaults; None when it asks for nothing.
+def strong_parts(fields: Mapping[str, Any] | None) -> autoaugment.StrongParts | None:
+  """autoaugment.strong_parts of `fields` (FitSettings.strong_augment: None, or some of
+  autoaugment.STRONG_AUGMENT_FIELDS, the others taking strong_parts' defaults); None when it asks for nothing.
 
   Raises:
-    ValueError: an unknown field (listing the allowed ones), or strong_parts' on a bad value.
+    ValueError: strong_parts' on a bad value.
   """
-  return autoaugment.strong_parts(**_fields(strong_config, autoaugment.STRONG_AUGMENT_FIELDS, "strong augment"))
+  return autoaugment.strong_parts(**dict(fields or {}))
