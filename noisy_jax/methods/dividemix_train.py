@@ -118,7 +118,7 @@ def _check_batch_size(batch_size: int, num_devices: int) -> None:
     )
 
 
-def _train_forward(net, params, batch_stats, x):
+def train_forward(net, params, batch_stats, x):
   """Train-mode logits of network `net` (its apply_fn) with `params`, and its running statistics after the pass."""
   logits, updates = net.apply_fn({"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"])
   return logits.astype(precision.at_least(logits.dtype)), updates["batch_stats"]
@@ -171,14 +171,14 @@ def make_epoch_fn(
 
     x1, x2, u1, u2 = view(my_l, keys[0]), view(my_l, keys[1]), view(my_u, keys[2]), view(my_u, keys[3])
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
-    train_forward = functools.partial(_train_forward, own)
+    own_forward = functools.partial(train_forward, own)
     eval_forward = functools.partial(_eval_forward, other)
     stats = own.batch_stats
-    z_u11, stats = train_forward(own.params, stats, u1)
-    z_u12, stats = train_forward(own.params, stats, u2)
+    z_u11, stats = own_forward(own.params, stats, u1)
+    z_u12, stats = own_forward(own.params, stats, u2)
     z_u21, z_u22 = eval_forward(u1), eval_forward(u2)
-    z_x1, stats = train_forward(own.params, stats, x1)
-    z_x2, stats = train_forward(own.params, stats, x2)
+    z_x1, stats = own_forward(own.params, stats, x1)
+    z_x2, stats = own_forward(own.params, stats, x2)
     z_u11, z_u12, z_x1, z_x2 = (lax.stop_gradient(z) for z in (z_u11, z_u12, z_x1, z_x2))
     softmax = jax.nn.softmax
     targets_x = dm.refine_labels(soft, w, (softmax(z_x1) + softmax(z_x2)) / 2, T=settings.temperature)
@@ -206,7 +206,7 @@ def make_epoch_fn(
     lamb = dm.linear_rampup(current, settings.warm_up, lambda_u=settings.lambda_u) * has_unlabelled
 
     def loss_fn(params):
-      logits, new_stats = train_forward(params, stats, inputs)
+      logits, new_stats = own_forward(params, stats, inputs)
       lx, lu = dm.losses_x_u(
         logits[: 2 * local],
         targets[: 2 * local],

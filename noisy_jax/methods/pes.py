@@ -95,7 +95,7 @@ def init_rows(num_rows: int) -> dict:
   return {SELECTED: jnp.zeros((num_rows,), dtype), GIVEN_PROBABILITY: jnp.zeros((num_rows,), dtype)}
 
 
-def _view_predictions(apply_fn, normalize, augment, batch_size: int, compiler_options):
+def view_predictions(apply_fn, normalize, augment, batch_size: int, compiler_options):
   """`predict(variables, images, key, rows [R]) -> [R, C]` mean softmax over two augmented views, eval mode."""
 
   def one_chunk(variables, images, key, rows):
@@ -181,7 +181,7 @@ def make_epoch_fn(
     if settings.code_freeze_renewed:
       renewed = [entry for modules in settings.refine_modules for entry in modules]
       classifier = models.classifier_name(state.apply_fn.__self__)
-      new_state = new_state.replace(params=_keep_renewed(before, new_state.params, renewed, classifier))
+      new_state = new_state.replace(params=keep_renewed(before, new_state.params, renewed, classifier))
     correct = lax.psum(jnp.sum(jnp.argmax(logits, -1) == jnp.argmax(labels, -1)).astype(dtype), axis)
     return new_state, table, pair_epochs.add_to_totals(totals, loss, correct, jnp.asarray(float(batch_size), dtype))
 
@@ -194,7 +194,7 @@ def make_epoch_fn(
     if table_sharding.is_sharded(table):
       raise ValueError("PES keeps its selection in a replicated label table: set label_table_sharding='replicated'.")
     if "predict" not in predictor:
-      predictor["predict"] = _view_predictions(state.apply_fn, normalize, augment, batch_size, compiler_options)
+      predictor["predict"] = view_predictions(state.apply_fn, normalize, augment, batch_size, compiler_options)
     given = np.asarray(distributed.host_value(table.noisy_labels))[:num_examples]
     variables = {"params": state.params, "batch_stats": state.batch_stats}
     probs = predictor["predict"](variables, images, jax.random.fold_in(key, SELECTION_STREAM), num_examples)
@@ -231,13 +231,13 @@ def make_epoch_fn(
   return epoch_fn
 
 
-def _keep_renewed(before, after, entries, classifier):
+def keep_renewed(before, after, entries, classifier):
   """`after` with the top-level modules that `entries` name (optim.trainable_names) as in `before`."""
   names = optim.trainable_names(before, entries, classifier)
   return {name: before[name] if name in names else tree for name, tree in after.items()}
 
 
-def _cross_entropy(method_config, context) -> method_lib.Method:
+def cross_entropy_stage(method_config, context) -> method_lib.Method:
   """The warm-up's and the refines' objective: cross entropy on every row (PES_cs.py:105-125, common/tools.py)."""
   del method_config, context
   return plain_loss.method("cross_entropy")
@@ -259,7 +259,7 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
     spec_lib.Stage(
       f"refine{k}",
       key_stream=k,
-      build=_cross_entropy,
+      build=cross_entropy_stage,
       config_section=f"refine{k}",
       network="previous_final",
       renew=modules,
@@ -268,7 +268,7 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
     )
     for k, modules in enumerate(entries, start=1)
   )
-  warmup = spec_lib.Stage("warmup", key_stream=0, build=_cross_entropy, config_section="warmup")
+  warmup = spec_lib.Stage("warmup", key_stream=0, build=cross_entropy_stage, config_section="warmup")
   own = spec_lib.Stage(
     "stage1",
     key_stream=len(entries) + 1,
