@@ -35,6 +35,7 @@ from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
 from noisy_jax.methods import pes
+from noisy_jax.methods import pes_semi
 from noisy_jax.methods import plain_loss
 from noisy_jax.methods import promix_train
 from noisy_jax.methods import sop
@@ -61,6 +62,7 @@ SPECS = {
     promix_train.SPEC,
     t_revision.SPEC,
     pes.SPEC,
+    pes_semi.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
