@@ -9,9 +9,9 @@ The string after the colon picks the row, DATASET,NOISE,RATE[,original] or DATAS
                                    (noisify_pairflip, i -> i + 1 mod C; the paper's Pairflip-45% [recalled])
   DATASET   cifar10_n | cifar100_n CIFAR-N human labels (noise type 'dataset', dataset_kwargs.noise_key), then LABELS:
                                    cifar10_n aggregate | random1 | random2 | random3 | worst; cifar100_n noisy. The
-                                   original runs CIFAR-N with PES-semi (PES_noisylabels.py: PES + MixMatch, not
-                                   implemented here); these rows take PES_cs's CIFAR-10 / CIFAR-100 settings (our
-                                   choice)
+                                   original runs CIFAR-N with PES-semi (PES_noisylabels.py: PES + MixMatch, whose
+                                   rows are pes_semi_paper.py's); these rows take PES_cs's CIFAR-10 / CIFAR-100
+                                   settings (our choice)
   original  optional: the code's optimiser after the refines (method.code_freeze_renewed, REFERENCE §15): the renewed
             ResNet stage 4 and classifier stay as the refines left them (their BatchNorm statistics still move)
 Default: cifar10,symmetric,0.5. On a GPU/TPU box with the TFDS data prepared (noisy_jax.data.tfds_data; CIFAR-N needs
