@@ -370,6 +370,7 @@ BASELINE_RUNS = (
   ("promix", "ProMix (2 networks, its own RandAugment pool view)"),
   ("t_revision", "T-Revision (3 stages)"),
   ("pes", "PES (4 stages)"),
+  ("pes_semi", "PES-semi (3 stages, MixMatch)"),
 )
 
 

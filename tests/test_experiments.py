@@ -301,3 +301,18 @@ def test_per_class_report_of_a_comparisons_exports(tmp_path):
   assert "ce/seed0" in per_class.format_report(records)
   with pytest.raises(FileNotFoundError, match="elr"):
     per_class.report(str(tmp_path), ["elr"])
+
+
+def test_the_pes_semi_rows_take_one_pass_over_the_training_split_per_epoch():
+  """baselines.py's PES-semi rows: int(N / 128) MixMatch steps an epoch for mnist5k's N training rows, as the
+  original's int(50,000 / 128) on CIFAR; the table's 40 loop epochs are 3 warm-up + 37 MixMatch (the refine counts
+  none)."""
+  from experiments.configs import baselines  # pylint: disable=g-import-not-at-top
+  from experiments.configs import ce  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs  # pylint: disable=g-import-not-at-top
+
+  num_train = inputs.load_dataset(ce.get_config()).x_train.shape[0]
+  assert num_train == baselines.MNIST5K_TRAIN_EXAMPLES
+  run = baselines.pes_semi_run()
+  assert run.method.steps_per_epoch == num_train // 128 == 28
+  assert run.warmup.num_epochs + run.num_epochs == ce.get_run().num_epochs

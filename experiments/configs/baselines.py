@@ -112,6 +112,19 @@ Every method trains the small CNN for ce.py's 40 epochs with ce.py's SGD (lr 0.0
                        holds 14.0%, 32.9% and 21.9% of the rows, and the run's test accuracy at best validation is
                        49.90%, 90.70% and 92.30%. 1e-3 is the one whose refined network keeps near the warm-up's (the
                        refines' purpose), chosen on the refines' validation and not on the final test accuracy.
+  pes_semi             PES-semi's three stages (noisy_jax.methods.pes_semi) within the table's 40 loop epochs, its
+                       original's (PES_semi.py: T1 = 20 of 300 loop epochs, a refine of the classifier for 5 epochs
+                       inside loop epoch T1, whose MixMatch epoch follows in that same loop epoch) scaled: 3 warm-up
+                       epochs (its 20 x 40 / 300 = 2.7, rounded up) of cross entropy with ce.py's SGD; 1 refine epoch
+                       (its 5 x 40 / 300 = 0.7, rounded up) of the renewed classifier alone with Adam at lr 1e-3, as
+                       PES's row and for its reason; then 37 MixMatch epochs (40 - 3) continuing the warm-up's SGD,
+                       ce.py's x0.1 at loop epochs 20 and 30, lambda_u 150 (its CIFAR-10 default, ramped over 16
+                       epochs from loop epoch 3), T 0.5, alpha 4 then 0.75 from loop epoch 20, class weights clipped
+                       at 3. Its epoch is int(N / 128) = 28 steps, one pass over the rows, as the original's
+                       int(50,000 / 128) = 390 are one pass over CIFAR's (the original's count is fixed whatever the
+                       data: 390 steps here would be 14 passes an epoch). Not ce.py's SGD but the original's (lr 0.02,
+                       weight decay 5e-4, cosine to lr / 100 over the run) would change two things at once; the
+                       table keeps every SGD row on ce.py's.
 Method settings: ELR with the CIFAR-10 values of its configs (symmetric: beta 0.7, lambda 3; asymmetric: beta 0.9,
 lambda 1); SOP with the original's rates (symmetric: lr_u 1, lr_v 10; asymmetric: lr_u 0.1, lr_v 100); forward
 loss correction with the noise model's true transition matrix; GCE q 0.7, truncated Lq q 0.7 k 0.5, EL log_end
@@ -146,6 +159,7 @@ from experiments.configs import promix_paper
 from experiments.configs import sop_paper
 from experiments.configs import t_revision_paper
 from experiments.configs import truncated_lq
+from noisy_jax.core import pes as pes_core
 from noisy_jax.train import optim
 
 SETTINGS = {"sym60": ("symmetric", 0.6, ""), "asym40": ("asymmetric", 0.4, "mnist")}
@@ -164,6 +178,13 @@ PES_REFINE_EPOCHS = (2, 1)  # its T2 = 7 and T3 = 5 of 200 loop epochs scaled to
 PES_REFINE_LEARNING_RATE = 1e-3  # ten times the original's 1e-4 (pes_paper.REFINE_LEARNING_RATE): module docstring
 # the small CNN's last block (its third conv and BatchNorm) + classifier, then the classifier
 PES_REFINE_MODULES = (("Conv_2", "BatchNorm_2", optim.CLASSIFIER), (optim.CLASSIFIER,))
+# PES-semi in the table's 40 loop epochs (module docstring): T1 = 20 and T2 = 5 of the original's 300 (PES_semi.py:31,
+# :40 --T2, :221 T1 for CIFAR-10) scaled and rounded up; lambda_u its --lambda_u default (PES_semi.py:37).
+PES_SEMI_WARMUP_EPOCHS = 3
+PES_SEMI_REFINE_EPOCHS = 1
+PES_SEMI_LAMBDA_U = 150.0
+MNIST5K_TRAIN_EXAMPLES = 3600  # mnist5k's training split, its 400 validation rows held out (noisy_jax.data)
+BATCH_SIZE = 128  # base.py's, every row's
 
 
 def coteaching_run(forget_rate: float, *, plus: bool = False) -> ml_collections.ConfigDict:
@@ -314,6 +335,23 @@ def pes_run() -> ml_collections.ConfigDict:
   return run
 
 
+def pes_semi_run(num_examples: int = MNIST5K_TRAIN_EXAMPLES) -> ml_collections.ConfigDict:
+  """PES-semi's three stages in the table's 40 loop epochs with ce.py's SGD, Adam in the refine of the classifier,
+  one pass over the `num_examples` training rows per MixMatch epoch (module docstring)."""
+  run = ce.get_run()  # ce.py's SGD, x0.1 at loop epochs 20 and 30 on the loop's clock
+  run.method = {
+    "name": "pes_semi",
+    "lambda_u": PES_SEMI_LAMBDA_U,
+    # int(N / B) steps, as the original's int(50,000 / 128) (PES_semi.py:81): one pass over the rows
+    "steps_per_epoch": pes_core.semi_steps_per_epoch(int(run.get("batch_size", BATCH_SIZE)), num_examples),
+  }
+  adam = {"name": "adam", "learning_rate": PES_REFINE_LEARNING_RATE, "weight_decay": 0.0, "lr_boundaries": ()}
+  run.warmup = {"num_epochs": PES_SEMI_WARMUP_EPOCHS}  # the run's SGD
+  run.refine1 = {"num_epochs": PES_SEMI_REFINE_EPOCHS, "optimizer": adam}
+  run.num_epochs -= PES_SEMI_WARMUP_EPOCHS  # 37: the refine counts no loop epoch (its MixMatch epoch shares T1)
+  return run
+
+
 def _coteaching_plan() -> ml_collections.ConfigDict:
   """Co-teaching's paper plan (Adam lr 1e-3, decayed from epoch 16 of 40), which JoCoR's original shares."""
   run = ml_collections.ConfigDict()
@@ -434,6 +472,7 @@ def get_config(setting: str = "sym60"):
       "promix": promix_run(symmetric),
       "t_revision": t_revision_run(),
       "pes": pes_run(),
+      "pes_semi": pes_semi_run(),
     }
   )
   return config
