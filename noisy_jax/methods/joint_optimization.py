@@ -100,7 +100,7 @@ def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
 STAGE2 = spec_lib.Stage(
   "stage2",
   key_stream=1,
-  build=lambda method_config, context: plain_loss.method("cross_entropy"),
+  build=plain_loss.cross_entropy_stage,
   config_section="stage2",
   table="previous",
   delivers=True,

@@ -183,7 +183,7 @@ def estimated_transition(train_probs: np.ndarray, method_config) -> dict:
 ESTIMATE = spec_lib.Stage(
   "estimate",
   key_stream=1,
-  build=lambda method_config, context: plain_loss.method("cross_entropy"),
+  build=plain_loss.cross_entropy_stage,
   auxiliary=True,
   product=estimated_transition,
 )

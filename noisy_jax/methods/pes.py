@@ -237,12 +237,6 @@ def keep_renewed(before, after, entries, classifier):
   return {name: before[name] if name in names else tree for name, tree in after.items()}
 
 
-def cross_entropy_stage(method_config, context) -> method_lib.Method:
-  """The warm-up's and the refines' objective: cross entropy on every row (PES_cs.py:105-125, common/tools.py)."""
-  del method_config, context
-  return plain_loss.method("cross_entropy")
-
-
 def refine_modules(method_config) -> tuple[tuple[str, ...], ...]:
   """`method_config.refine_modules` as tuples (default REFINE_MODULES), checked: one or more non-empty entries."""
   entries = method_config.get("refine_modules", REFINE_MODULES)
@@ -259,7 +253,7 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
     spec_lib.Stage(
       f"refine{k}",
       key_stream=k,
-      build=cross_entropy_stage,
+      build=plain_loss.cross_entropy_stage,
       config_section=f"refine{k}",
       network="previous_final",
       renew=modules,
@@ -268,7 +262,7 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
     )
     for k, modules in enumerate(entries, start=1)
   )
-  warmup = spec_lib.Stage("warmup", key_stream=0, build=cross_entropy_stage, config_section="warmup")
+  warmup = spec_lib.Stage("warmup", key_stream=0, build=plain_loss.cross_entropy_stage, config_section="warmup")
   own = spec_lib.Stage(
     "stage1",
     key_stream=len(entries) + 1,

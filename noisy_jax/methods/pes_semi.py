@@ -77,6 +77,7 @@ from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
 from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import pes
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import table_sharding
@@ -368,12 +369,12 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
   """The warm-up, one refine per entry of refine_modules (each counting 0 epochs on the run's clock: the first
   MixMatch epoch shares the refine's loop epoch T1), then the MixMatch stage (module docstring)."""
   entries = refine_modules(method_config)
-  warmup = spec_lib.Stage("warmup", key_stream=0, build=pes.cross_entropy_stage, config_section="warmup")
+  warmup = spec_lib.Stage("warmup", key_stream=0, build=plain_loss.cross_entropy_stage, config_section="warmup")
   refines = tuple(
     spec_lib.Stage(
       f"refine{k}",
       key_stream=k,
-      build=pes.cross_entropy_stage,
+      build=plain_loss.cross_entropy_stage,
       config_section=f"refine{k}",
       network="previous_final",
       renew=modules,

@@ -28,6 +28,13 @@ def method(loss_name: str, *, label_smoothing: float = 0.0, **loss_kwargs) -> me
   return method_lib.Method(name=name, objective=method_lib.batch_objective(objective))
 
 
+def cross_entropy_stage(method_config, context: spec_lib.Context) -> method_lib.Method:
+  """A Stage's `build` that trains plain cross entropy whatever the run's method (the warm-ups and estimation runs
+  of multi-stage methods: Joint Optimization, loss correction, T-Revision, PES, PES-semi, GLS)."""
+  del method_config, context
+  return method("cross_entropy")
+
+
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
   del context
   return method(

@@ -272,7 +272,7 @@ def _build_reweight(method_config, context: spec_lib.Context) -> method_lib.Meth
 WARMUP = spec_lib.Stage(
   "warmup",
   key_stream=0,
-  build=lambda method_config, context: plain_loss.method("cross_entropy"),
+  build=plain_loss.cross_entropy_stage,
   config_section="warmup",
   product=estimated_transition,
   product_from="best_val",
