@@ -389,6 +389,10 @@ BASELINE_LOSS_RUNS = (
   ("poly1", "Poly-1 (epsilon 2)"),
   ("taylor", "Taylor CE (order 2)"),
   ("logit_clip", "LogitClip + CE (temperature 1.5)"),
+  ("ece_mae", "CE_eps+MAE (sym: 0.01, 5, m 1e5; asym: 0.02, 5, m 1e3)"),
+  ("efl_mae", "FL_eps+MAE (the same, gamma 0.1)"),
+  ("jal_ce", "JAL-CE (1, 1; a 30; L1 5e-5)"),
+  ("jal_fl", "JAL-FL (1, 1; a 30, gamma 0.5; L1 5e-5)"),
 )
 
 

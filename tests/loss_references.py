@@ -144,6 +144,31 @@ def cross_entropy(z, y):
   return -(np.asarray(y, np.float64) * log_softmax(z)).sum(-1)
 
 
+def eps_softmax(z, m, min_prob=1e-8):
+  """cswjl/eps-softmax losses.py:15-18: (p + m e_argmax) / (m + 1), clamped below at min_prob."""
+  p = softmax(z)
+  top = np.eye(np.shape(z)[-1])[np.argmax(p, -1)]
+  return np.maximum((p + m * top) / (m + 1), min_prob)
+
+
+def ece_mae(z, y, alpha=0.01, beta=5.0, m=1e5):
+  y = np.asarray(y, np.float64)
+  ece = -(y * np.log(eps_softmax(z, m))).sum(-1)
+  return alpha * ece + beta * 2 * (1 - (y * softmax(z)).sum(-1))
+
+
+def efl_mae(z, y, alpha=0.01, beta=5.0, m=1e5, gamma=0.1):
+  y = np.asarray(y, np.float64)
+  p = eps_softmax(z, m)
+  efl = -(y * (1 - p) ** gamma * np.log(p)).sum(-1)
+  return alpha * efl + beta * 2 * (1 - (y * softmax(z)).sum(-1))
+
+
+def amse(z, y, a=30.0):
+  """cswjl/joint-asymmetric-loss losses.py:14-18: the mean over the classes of (p - a y)^2."""
+  return ((softmax(z) - a * np.asarray(y, np.float64)) ** 2).mean(-1)
+
+
 # Each loss of these families at its default hyper-parameters.
 NUMPY_REFERENCES = {
   "asymmetric_generalized_cross_entropy": agce,
@@ -161,4 +186,9 @@ NUMPY_REFERENCES = {
   "poly1_cross_entropy": poly1,
   "taylor_cross_entropy": taylor,
   "logit_clip": lambda z, y: cross_entropy(clip_logits(z), y),
+  "ece_mae": ece_mae,
+  "efl_mae": efl_mae,
+  "asymmetric_mean_squared_error": amse,
+  "jal_ce": lambda z, y: nce(z, y) + amse(z, y),
+  "jal_fl": lambda z, y: nfl(z, y) + amse(z, y),
 }

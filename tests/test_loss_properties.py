@@ -32,9 +32,14 @@ BOUNDS = {
   "asymmetric_unhinged_loss": (1.5**0.9 - 0.5**0.9) / 0.9,
   "asymmetric_exponential_loss": 1.0,
   "taylor_cross_entropy": 1.5,
+  # The epsilon-softmax losses (alpha 0.01, beta 5, gamma 0.1): alpha times the clamped loss at p~ = 1e-8 plus beta
+  # times MAE's 2; AMSE (a 30): (a^2 + 1) / C.
+  "ece_mae": 0.01 * -np.log(1e-8) + 5 * 2,
+  "efl_mae": 0.01 * (1 - 1e-8) ** 0.1 * -np.log(1e-8) + 5 * 2,
+  "asymmetric_mean_squared_error": (30.0**2 + 1) / C,
 }
 # Bounded, with a supremum that has no short closed form (NCE's part; CE on norm-clipped logits): the verdict only.
-BOUNDED = ("nce_agce", "nce_aul", "nce_ael", "logit_clip")
+BOUNDED = ("nce_agce", "nce_aul", "nce_ael", "logit_clip", "jal_ce", "jal_fl")
 # Bounded by 1 / (1 - t1) = 5 (t1 0.8), but its heavy-tailed softmax (t2 1.2) approaches the bound so slowly that the
 # numerical check still sees it grow between scales 100 and 1000 (4.96 -> 4.996): read "not bounded".
 SLOWLY_BOUNDED = {"bi_tempered_logistic_loss": 1 / (1 - 0.8)}

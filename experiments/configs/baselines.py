@@ -142,6 +142,15 @@ SGD, as GCE's row above (CE and GCE are re-run in the same table), each loss wit
   taylor                                       order 2 (our choice; the paper publishes no code)
   logit_clip                                   CE on logits clipped at temperature 1.5 (the original README's
                                                CIFAR-10 command)
+  ece_mae, efl_mae                             epsilon-softmax's config.py get_eps_softmax for CIFAR-10 by noise:
+                                               symmetric alpha 0.01, beta 5, m 1e5; asymmetric 0.02, 5, 1e3; EFL's
+                                               gamma 0.1 (EFLandMAE's default) with the code's detached focal factor
+                                               (the loss's default); ce.py's SGD (the code's L2 1e-4 is a training
+                                               setting, not the loss's, as for the ALFs rows)
+  jal_ce, jal_fl                               JAL's config.py CIFAR10_CONFIG: alpha 1, beta 1, a 30, JAL-FL's gamma
+                                               0.5, NFL with the paper's gradient (as anl_fl); and its optimizer
+                                               change, as ANL's: weight decay 0 and the L1 term delta 5e-5
+                                               (get_weight_decay_config for AMSE losses)
 """
 
 import ml_collections
@@ -400,14 +409,38 @@ def loss_run(loss: str, **kwargs) -> ml_collections.ConfigDict:
 
 def anl_run(loss: str, **kwargs) -> ml_collections.ConfigDict:
   """`loss_run` with ANL's optimizer change: no weight decay, the L1 term instead (ANL's CIFAR-10 delta)."""
-  run = loss_run(loss, **kwargs)
+  return l1_run(loss_run(loss, **kwargs), alfs_anl_paper.ANL_ROWS["cifar10"][loss][2])
+
+
+def l1_run(run: ml_collections.ConfigDict, delta: float) -> ml_collections.ConfigDict:
+  """`run` with no weight decay and the L1 term delta in its place (ANL's and JAL's optimizer change)."""
   run.optimizer.weight_decay = 0.0
-  run.optimizer.l1 = alfs_anl_paper.ANL_ROWS["cifar10"][loss][2]
+  run.optimizer.l1 = delta
   return run
 
 
-def loss_runs() -> ml_collections.ConfigDict:
-  """The robust-loss family's rows (module docstring)."""
+# epsilon-softmax's CIFAR-10 values by noise type (cswjl/eps-softmax config.py get_eps_softmax): alpha, beta, m.
+EPS_SOFTMAX_CIFAR10 = {"symmetric": (0.01, 5.0, 1e5), "asymmetric": (0.02, 5.0, 1e3)}
+EFL_GAMMA = 0.1  # EFLandMAE's default (losses.py), never set by config.py
+# JAL's CIFAR-10 values (cswjl/joint-asymmetric-loss config.py CIFAR10_CONFIG) and its L1 delta for AMSE losses.
+JAL_CIFAR10 = {"alpha": 1.0, "beta": 1.0, "a": 30.0}
+JAL_FL_GAMMA = 0.5
+JAL_L1 = 5e-5
+
+
+def recent_loss_runs(noise_type: str) -> dict:
+  """The 2024-2025 losses' rows (module docstring): epsilon-softmax by the table's noise type, JAL."""
+  alpha, beta, m = EPS_SOFTMAX_CIFAR10[noise_type]
+  return {
+    "ece_mae": loss_run("ece_mae", alpha=alpha, beta=beta, m=m),
+    "efl_mae": loss_run("efl_mae", alpha=alpha, beta=beta, m=m, gamma=EFL_GAMMA),
+    "jal_ce": l1_run(loss_run("jal_ce", **JAL_CIFAR10), JAL_L1),
+    "jal_fl": l1_run(loss_run("jal_fl", **JAL_CIFAR10, gamma=JAL_FL_GAMMA), JAL_L1),
+  }
+
+
+def loss_runs(noise_type: str = "symmetric") -> ml_collections.ConfigDict:
+  """The robust-loss family's rows (module docstring) for a table of `noise_type`."""
   alfs = {row: loss_run(loss, **kwargs) for row, (loss, kwargs) in alfs_anl_paper.ALFS_ROWS["cifar10"].items()}
   anl = {row: alfs_anl_paper.ANL_ROWS["cifar10"][row][1] for row in ("anl_ce", "anl_fl")}
   return ml_collections.ConfigDict(
@@ -421,6 +454,7 @@ def loss_runs() -> ml_collections.ConfigDict:
       "poly1": loss_run("poly1_cross_entropy", epsilon=2.0),
       "taylor": loss_run("taylor_cross_entropy", order=2),
       "logit_clip": loss_run("logit_clip", temperature=1.5),
+      **recent_loss_runs(noise_type),
     }
   )
 
@@ -434,7 +468,7 @@ def get_config(setting: str = "sym60"):
   if setting in LOSS_SETTINGS:
     config = get_config(LOSS_SETTINGS[setting])
     config.title = f"{config.title.split(':')[0]}: the robust-loss family"
-    config.runs = loss_runs()
+    config.runs = loss_runs(SETTINGS[LOSS_SETTINGS[setting]][0])
     return config
   noise_type, rate, noise_dataset = SETTINGS[setting]
   symmetric = noise_type == "symmetric"

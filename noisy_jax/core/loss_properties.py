@@ -6,7 +6,9 @@ noise below (C - 1) / C. *Bounded* losses (sup L < inf) are the weaker property 
 
 Both are checked on random logits, numerically:
 - symmetric: the spread (max - min) of S(z) = sum_j L(z, e_j) over many random logit vectors z, at several logit
-  scales, is below `tolerance` times max(1, |mean S|);
+  scales, is below `tolerance` times max(1, range of L), the range (max - min) of the loss values L(z, e_j) seen. Not
+  relative to |mean S|: a large constant in L (AMSE's a^2 / C, `joint_asymmetric_losses`) would hide a class sum
+  that varies (by 1 - 1/C there, for a mean of 895);
 - bounded: the largest loss seen stays finite and stops growing when the logits are scaled up (max at the largest
   scale <= max at the previous scale x (1 + tolerance) + tolerance). CE grows linearly with the logit scale, so it
   fails; MAE never exceeds 2.
@@ -70,14 +72,16 @@ def check(
   if len(scales) < 2 or any(s <= 0 for s in scales) or list(scales) != sorted(scales):
     raise ValueError(f"scales={tuple(scales)} must be at least two increasing positive numbers.")
   base = jax.random.normal(jax.random.PRNGKey(seed), (num_samples, num_classes))
-  sums, maxima = [], []
+  sums, maxima, minima = [], [], []
   for scale in scales:
     per_label = np.asarray(losses_per_label(loss_fn, base * scale), np.float64)  # [C, N]
     sums.append(per_label.sum(axis=0))
     maxima.append(float(per_label.max()))
+    minima.append(float(per_label.min()))
   all_sums = np.concatenate(sums)
   spread = float(all_sums.max() - all_sums.min())
-  symmetric = bool(np.all(np.isfinite(all_sums)) and spread <= tolerance * max(1.0, abs(float(all_sums.mean()))))
+  loss_range = max(maxima) - min(minima)
+  symmetric = bool(np.all(np.isfinite(all_sums)) and spread <= tolerance * max(1.0, loss_range))
   bounded = bool(np.all(np.isfinite(maxima)) and maxima[-1] <= maxima[-2] * (1 + tolerance) + tolerance)
   return LossProperties(
     name=name,

@@ -22,7 +22,9 @@ return a scalar; `smooth_labels` transforms labels. `get(name)` looks a per-exam
 This module holds the classic losses and the catalogue; the newer families follow the same contract in their own
 modules, and the catalogue lists them: `asymmetric_losses` (AGCE, AUL, AEL and their NCE pairs, ICML 2021),
 `negative_losses` (NFL, NNCE, NNFL, ANL-CE, ANL-FL, NeurIPS 2023), `bi_tempered` (NeurIPS 2019),
-`polynomial_losses` (Poly-1, Taylor CE) and `logit_clip` (LogitClip, ICML 2023: `logit_clip` below).
+`polynomial_losses` (Poly-1, Taylor CE), `logit_clip` (LogitClip, ICML 2023: `logit_clip` below),
+`eps_softmax_losses` (ECE+MAE, EFL+MAE, NeurIPS 2024) and `joint_asymmetric_losses` (AMSE, JAL-CE, JAL-FL,
+ICCV 2025).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import numpy as np
 from noisy_jax.core import _checks
 from noisy_jax.core import asymmetric_losses
 from noisy_jax.core import bi_tempered
+from noisy_jax.core import eps_softmax_losses
+from noisy_jax.core import joint_asymmetric_losses
 from noisy_jax.core import logit_clip as logit_clip_lib
 from noisy_jax.core import loss_parts
 from noisy_jax.core import negative_losses
@@ -653,6 +657,11 @@ LOSSES: dict[str, Callable[..., jax.Array]] = {
   "poly1_cross_entropy": polynomial_losses.poly1_cross_entropy,
   "taylor_cross_entropy": polynomial_losses.taylor_cross_entropy,
   "logit_clip": logit_clip,
+  "ece_mae": eps_softmax_losses.ece_mae,
+  "efl_mae": eps_softmax_losses.efl_mae,
+  "asymmetric_mean_squared_error": joint_asymmetric_losses.asymmetric_mean_squared_error,
+  "jal_ce": joint_asymmetric_losses.jal_ce,
+  "jal_fl": joint_asymmetric_losses.jal_fl,
 }
 
 
