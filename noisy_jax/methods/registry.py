@@ -18,6 +18,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   disc                noisy_jax.methods.disc                Li et al., CVPR 2023 (two views, mixup)
   promix              noisy_jax.methods.promix_train        Xiao et al., IJCAI 2023 (two networks, pseudo head)
   t_revision          noisy_jax.methods.t_revision          Xia et al., NeurIPS 2019 (CE, reweighting, revision of T)
+  gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -31,6 +32,7 @@ from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import encouraging
+from noisy_jax.methods import gls
 from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
@@ -63,6 +65,7 @@ SPECS = {
     t_revision.SPEC,
     pes.SPEC,
     pes_semi.SPEC,
+    gls.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
