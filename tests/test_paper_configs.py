@@ -331,7 +331,8 @@ def test_peers_paper_apl_nce_mae_is_apls_loss():
 
 def test_doc_commands_load_and_flag_syntax():
   doc = open("docs/paper_configs.md", encoding="utf-8").read()
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,]+(?:\.\d+)?(?:,[\w]+)*)", doc)
+  # Quoted or not (a row with '=' or '-', e.g. gls_paper.py's r=-0.2, is quoted for the shell).
+  found = re.findall(r"--config='?experiments/configs/(\w+)\.py:([^'\s`|]+)", doc)
   assert len(found) >= 20
   for module, arg in found:  # every paper config the doc names, by its module
     importlib.import_module(f"experiments.configs.{module}").get_config(arg)
