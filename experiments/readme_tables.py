@@ -371,6 +371,7 @@ BASELINE_RUNS = (
   ("t_revision", "T-Revision (3 stages)"),
   ("pes", "PES (4 stages)"),
   ("pes_semi", "PES-semi (3 stages, MixMatch)"),
+  ("gls", "GLS (smooth rate -0.2 at lr 1e-6, after 22 CE epochs)"),
 )
 
 
