@@ -1,4 +1,4 @@
-"""Peer loss (Liu & Guo, ICML 2020, arXiv 1910.03231): its pure pieces. No method is registered (see the end).
+"""Peer loss (Liu & Guo, ICML 2020, arXiv 1910.03231): its pure pieces (the method: noisy_jax.methods.peer_loss).
 
 For an example n with logits z_n [C] and label y_n, and a peer pair drawn independently of it and of each other (the
 inputs x_n1 of one random training example, the label y_n2 of another):
@@ -24,12 +24,11 @@ The cross entropy: the paper's and the draft's main term is exact (log_softmax);
 CrossEntropyLossStable (peer_loss/utils.py:5-14) is -log(softmax(z)_y + 1e-5) for both terms, and the draft's peer
 term -log(softmax(z)_y + 1e-8) (loss.py:147): `log_epsilon` (0: exact, the default) names that offset.
 
-Why no registered method yet: a method's objective (noisy_jax.train.method) sees only its batch: the batch's logits,
-labels, rows, images and a `forward(x, mask)` of inputs it already has, while the peers are other examples of the
-training split, normalised and augmented as a batch is. The method needs its own epoch program (EpochProgram.build,
-as noisy_jax.methods.pes_semi's), which holds the whole split, draws each step's peer rows and runs the second
-forward; that program is the next step. Taking the peers from the batch's own rows instead would change the
-estimator (the peer term would reuse the batch's images, their augmentation and BatchNorm statistics): not offered.
+The method is noisy_jax.methods.peer_loss: a method's objective sees only its batch, and the peers are other
+examples of the training split, normalised and augmented as a batch is, so the method has its own epoch program,
+which holds the whole split, draws each step's peer rows and runs the second forward. Taking the peers from the
+batch's own rows instead would change the estimator (the peer term would reuse the batch's images, their augmentation
+and BatchNorm statistics): not offered.
 """
 
 from __future__ import annotations

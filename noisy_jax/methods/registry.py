@@ -18,7 +18,10 @@ with their meaning and defaults, are in its module's docstring and its builder's
   disc                noisy_jax.methods.disc                Li et al., CVPR 2023 (two views, mixup)
   promix              noisy_jax.methods.promix_train        Xiao et al., IJCAI 2023 (two networks, pseudo head)
   t_revision          noisy_jax.methods.t_revision          Xia et al., NeurIPS 2019 (CE, reweighting, revision of T)
+  pes                 noisy_jax.methods.pes                 Bai et al., NeurIPS 2021 (warm-up, refines, selection)
+  pes_semi            noisy_jax.methods.pes_semi            Bai et al., NeurIPS 2021 (PES, then MixMatch)
   gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
+  peer_loss           noisy_jax.methods.peer_loss           Liu & Guo, ICML 2020 (peers from the whole split)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -36,6 +39,7 @@ from noisy_jax.methods import gls
 from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
 from noisy_jax.methods import loss_correction
+from noisy_jax.methods import peer_loss
 from noisy_jax.methods import pes
 from noisy_jax.methods import pes_semi
 from noisy_jax.methods import plain_loss
@@ -66,6 +70,7 @@ SPECS = {
     pes.SPEC,
     pes_semi.SPEC,
     gls.SPEC,
+    peer_loss.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
