@@ -246,9 +246,10 @@ def refine_modules(method_config) -> tuple[tuple[str, ...], ...]:
   return entries
 
 
-def stages(method_config) -> tuple[spec_lib.Stage, ...]:
-  """The warm-up, one refine per entry of refine_modules, then PES's own stage (module docstring)."""
-  entries = refine_modules(method_config)
+def progressive_stages(entries, *, last_refine_clock: int) -> tuple[spec_lib.Stage, ...]:
+  """The warm-up, one refine per entry of `entries` (the modules it renews and trains alone; the last counting
+  `last_refine_clock` epochs on the run's clock, the others 0), then the method's own stage continuing the warm-up's
+  optimiser: PES's and PES-semi's schedule (docs/pes_schedule.md)."""
   refines = tuple(
     spec_lib.Stage(
       f"refine{k}",
@@ -258,7 +259,7 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
       network="previous_final",
       renew=modules,
       trainable=modules,
-      clock_epochs=1 if k == len(entries) else 0,
+      clock_epochs=last_refine_clock if k == len(entries) else 0,
     )
     for k, modules in enumerate(entries, start=1)
   )
@@ -272,6 +273,12 @@ def stages(method_config) -> tuple[spec_lib.Stage, ...]:
     scores_labels=True,
   )
   return (warmup, *refines, own)
+
+
+def stages(method_config) -> tuple[spec_lib.Stage, ...]:
+  """The warm-up, one refine per entry of refine_modules (the last counting one epoch on the run's clock), then
+  PES's own stage (module docstring)."""
+  return progressive_stages(refine_modules(method_config), last_refine_clock=1)
 
 
 def method(settings: PesSettings) -> method_lib.Method:

@@ -77,7 +77,6 @@ from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
 from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import pes
-from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import table_sharding
@@ -368,30 +367,7 @@ def refine_modules(method_config) -> tuple[tuple[str, ...], ...]:
 def stages(method_config) -> tuple[spec_lib.Stage, ...]:
   """The warm-up, one refine per entry of refine_modules (each counting 0 epochs on the run's clock: the first
   MixMatch epoch shares the refine's loop epoch T1), then the MixMatch stage (module docstring)."""
-  entries = refine_modules(method_config)
-  warmup = spec_lib.Stage("warmup", key_stream=0, build=plain_loss.cross_entropy_stage, config_section="warmup")
-  refines = tuple(
-    spec_lib.Stage(
-      f"refine{k}",
-      key_stream=k,
-      build=plain_loss.cross_entropy_stage,
-      config_section=f"refine{k}",
-      network="previous_final",
-      renew=modules,
-      trainable=modules,
-      clock_epochs=0,
-    )
-    for k, modules in enumerate(entries, start=1)
-  )
-  own = spec_lib.Stage(
-    "stage1",
-    key_stream=len(entries) + 1,
-    network="previous_final",
-    optimizer_from="warmup",
-    delivers=True,
-    scores_labels=True,
-  )
-  return (warmup, *refines, own)
+  return pes.progressive_stages(refine_modules(method_config), last_refine_clock=0)
 
 
 def method(settings: PesSemiSettings) -> method_lib.Method:
