@@ -65,6 +65,27 @@ def test_cosine_matches_pytorch_per_epoch(period, lr_min):
   assert float(schedule(0)) == pytest.approx(0.01)
 
 
+def test_per_epoch_matches_pytorch_lambda_lr_with_the_peer_loss_plan():
+  """lr_e = lr * lr_factors[e], constant within an epoch: torch's LambdaLR(lr_lambda=lambda e: factors[e]) stepped
+  once after each epoch, with SGD lr 1 and the CIFAR-N replication's Peer Loss plan lr_plan(e) / (1 + alpha_e)."""
+  from noisy_jax.core import peer_loss  # pylint: disable=g-import-not-at-top
+
+  num_epochs, steps_per_epoch = 60, 3
+  factors = [peer_loss.lr_factor(e) for e in range(num_epochs)]
+  config = _config(learning_rate=1.0, lr_schedule="per_epoch", lr_factors=factors)
+  schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(config), steps_per_epoch, num_epochs)
+  weight = torch.nn.Parameter(torch.zeros(1))
+  torch_opt = torch.optim.SGD([weight], lr=1.0)
+  torch_sched = torch.optim.lr_scheduler.LambdaLR(torch_opt, lr_lambda=lambda e: factors[min(e, num_epochs - 1)])
+  for e in range(num_epochs):
+    want = torch_opt.param_groups[0]["lr"]
+    for s in range(steps_per_epoch):
+      assert float(schedule(e * steps_per_epoch + s)) == pytest.approx(want, rel=1e-6)
+    torch_opt.step()
+    torch_sched.step()
+  assert float(schedule(0)) == pytest.approx(0.1) and float(schedule(59 * 3)) < 0.1 / 3
+
+
 def test_cosine_period_defaults_to_num_epochs_and_cosine_epochs_overrides():
   a = optim.learning_rate_schedule(settings_lib.optimizer_settings(_config(lr_schedule="cosine")), 2, num_epochs=10)
   b = optim.learning_rate_schedule(
@@ -176,7 +197,12 @@ def test_clipping_is_before_weight_decay():
 @pytest.mark.parametrize(
   "fields,match",
   [
-    ({"lr_schedule": "cos"}, r"lr_schedule 'cos'; allowed: 'cosine', 'piecewise'"),
+    ({"lr_schedule": "cos"}, r"lr_schedule 'cos'; allowed: 'cosine', 'per_epoch', 'piecewise'"),
+    ({"lr_schedule": "per_epoch"}, r"needs optimizer.lr_factors, a list of finite numbers >= 0, one per epoch; got \(\)"),
+    ({"lr_schedule": "per_epoch", "lr_factors": [1.0] * 9}, r"has 9 factor\(s\) for a stage of 10 epochs"),
+    ({"lr_schedule": "per_epoch", "lr_factors": [1.0] * 9 + [-0.1]}, r"got \(1.0, .*-0.1\)"),
+    ({"lr_schedule": "per_epoch", "lr_factors": [1.0] * 9 + [float("nan")]}, r"finite numbers >= 0"),
+    ({"lr_factors": [1.0] * 10}, r"lr_factors is read by lr_schedule='per_epoch' only \(lr_schedule='piecewise'\)"),
     ({"grad_clip_norm": -1.0}, r"grad_clip_norm=-1.0 is outside the allowed range \[0.0, inf\)"),
     ({"grad_clip_norm": float("inf")}, r"grad_clip_norm=inf is outside the allowed range"),
     ({"l1": -1e-5}, r"l1=-1e-05 is outside the allowed range \[0.0, inf\)"),

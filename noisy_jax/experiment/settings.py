@@ -44,6 +44,7 @@ _OPTIMIZER_CASTS = {
   "lr_decay": float,
   "cosine_epochs": lambda value: value or None,  # checked where the schedule is built: 0 and None mean the default
   "lr_min": float,
+  "lr_factors": lambda value: tuple(float(factor) for factor in value or ()),
   "grad_clip_norm": lambda value: float(value or 0.0),
   "l1": lambda value: float(value or 0.0),
   "backbone_lr_scale": float,

@@ -6,7 +6,7 @@
   learning_rate     base lr
   momentum          SGD momentum (default 0.9); nesterov (default False)
   weight_decay      coupled L2 (PyTorch SGD's `weight_decay`): g <- g + wd * w before momentum (default 0)
-  lr_schedule       'piecewise' (default) | 'cosine'; both change the lr only at epoch boundaries:
+  lr_schedule       'piecewise' (default) | 'cosine' | 'per_epoch'; all change the lr only at epoch boundaries:
     'piecewise'     lr_e = learning_rate * lr_decay ** #{b in lr_boundaries : b <= e}   (0-based epoch e;
                     lr_decay default 0.1, lr_boundaries default ())
     'cosine'        lr_e = lr_min + (learning_rate - lr_min) (1 + cos(pi e / T)) / 2, T = cosine_epochs
@@ -14,6 +14,10 @@
                     eta_min=lr_min) with `scheduler.step()` called once after each epoch, as APL's main.py does
                     (Ma et al., ICML 2020, github.com/HanxunH/Active-Passive-Losses). Epoch 0 trains at
                     learning_rate; epoch T - 1, the last of a T-epoch run, at lr_min + (lr - lr_min) sin^2(pi/2T).
+    'per_epoch'     lr_e = learning_rate * lr_factors[e], a factor for each of the stage's epochs (lr_factors: at
+                    least num_epochs numbers >= 0; read by this schedule only): PyTorch's LambdaLR(lr_lambda=
+                    lambda e: lr_factors[e]) stepped once after each epoch (the CIFAR-N replication's Peer Loss and
+                    CORES² plans, lr / (1 + alpha_e) and lr / (1 + beta_e)).
   grad_clip_norm    0 (default: off) or c > 0: g <- g * min(1, c / ||g||_2), ||g||_2 the global norm over every
                     parameter, on the raw device-averaged gradient, before weight decay is added. PyTorch's
                     `clip_grad_norm_(model.parameters(), c)` before a SGD step with coupled weight decay (APL's
@@ -67,7 +71,7 @@ from noisy_jax.core import precision
 from noisy_jax.train import coteaching_adam
 from noisy_jax.train.settings import OptimizerSettings  # pylint: disable=g-importing-member
 
-LR_SCHEDULES = ("piecewise", "cosine")
+LR_SCHEDULES = ("piecewise", "cosine", "per_epoch")
 OPTIMIZERS = ("sgd", "adam", "coteaching_adam")
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, as its eps
 ADAM_EPS = 1e-8
@@ -89,6 +93,25 @@ def _cosine_epochs(settings: OptimizerSettings, num_epochs: int | None) -> int:
   return int(value)
 
 
+def _per_epoch_schedule(learning_rate, lr_factors, steps_per_epoch: int, num_epochs: int | None) -> optax.Schedule:
+  """lr_e = learning_rate * lr_factors[e] of the step count's epoch e (module docstring, 'per_epoch')."""
+  factors = np.asarray(lr_factors, np.float64)
+  if factors.ndim != 1 or not factors.size or not np.all(np.isfinite(factors)) or np.any(factors < 0):
+    raise ValueError(
+      f"lr_schedule='per_epoch' needs optimizer.lr_factors, a list of finite numbers >= 0, one per epoch; "
+      f"got {tuple(lr_factors)!r}."
+    )
+  if num_epochs is not None and num_epochs > factors.size:
+    raise ValueError(f"optimizer.lr_factors has {factors.size} factor(s) for a stage of {num_epochs} epochs.")
+  rates = jnp.asarray(learning_rate * factors, precision.float_dtype())
+
+  def schedule(count):
+    epoch = jnp.minimum(jnp.asarray(count) // steps_per_epoch, factors.size - 1)
+    return rates[epoch]
+
+  return schedule
+
+
 def learning_rate_schedule(
   settings: OptimizerSettings, steps_per_epoch: int, num_epochs: int | None = None
 ) -> optax.Schedule:
@@ -97,14 +120,19 @@ def learning_rate_schedule(
   Args:
     settings: the optimiser's settings (learning_rate and the schedule's fields).
     steps_per_epoch: optimiser steps per epoch (epoch e covers steps [e * steps_per_epoch, (e + 1) * steps_per_epoch)).
-    num_epochs: the stage's epochs, the cosine's default T (unused by 'piecewise').
+    num_epochs: the stage's epochs, the cosine's default T and the length 'per_epoch' needs (unused by 'piecewise').
 
   Raises:
-    ValueError: an unknown lr_schedule, a negative lr_min, or a missing / non-positive cosine period.
+    ValueError: an unknown lr_schedule, a negative lr_min, a missing / non-positive cosine period, lr_factors
+      with another schedule, or lr_factors that are not one number >= 0 per epoch.
   """
   kind = settings.lr_schedule
   _checks.check_choice("lr_schedule", kind, LR_SCHEDULES)
   learning_rate = settings.learning_rate
+  if settings.lr_factors and kind != "per_epoch":
+    raise ValueError(f"optimizer.lr_factors is read by lr_schedule='per_epoch' only (lr_schedule={kind!r}).")
+  if kind == "per_epoch":
+    return _per_epoch_schedule(learning_rate, settings.lr_factors, steps_per_epoch, num_epochs)
   if kind == "piecewise":
     boundaries = {epoch * steps_per_epoch: settings.lr_decay for epoch in settings.lr_boundaries}
     return optax.piecewise_constant_schedule(learning_rate, boundaries)

@@ -39,6 +39,7 @@ class OptimizerSettings:
   lr_decay: float = 0.1
   cosine_epochs: int | None = None
   lr_min: float = 0.0
+  lr_factors: tuple[float, ...] = ()
   grad_clip_norm: float = 0.0
   l1: float = 0.0
   backbone_lr_scale: float = DEFAULT_BACKBONE_LR_SCALE
