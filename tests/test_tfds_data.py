@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 
 from experiments.configs import ce
 from noisy_jax import data
+from noisy_jax.data import arrays
 from noisy_jax.data import clothing1m
 from noisy_jax.data import tfds_data
 from noisy_jax.experiment import inputs
@@ -76,6 +77,21 @@ def test_cifar10_n_noise_keys_read_their_human_labels_row_by_row(mock, noise_key
   np.testing.assert_array_equal(ds.noisy_y_train, [r[feature] for r in records])
   np.testing.assert_array_equal(ds.y_train, [r["label"] for r in records])
   assert ds.noisy_y_train.dtype == np.int32 and not ds.noisy_y_train.flags.writeable
+
+
+def test_cifar10_n_keeps_the_human_labels_of_its_validation_rows(mock):
+  """A carved validation split keeps its rows' human labels in noisy_y_val (model selection on noisy labels), the
+  rows the stratified carving chose, as noisy_y_train keeps the others'."""
+  ds = data.load("cifar10_n", noise_key="worst", validation_size=8)
+  records = _source("cifar10_n", "train")
+  clean = np.array([r["label"] for r in records])
+  worst = np.array([r["worse_label"] for r in records])
+  val_rows, train_rows = arrays.stratified_split(clean, [8, None], seed=tfds_data.SPLIT_SEED)
+  np.testing.assert_array_equal(ds.noisy_y_val, worst[val_rows])
+  np.testing.assert_array_equal(ds.noisy_y_train, worst[train_rows])
+  np.testing.assert_array_equal(ds.y_val, clean[val_rows])
+  assert ds.noisy_y_val.dtype == np.int32 and not ds.noisy_y_val.flags.writeable
+  assert data.load("cifar10", validation_size=8).noisy_y_val is None
 
 
 def test_cifar_n_feature_names_and_defaults(mock):

@@ -19,6 +19,9 @@ def get_shared() -> ml_collections.ConfigDict:
   # Training-time augmentation on device (noisy_jax.core.augment), after normalisation: zero padding pads with the mean.
   # Off by default. CIFAR in both papers' code: crop_padding=4 (32 -> 40 -> random 32 crop) and flip=True.
   config.augment = ml_collections.ConfigDict({"crop_padding": 0, "flip": False})
+  # Model selection (the best-validation epoch) on the validation split's clean labels ('clean') or on noisy ones
+  # ('noisy': the dataset's own, CIFAR-N's, or the training noise model drawn afresh; noisy_jax.data.inputs).
+  config.validation_labels = "clean"
   config.noise = ml_collections.ConfigDict(
     {
       "type": "symmetric",  # 'none', 'symmetric', 'symmetric_include_true', 'pairflip', 'asymmetric'

@@ -57,13 +57,13 @@ def _checked_split(split: str, x, y, train_shape: tuple) -> tuple:
   return x, y
 
 
-def _checked_noisy_labels(noisy_y_train, num_classes: int, num_train: int) -> np.ndarray:
-  """A Dataset's noisy_y_train, read-only int32; ValueError unless they are class ids, one per training row."""
-  noisy = _checks.check_labels("noisy_y_train", noisy_y_train, num_classes)
-  if len(noisy) != num_train:
-    raise ValueError(
-      f"noisy_y_train has {len(noisy)} labels but the training split has {num_train} rows; expected [{num_train}]."
-    )
+def _checked_noisy_labels(noisy_labels, num_classes: int, num_rows: int, split: str = "train") -> np.ndarray:
+  """A Dataset's noisy_y_SPLIT, read-only int32; ValueError unless they are class ids, one per row of the split."""
+  name = f"noisy_y_{split}"
+  noisy = _checks.check_labels(name, noisy_labels, num_classes)
+  if len(noisy) != num_rows:
+    what = {"train": "training", "val": "validation"}[split]
+    raise ValueError(f"{name} has {len(noisy)} labels but the {what} split has {num_rows} rows; expected [{num_rows}].")
   return _readonly(noisy, np.int32)
 
 
@@ -95,6 +95,9 @@ class Dataset:
     noisy_y_train: None, or int32 [N_train] labels given by the dataset itself for the training rows (real human
       noise: CIFAR-10N / CIFAR-100N, noisy_jax.data.tfds_data); row i describes training example i. The trainer
       uses them with noise type 'dataset' (noisy_jax.data.inputs.noisy_training_labels).
+    noisy_y_val: None, or int32 [N_val]: the dataset's own labels of the validation rows, as noisy_y_train (CIFAR-N's
+      human labels of the rows carved for validation); model selection on noisy labels reads them
+      (noisy_jax.data.inputs.noisy_validation_labels).
     class_names: None, or C names: class id c is called class_names[c] (datasets read from disk,
       noisy_jax.data.disk; the trainer writes them to WORKDIR/classes.json).
     train_sources, val_sources, test_sources: None, or str [N_split]: where row i of the split came from, e.g.
@@ -123,6 +126,7 @@ class Dataset:
   x_test: np.ndarray
   y_test: np.ndarray
   noisy_y_train: np.ndarray | None = None
+  noisy_y_val: np.ndarray | None = None
   class_names: tuple[str, ...] | None = None
   train_sources: np.ndarray | None = None
   val_sources: np.ndarray | None = None
@@ -140,9 +144,11 @@ class Dataset:
       x, y = _checked_split(split, getattr(self, f"x_{split}"), getattr(self, f"y_{split}"), np.shape(self.x_train))
       object.__setattr__(self, f"x_{split}", x)
       object.__setattr__(self, f"y_{split}", y)
-    if self.noisy_y_train is not None:
-      noisy = _checked_noisy_labels(self.noisy_y_train, self.num_classes, len(self.y_train))
-      object.__setattr__(self, "noisy_y_train", noisy)
+    for split in ("train", "val"):
+      given = getattr(self, f"noisy_y_{split}")
+      if given is not None:
+        noisy = _checked_noisy_labels(given, self.num_classes, len(getattr(self, f"y_{split}")), split)
+        object.__setattr__(self, f"noisy_y_{split}", noisy)
     if self.class_names is not None:
       object.__setattr__(self, "class_names", _checked_class_names(self.class_names, self.num_classes))
     for split in ("train", "val", "test"):
@@ -211,7 +217,7 @@ class Dataset:
     return tuple(skipped)
 
   def without_rows(self, failed: dict[str, dict[int, str]], skipped: tuple) -> "Dataset":
-    """This dataset without the rows of `failed` ({split: {row: ...}}: inputs, labels, noisy_y_train, sources),
+    """This dataset without the rows of `failed` ({split: {row: ...}}: inputs, labels, noisy labels, sources),
     its skipped_files `skipped` (`skipped_rows`); itself when no row fails."""
     if not any(failed.values()):
       return self
@@ -225,8 +231,9 @@ class Dataset:
       sources = getattr(self, f"{split}_sources")
       if sources is not None:
         changes[f"{split}_sources"] = sources[keep]
-      if split == "train" and self.noisy_y_train is not None:
-        changes["noisy_y_train"] = self.noisy_y_train[keep]
+      noisy = getattr(self, f"noisy_y_{split}", None)
+      if noisy is not None:
+        changes[f"noisy_y_{split}"] = noisy[keep]
     return dataclasses.replace(self, **changes)
 
   @property

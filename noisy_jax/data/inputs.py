@@ -4,6 +4,7 @@
   input_mode(dataset, mode=..., budget_mib=...)                   # 'resident' or 'streaming'
   normalize = normalizer(dataset, normalization)                  # codes -> float32, applied on the device
   noisy, report = noisy_training_labels(noise, dataset, key, normalization=...)  # the noise applied to clean labels
+  dataset = with_noisy_validation(noise, dataset, key)            # selection on noisy validation labels (optional)
   write_classes(dataset, workdir, dataset_name=..., dataset_kwargs=...)          # WORKDIR/classes.json
 
 Every function takes plain values or the frozen settings below (InputSettings, NoiseSettings); a run's config is
@@ -43,6 +44,10 @@ DEFAULT_NUM_COMPONENTS = 50
 # noise.type for labels that come with the dataset (`dataset.noisy_y_train`, e.g. CIFAR-10N/100N's human labels):
 # used as they are; `rate` and `exact` are ignored, the report measures the real noise.
 DATASET_NOISE = "dataset"
+# How a run's validation split is labelled for model selection (a run's `validation_labels`): 'clean' (the dataset's
+# clean labels) or 'noisy' (`with_noisy_validation`: the labels a user of noisy data would have).
+VALIDATION_LABELS = ("clean", "noisy")
+VALIDATION_NOISE_STREAM = 0x76616C  # the fold of the run's noise key that draws the validation rows' noise
 
 INPUT_MODES = ("auto", "resident", "streaming")
 DEFAULT_INPUT_MODE = "auto"
@@ -106,6 +111,47 @@ def noisy_training_labels(noise: NoiseSettings, dataset, key: jax.Array, *, norm
   transition = noise_lib.make_transition(noise.type, dataset.num_classes, float(noise.rate), dataset=noise.dataset)
   noisy = noise_lib.corrupt_labels(dataset.y_train, transition, seed=seed, exact=bool(noise.exact))
   return noisy, noise_lib.noise_report(dataset.y_train, noisy, dataset.num_classes)
+
+
+def noisy_validation_labels(noise: NoiseSettings, dataset, key: jax.Array) -> np.ndarray:
+  """The validation rows' noisy labels [N_val]: the dataset's own (`dataset.noisy_y_val`, CIFAR-N's human labels)
+  for noise type DATASET_NOISE; otherwise the clean labels corrupted by the same noise model as the training rows
+  (its transition, rate and exactness) with their own draw, fold_in(key, VALIDATION_NOISE_STREAM).
+
+  Raises:
+    ValueError: noise type DATASET_NOISE on a dataset without noisy_y_val, or PSEUDO_LABEL_NOISE (its labels come
+      from clustering the training split: there is no such model of the validation rows).
+  """
+  if noise.type == DATASET_NOISE:
+    noisy = getattr(dataset, "noisy_y_val", None)
+    if noisy is None:
+      raise ValueError(
+        f"validation_labels='noisy' with noise type {DATASET_NOISE!r} needs the dataset's own validation labels, "
+        f"but dataset {getattr(dataset, 'name', '?')!r} has none (noisy_y_val is None); CIFAR-10N / CIFAR-100N have "
+        "them, or use validation_labels='clean'."
+      )
+    return np.asarray(noisy)
+  if noise.type == PSEUDO_LABEL_NOISE:
+    raise ValueError(
+      f"validation_labels='noisy' is not defined for noise type {PSEUDO_LABEL_NOISE!r} (its labels come from "
+      "clustering the training split); use validation_labels='clean'."
+    )
+  val_key = jax.random.fold_in(key, VALIDATION_NOISE_STREAM)
+  seed = int(jax.random.randint(val_key, (), 0, np.iinfo(np.int32).max))
+  transition = noise_lib.make_transition(noise.type, dataset.num_classes, float(noise.rate), dataset=noise.dataset)
+  return noise_lib.corrupt_labels(dataset.y_val, transition, seed=seed, exact=bool(noise.exact))
+
+
+def with_noisy_validation(noise: NoiseSettings, dataset, key: jax.Array, validation_labels: str = "noisy"):
+  """`dataset` as a run selects its model on it: itself for validation_labels 'clean', else a copy whose y_val are
+  `noisy_validation_labels` (the training rows and every other split unchanged). ValueError naming a label choice
+  outside VALIDATION_LABELS."""
+  from noisy_jax.core import _checks  # pylint: disable=g-import-not-at-top
+
+  _checks.check_choice("validation_labels", validation_labels, VALIDATION_LABELS)
+  if validation_labels == "clean" or not len(dataset.y_val):
+    return dataset
+  return dataclasses.replace(dataset, y_val=noisy_validation_labels(noise, dataset, key))
 
 
 def input_mode(dataset, *, mode: str, budget_mib: float) -> str:

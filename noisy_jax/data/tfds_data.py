@@ -211,8 +211,9 @@ def load(
     seed: seed of the validation carving (a constant by default, so every experiment sees the same split).
 
   Returns:
-    A Dataset: uint8 [N, H, W, C] images (pixel_max 255), int32 clean labels, `noisy_y_train` for CIFAR-N
-    (its validation rows' human labels are dropped: validation uses clean labels).
+    A Dataset: uint8 [N, H, W, C] images (pixel_max 255), int32 clean labels, and for CIFAR-N the human labels
+    of the training rows (`noisy_y_train`) and of the validation rows (`noisy_y_val`: validation scores the clean
+    labels unless the run selects on noisy ones, config.validation_labels).
 
   Raises:
     FileNotFoundError: the dataset is not prepared in data_dir (the message gives the command that prepares it).
@@ -256,6 +257,7 @@ def load(
     x_test=x_test,
     y_test=y_test,
     noisy_y_train=None if noisy is None else noisy[train_rows],
+    noisy_y_val=None if noisy is None else noisy[val_rows],
     pixel_max=255.0,
   )
 

@@ -4,6 +4,7 @@
   noise = noise_settings(config)                  # data.inputs.NoiseSettings of config.noise
   dataset = load_dataset(config)                  # data.inputs.load_dataset(input_settings(config))
   noisy, report = noisy_training_labels(config, dataset, key)
+  dataset = selection_dataset(config, dataset, key)  # y_val noisy when config.validation_labels is 'noisy'
 
 and `input_mode`, `normalizer`, `check_arguments`, `write_classes` of a config likewise. A field left out of the
 config takes the default that noisy_jax.data.inputs (or noisy_jax.data.normalization) names: DEFAULT_INPUT_MODE,
@@ -37,6 +38,17 @@ def _budget_mib(config) -> float:
 
 def _normalization(config) -> str:
   return config.get("normalization", normalization_lib.DEFAULT_MODE)
+
+
+def validation_labels(config) -> str:
+  """config.validation_labels: 'clean' (default) or 'noisy' (data.inputs.VALIDATION_LABELS)."""
+  return config.get("validation_labels", "clean")
+
+
+def selection_dataset(config, dataset, key: jax.Array):
+  """The dataset a run trains and selects its model on: data.inputs.with_noisy_validation of config.noise and
+  config.validation_labels, with the run's noise key."""
+  return data_inputs.with_noisy_validation(noise_settings(config), dataset, key, validation_labels(config))
 
 
 def input_settings(config) -> data_inputs.InputSettings:

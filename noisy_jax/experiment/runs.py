@@ -120,6 +120,7 @@ def run_single(
   root = jax.random.PRNGKey(int(config.seed))
   stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
+  dataset = inputs_lib.selection_dataset(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
   model = models.build(
     config.model.name, dataset.num_classes, dataset.x_train.shape[1:], kwargs=config.model.get("kwargs")

@@ -36,7 +36,8 @@ to float rounding (tests/test_sweep.py). Two ways to map the members:
           compilation instead of one per run (step, evaluation, init), no per-run setup.
   'auto'  'loop' on CPU for any model but the MLP, 'vmap' otherwise.
 
-Not in sweeps: checkpointing (`checkpoint_every` is ignored), several devices (the sweep runs on the first local
+Not in sweeps: model selection on noisy validation labels (validation_labels 'noisy' is refused), checkpointing
+(`checkpoint_every` is ignored), several devices (the sweep runs on the first local
 device), Joint Optimization's stage 2. The train split is scored (train_accuracy_* records) only with eval_train or
 when a table update needs it, not every epoch as loop.fit does for truncated Lq.
 

@@ -95,6 +95,11 @@ def _check_sweep_block(config) -> None:
   unknown = sorted(set(config.sweep.keys()) - set(SWEEP_FIELDS))
   if unknown:
     raise ValueError(f"Unknown field(s) {unknown} in config.sweep; allowed: {', '.join(SWEEP_FIELDS)}.")
+  if config.get("validation_labels", "clean") != "clean":
+    raise ValueError(
+      f"validation_labels={config.validation_labels!r}: a sweep scores every member on the dataset's clean "
+      "validation labels (each member would need its own noisy ones); run the members as single runs instead."
+    )
 
 
 def _grid_axes(grid: tuple) -> tuple[tuple[str, ...], tuple[tuple, ...]]:
