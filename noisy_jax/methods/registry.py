@@ -22,6 +22,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   pes_semi            noisy_jax.methods.pes_semi            Bai et al., NeurIPS 2021 (PES, then MixMatch)
   gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
   peer_loss           noisy_jax.methods.peer_loss           Liu & Guo, ICML 2020 (peers from the whole split)
+  volminnet           noisy_jax.methods.volminnet           Li et al., ICML 2021 (T learned with the net, log-det)
 
 A new method is a module with its SPEC and one line in SPECS below.
 """
@@ -48,6 +49,7 @@ from noisy_jax.methods import sop
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.methods import t_revision
 from noisy_jax.methods import truncated_lq
+from noisy_jax.methods import volminnet
 from noisy_jax.train import method as method_lib
 
 SPECS = {
@@ -71,6 +73,7 @@ SPECS = {
     pes_semi.SPEC,
     gls.SPEC,
     peer_loss.SPEC,
+    volminnet.SPEC,
   )
 }
 METHOD_NAMES = tuple(SPECS)
