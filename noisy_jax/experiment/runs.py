@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -134,21 +134,13 @@ def run_single(
   # Several processes (multi-host): only process 0 writes metrics, TensorBoard and summaries; every process takes
   # part in the checkpoints (orbax coordinates the write of the global arrays).
   writes = bool(workdir) and distributed.is_main_process()
-  checkpointed = bool(workdir) and settings_lib.fit_field(config, "checkpoint_every") > 0
   if workdir:
     os.makedirs(workdir, exist_ok=True)
   recorder = RecordWriter(workdir if writes else None, log_fn=log_fn, resume_fn=resume_fn)
   if writes:
     inputs_lib.write_classes(dataset, config, workdir)  # classes.json, for datasets that name their classes
-
-  def checkpoint_dir(stage):
-    return checkpoint_lib.stage_dir(workdir, stage.name) if checkpointed and not stage.auxiliary else None
-
-  first_recorded = next(stage for stage in stages if not stage.auxiliary)
-  skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dir(first_recorded))
-  hooks = stages_lib.StageHooks(
-    log=recorder.log, on_resume=recorder.on_resume, checkpoint_dir=checkpoint_dir, skipped_files=skipped_files
-  )
+  hooks = stage_hooks(config, workdir, writes, dataset, stages, recorder)
+  skipped_files = hooks.skipped_files
   try:
     trained, products = stages_lib.train_stages(
       config,
@@ -167,8 +159,54 @@ def run_single(
   finally:
     recorder.close()
   summary, arrays = stage_summaries(trained, model=model, seed=int(config.seed))
+  entries = {
+    **transition_entry(spec, transition_summary, products, trained),
+    "noise": noise_summary(config, report, clean_known=clean_labels_known(config)),
+  }
+  outputs = RunOutputs(workdir, writes, dataset, model, mesh, skipped_files, issue_settings)
+  finish_run(config, outputs, trained, summary, arrays, entries=entries, start=start)
+  if keep_arrays:
+    summary["arrays"] = arrays
+  return summary
+
+
+def stage_hooks(config, workdir: str | None, writes: bool, dataset, stages, recorder) -> stages_lib.StageHooks:
+  """The stages' hooks: records to `recorder`, each stage's checkpoint folder (None without a workdir, with
+  checkpoint_every 0 and for an auxiliary stage), the skipped files logged once (in the first recorded stage's
+  folder)."""
+  checkpointed = bool(workdir) and settings_lib.fit_field(config, "checkpoint_every") > 0
+
+  def checkpoint_dir(stage):
+    return checkpoint_lib.stage_dir(workdir, stage.name) if checkpointed and not stage.auxiliary else None
+
+  first_recorded = next(stage for stage in stages if not stage.auxiliary)
+  skipped_files = skipped_files_log(config, dataset, workdir if writes else None, checkpoint_dir(first_recorded))
+  return stages_lib.StageHooks(
+    log=recorder.log, on_resume=recorder.on_resume, checkpoint_dir=checkpoint_dir, skipped_files=skipped_files
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutputs:
+  """What a run writes its results with (`finish_run`): its workdir (None: nothing written), whether this process
+  writes files, its dataset, network, mesh, skipped files and label-issue settings."""
+
+  workdir: str | None
+  writes: bool
+  dataset: Any
+  model: Any
+  mesh: Any
+  skipped_files: Any
+  issue_settings: Any
+
+
+def finish_run(config, outputs: RunOutputs, trained: dict, summary: dict, arrays: dict, *, entries, start) -> None:
+  """Completes `summary` (in place) once the stages are trained: the delivered stage's accuracies, `entries` (the
+  transition's and the noise's) and the seconds; with a workdir, the exported network, the carved validation rows'
+  scores, label_issues.csv and summary.json."""
+  workdir, dataset, model = outputs.workdir, outputs.dataset, outputs.model
   delivered = next(r for r in trained.values() if r.stage.delivers)
-  if writes:
+  if outputs.writes:
     export_delivered(workdir, delivered, dataset, model, method_name=summary["method"], seed=int(config.seed))
   carved_probs = None
   if workdir and carved_validation_scored(config, dataset):  # on every process: the prediction is a global program
@@ -178,22 +216,20 @@ def run_single(
       model,
       arrays[delivered.stage.name],
       num_networks=delivered.method.num_networks,
-      mesh=mesh,
+      mesh=outputs.mesh,
     )
   summary.update(summary_of(delivered.history))
-  summary.update(transition_entry(spec, transition_summary, products, trained))
-  summary["noise"] = noise_summary(config, report, clean_known=clean_labels_known(config))
+  summary.update(entries)
   summary["seconds"] = time.perf_counter() - start
   summary["history"] = summary.pop("history")
-  if writes:
+  if outputs.writes:
     scoring = next(r for r in trained.values() if r.stage.scores_labels)
     summary.update(
-      write_label_issues(workdir, scoring, dataset, issue_settings, skipped_files=skipped_files, carved=carved_probs)
+      write_label_issues(
+        workdir, scoring, dataset, outputs.issue_settings, skipped_files=outputs.skipped_files, carved=carved_probs
+      )
     )
     write_summary(workdir, summary, config)
-  if keep_arrays:
-    summary["arrays"] = arrays
-  return summary
 
 
 class RecordWriter:
