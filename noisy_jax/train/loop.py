@@ -84,6 +84,52 @@ def _to_python(tree):
   return jax.tree.map(lambda x: x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x, jax.device_get(tree))
 
 
+@dataclasses.dataclass(frozen=True)
+class _EpochRun:
+  """What every epoch of one `fit` trains with: the stage's name, method, settings and compiled programs, the
+  dataset and its resident images, the given and clean training labels, the data-order key, steps per epoch."""
+
+  stage: str
+  method: method_lib.Method
+  settings: settings_lib.FitSettings
+  programs: Any
+  dataset: Any
+  images: Any
+  given: Any
+  clean: Any
+  order_key: jax.Array
+  steps_per_epoch: int
+
+  def train(self, epoch: int, state, table, progress: "Progress", inside_epoch: dict):
+    """(state, table, progress) after epoch `epoch`: trained, evaluated (test, validation; the training split when
+    eval_train or the method reads it), the table's epoch end applied, its record appended to progress.history."""
+    start = time.perf_counter()
+    programs, dataset, method = self.programs, self.dataset, self.method
+    state, table, train_metrics = programs.epoch_fn(
+      state,
+      table,
+      self.images,
+      jax.random.fold_in(self.order_key, epoch),
+      jnp.asarray(epoch, jnp.int32),
+      **inside_epoch,
+    )
+    variables = state_lib.variables_of(state)
+    record = {"stage": self.stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
+    record["steps_per_second"] = self.steps_per_epoch / (time.perf_counter() - start)
+    record.update(_evaluation(programs.predict, variables, dataset))
+    progress = progress.seen(record, variables)
+    train_probs = None
+    if self.settings.eval_train or method.reads_train_probs:  # fitted, memorised (metrics.train_split_metrics)
+      train_probs = programs.predict(variables, dataset.x_train)
+      record.update(metrics_lib.train_split_metrics(train_probs, self.given, self.clean))
+    table = _epoch_end(method, programs, table, epoch, variables, progress.best_variables, train_probs, dataset)
+    num_examples = dataset.x_train.shape[0]
+    record.update(table_metrics_lib.table_metrics(table, self.clean, method, num_examples=num_examples))
+    record["seconds"] = time.perf_counter() - start
+    progress.history.append(record)
+    return state, table, progress
+
+
 def fit(
   *,
   model,
@@ -169,30 +215,15 @@ def fit(
       on_resume(list(progress.history))
   on_skipped = _skip_recorder(dataset, plan.streamed, skipped_files)
   first_epoch = progress.history[-1]["epoch"] + 1 if progress.history else 1
+  epochs = _EpochRun(stage, method, settings, programs, dataset, images, given, clean, order_key, steps_per_epoch)
   for epoch in range(first_epoch, settings.num_epochs + 1):
-    start = time.perf_counter()
     inside_epoch = _inside_epoch(on_skipped, position, saving, progress, epoch, steps_per_epoch)
     position = None
-    state, table, train_metrics = programs.epoch_fn(
-      state, table, images, jax.random.fold_in(order_key, epoch), jnp.asarray(epoch, jnp.int32), **inside_epoch
-    )
-    variables = state_lib.variables_of(state)
-    record = {"stage": stage, "epoch": epoch, **_to_python(train_metrics)}  # _to_python waits for the epoch
-    record["steps_per_second"] = steps_per_epoch / (time.perf_counter() - start)
-    record.update(_evaluation(programs.predict, variables, dataset))
-    progress = progress.seen(record, variables)
-    train_probs = None
-    if settings.eval_train or method.reads_train_probs:  # fitted, memorised (metrics.train_split_metrics)
-      train_probs = programs.predict(variables, dataset.x_train)
-      record.update(metrics_lib.train_split_metrics(train_probs, given, clean))
-    table = _epoch_end(method, programs, table, epoch, variables, progress.best_variables, train_probs, dataset)
-    record.update(table_metrics_lib.table_metrics(table, clean, method, num_examples=num_examples))
-    record["seconds"] = time.perf_counter() - start
-    progress.history.append(record)
+    state, table, progress = epochs.train(epoch, state, table, progress, inside_epoch)
     if saving is not None and checkpoint_lib.is_due(epoch, every=saving.every, num_epochs=settings.num_epochs):
       _save(saving.manager, epoch, state, table, progress, saving.meta)
     if log_fn is not None:
-      log_fn(record)
+      log_fn(progress.history[-1])
   return _finish(saving, state, table, progress, shard_table=shard_table, num_examples=num_examples)
 
 
