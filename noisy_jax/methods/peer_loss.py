@@ -22,8 +22,13 @@ psum-ed and the BatchNorm statistics synchronised, as PES's epoch program.
 
 Differences from the codes: the replication (KlemenVovk/noisy-labels peer_loss.py:122-132) pairs each batch with a
 second shuffled loader over a fixed permutation of the images; here the draft's independent draws. The learning-rate
-plan (`core.peer_loss.lr_factor`) is not applied: the run's optimiser is used as configured. A row-sharded label table
+plan (`core.peer_loss.lr_factor`) is the run's optimiser's to apply: experiments/configs/peer_loss_paper.py sets it as
+lr_schedule 'per_epoch' (noisy_jax.train.optim). A row-sharded label table
 and streamed inputs are refused (the peers need the resident split).
+
+The program is shared: `make_epoch_fn(..., pair_loss=F)` runs the same steps (peer rows, inputs, two forwards,
+update) with another method's batch loss F(logits, labels, peer_logits, peer_labels, valid, axis_name) in place of
+step 3's L (noisy_jax.methods.f_divergence); the epoch's alpha is then neither used nor reported.
 """
 
 from __future__ import annotations
@@ -122,17 +127,23 @@ def make_epoch_fn(
   compiler_options=None,
   normalize=None,
   axis: str = "batch",
+  pair_loss=None,
+  name: str = "Peer loss",
   **unused,
 ):
   """`epoch_fn(state, table, images, key, epoch) -> (state, table, metrics)` of peer loss (module docstring).
-  State and table are donated; a row-sharded table or streamed inputs are refused."""
+  State and table are donated; a row-sharded table or streamed inputs are refused.
+
+  pair_loss: None (peer loss's `batch_loss` with the settings' alpha and log_epsilon) or another method's batch loss
+  `(logits, labels, peer_logits, peer_labels, valid, axis_name) -> L` over the global batch (its sums psum-ed over
+  axis_name); with one, the metrics carry no 'peer_alpha'. name: the method's, in the refusals' messages."""
   if unused.get("source") is not None:
-    raise ValueError("Peer loss draws its peers from the resident training split: streamed inputs are not supported.")
+    raise ValueError(f"{name} draws its peers from the resident training split: streamed inputs are not supported.")
   check_settings(settings)
   normalize = normalize or normalization.identity()
   num_devices = mesh.devices.size
   if batch_size % num_devices:
-    raise ValueError(f"Peer loss splits batch_size={batch_size} over {num_devices} device(s): it must be divisible.")
+    raise ValueError(f"{name} splits batch_size={batch_size} over {num_devices} device(s): it must be divisible.")
   local = batch_size // num_devices
   steps = math.ceil(num_examples / batch_size)
 
@@ -150,6 +161,8 @@ def make_epoch_fn(
     def loss_fn(params):
       logits, stats = dividemix_train.train_forward(state, params, state.batch_stats, x)
       peer_logits, stats = dividemix_train.train_forward(state, params, stats, x_peer)
+      if pair_loss is not None:
+        return pair_loss(logits, labels, peer_logits, peer_labels, my_valid, axis), (stats, logits)
       loss = batch_loss(
         logits,
         labels,
@@ -174,11 +187,11 @@ def make_epoch_fn(
   batches_fn = jax.jit(lambda key: epoch_lib.epoch_batches(key, num_examples, batch_size))
 
   def epoch_fn(state, table, images, key, epoch, **inside):
-    pair_epochs.refuse_inside_epoch("Peer loss", inside)
+    pair_epochs.refuse_inside_epoch(name, inside)
     if table_sharding.is_sharded(table):
-      raise ValueError("Peer loss reads the peers' labels from the whole table: set label_table_sharding='replicated'.")
+      raise ValueError(f"{name} reads the peers' labels from the whole table: set label_table_sharding='replicated'.")
     if images is None:
-      raise ValueError("Peer loss draws its peers from the resident training split: images must not be None.")
+      raise ValueError(f"{name} draws its peers from the resident training split: images must not be None.")
     loop_epoch = settings.epochs_before + int(epoch) - 1
     alpha = epoch_alpha(settings, loop_epoch)
     order, valid = batches_fn(key)
@@ -190,7 +203,7 @@ def make_epoch_fn(
         state, table, totals, np.int32(0), images, order[step], valid[step], key, np.int32(step), count, alpha_arg
       )
     metrics = epoch_lib.mean_metrics(totals, "train_accuracy_given")
-    return state, table, {**metrics, "peer_alpha": alpha}
+    return state, table, metrics if pair_loss is not None else {**metrics, "peer_alpha": alpha}
 
   return epoch_fn
 

@@ -22,6 +22,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   pes_semi            noisy_jax.methods.pes_semi            Bai et al., NeurIPS 2021 (PES, then MixMatch)
   gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
   peer_loss           noisy_jax.methods.peer_loss           Liu & Guo, ICML 2020 (peers from the whole split)
+  f_divergence        noisy_jax.methods.f_divergence        Wei & Liu, ICLR 2021 (CE warm-up, then D_f with peers)
   volminnet           noisy_jax.methods.volminnet           Li et al., ICML 2021 (T learned with the net, log-det)
 
 A new method is a module with its SPEC and one line in SPECS below.
@@ -36,6 +37,7 @@ from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import elr
 from noisy_jax.methods import elr_plus_train
 from noisy_jax.methods import encouraging
+from noisy_jax.methods import f_divergence
 from noisy_jax.methods import gls
 from noisy_jax.methods import jocor
 from noisy_jax.methods import joint_optimization
@@ -73,6 +75,7 @@ SPECS = {
     pes_semi.SPEC,
     gls.SPEC,
     peer_loss.SPEC,
+    f_divergence.SPEC,
     volminnet.SPEC,
   )
 }
