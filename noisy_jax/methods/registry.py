@@ -23,6 +23,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
   peer_loss           noisy_jax.methods.peer_loss           Liu & Guo, ICML 2020 (peers from the whole split)
   f_divergence        noisy_jax.methods.f_divergence        Wei & Liu, ICLR 2021 (CE warm-up, then D_f with peers)
+  cores               noisy_jax.methods.cores               Cheng et al., ICLR 2021 (CORES² phase 1: the sample sieve)
   volminnet           noisy_jax.methods.volminnet           Li et al., ICML 2021 (T learned with the net, log-det)
 
 A new method is a module with its SPEC and one line in SPECS below.
@@ -31,6 +32,7 @@ A new method is a module with its SPEC and one line in SPECS below.
 from __future__ import annotations
 
 from noisy_jax.core import _checks
+from noisy_jax.methods import cores
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import disc
 from noisy_jax.methods import dividemix_train
@@ -76,6 +78,7 @@ SPECS = {
     gls.SPEC,
     peer_loss.SPEC,
     f_divergence.SPEC,
+    cores.SPEC,
     volminnet.SPEC,
   )
 }
