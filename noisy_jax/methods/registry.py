@@ -22,6 +22,7 @@ with their meaning and defaults, are in its module's docstring and its builder's
   pes_semi            noisy_jax.methods.pes_semi            Bai et al., NeurIPS 2021 (PES, then MixMatch)
   gls                 noisy_jax.methods.gls                 Wei et al., ICML 2022 (CE warm-up, then +/- label smoothing)
   peer_loss           noisy_jax.methods.peer_loss           Liu & Guo, ICML 2020 (peers from the whole split)
+  cal                 noisy_jax.methods.cal                 Zhu et al., CVPR 2021 (sieve warm-up, then covariance term)
   f_divergence        noisy_jax.methods.f_divergence        Wei & Liu, ICLR 2021 (CE warm-up, then D_f with peers)
   cores               noisy_jax.methods.cores               Cheng et al., ICLR 2021 (CORES² phase 1: the sample sieve)
   volminnet           noisy_jax.methods.volminnet           Li et al., ICML 2021 (T learned with the net, log-det)
@@ -32,6 +33,7 @@ A new method is a module with its SPEC and one line in SPECS below.
 from __future__ import annotations
 
 from noisy_jax.core import _checks
+from noisy_jax.methods import cal
 from noisy_jax.methods import cores
 from noisy_jax.methods import coteaching
 from noisy_jax.methods import disc
@@ -77,6 +79,7 @@ SPECS = {
     pes_semi.SPEC,
     gls.SPEC,
     peer_loss.SPEC,
+    cal.SPEC,
     f_divergence.SPEC,
     cores.SPEC,
     volminnet.SPEC,
