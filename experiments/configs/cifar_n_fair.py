@@ -71,13 +71,19 @@ SOURCES = {
   "truncated_lq": ("gce_paper", "cifar10_n,truncated_lq,{labels}", "cifar100_n,truncated_lq,noisy"),
   "joint_optimization": ("jo_paper", "symmetric", "symmetric"),
   "encouraging": ("el_paper", "cifar10,el", "cifar100,el"),
-  "loss_correction": ("loss_correction_paper", "cifar10,forward,estimated,symmetric",
-                      "cifar100,forward,estimated,symmetric"),
+  "loss_correction": (
+    "loss_correction_paper",
+    "cifar10,forward,estimated,symmetric",
+    "cifar100,forward,estimated,symmetric",
+  ),
   "elr": ("elr_paper", "cifar10,symmetric", "cifar100,symmetric"),
   "sop": ("sop_paper", "symmetric", "symmetric"),
   "coteaching": ("coteaching_paper", "cifar10,coteaching,symmetric50", "cifar100,coteaching,symmetric50"),
-  "coteaching_plus": ("coteaching_paper", "cifar10,coteaching_plus,symmetric50",
-                      "cifar100,coteaching_plus,symmetric50"),
+  "coteaching_plus": (
+    "coteaching_paper",
+    "cifar10,coteaching_plus,symmetric50",
+    "cifar100,coteaching_plus,symmetric50",
+  ),
   "jocor": ("coteaching_paper", "cifar10,coteaching,symmetric50", "cifar100,coteaching,symmetric50"),
   "dividemix": ("dividemix_paper", "cifar10,symmetric_include_true,50", "cifar100,symmetric_include_true,50"),
   "elr_plus": ("elr_plus_paper", "cifar10,symmetric", "cifar100,symmetric"),
@@ -90,6 +96,8 @@ SOURCES = {
   "peer_loss": ("peer_loss_paper", "cifar10_n,{labels}", "cifar100_n,noisy"),
   "f_divergence": ("f_divergence_paper", "cifar10_n,{labels}", "cifar100_n,noisy"),
   "volminnet": ("volminnet_paper", "cifar10_n,{labels}", "cifar100_n,noisy"),
+  "cores": ("cores_paper", "cifar10_n,{labels}", "cifar100_n,noisy"),
+  "cal": ("cal_paper", "cifar10_n,{labels}", "cifar100_n,noisy"),
 }
 RUNS = tuple(SOURCES)
 # JoCoR takes Co-teaching's plan (its original shares Co-teaching's Adam and ramp) with its own loss: co_lambda 0.9
@@ -167,4 +175,3 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.shared = shared_protocol(dataset, labels)
   config.runs = ml_collections.ConfigDict({run: run_plan(run, dataset, labels) for run in RUNS})
   return config
-
