@@ -372,6 +372,11 @@ BASELINE_RUNS = (
   ("pes", "PES (4 stages)"),
   ("pes_semi", "PES-semi (3 stages, MixMatch)"),
   ("gls", "GLS (smooth rate -0.2 at lr 1e-6, after 22 CE epochs)"),
+  ("peer_loss", "Peer Loss (sparse alpha: CE for 20 epochs, then 0 to 1)"),
+  ("volminnet", "VolMinNet (T learned with the network)"),
+  ("f_divergence", "f-divergence (Total-Variation, after 28 CE epochs)"),
+  ("cores", "CORES² (sample sieve, phase 1)"),
+  ("cal", "CAL (16-epoch sieve warm-up, 24 CAL epochs)"),
 )
 
 
