@@ -35,9 +35,9 @@ than they state (their 'sym' draws a label from all classes, the true one includ
 CIFAR-10). On CIFAR-N the labels are the human ones and no generator is involved: every row sees the same labels.
 """
 
-import ml_collections
-
 import importlib
+
+import ml_collections
 
 from experiments.configs import base
 from experiments.configs import coteaching_paper
