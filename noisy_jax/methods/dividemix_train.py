@@ -130,6 +130,38 @@ def _eval_forward(net, x):
   return logits.astype(precision.at_least(logits.dtype))
 
 
+def mixed_batch(own, other, views, soft_labels, clean_prob, mix_key, *, settings, axis: str, half: int):
+  """This device's rows of one network's MixMatch batch (module docstring): (inputs [2 (L + U), ...], targets
+  [2 (L + U), C], `own`'s BatchNorm statistics after its four train-mode forwards, z_x1 [L, C] the logits of view 1 of
+  the labelled rows). views: (x1, x2, u1, u2), this device's two views of its L labelled and L unlabelled rows (half:
+  L times the device count, the global batch's labelled rows);
+  soft_labels [L, C] and clean_prob w [L] of its labelled rows; the co-guess reads `other`'s eval-mode logits. The
+  mix is of the global batch (all-gathered over `axis`); each device keeps its own rows of [X1, X2, U1, U2]."""
+  x1, x2, u1, u2 = views
+  local, d = x1.shape[0], lax.axis_index(axis)
+  own_forward = functools.partial(train_forward, own)
+  eval_forward = functools.partial(_eval_forward, other)
+  stats = own.batch_stats
+  z_u11, stats = own_forward(own.params, stats, u1)
+  z_u12, stats = own_forward(own.params, stats, u2)
+  z_u21, z_u22 = eval_forward(u1), eval_forward(u2)
+  z_x1, stats = own_forward(own.params, stats, x1)
+  z_x2, stats = own_forward(own.params, stats, x2)
+  z_u11, z_u12, z_x1, z_x2 = (lax.stop_gradient(z) for z in (z_u11, z_u12, z_x1, z_x2))
+  softmax = jax.nn.softmax
+  targets_x = dm.refine_labels(soft_labels, clean_prob, (softmax(z_x1) + softmax(z_x2)) / 2, T=settings.temperature)
+  targets_u = dm.co_guess(
+    jnp.stack([softmax(z_u11), softmax(z_u12)]), jnp.stack([softmax(z_u21), softmax(z_u22)]), T=settings.temperature
+  )
+  gather = lambda a: lax.all_gather(a, axis, tiled=True)
+  mixed, mixed_targets = dm.mixmatch(
+    gather(x1), gather(x2), gather(u1), gather(u2), gather(targets_x), gather(targets_u), mix_key, alpha=settings.alpha
+  )
+  # This device's rows of the global [X1, X2, U1, U2] (each block `half` rows): its labelled rows, then unlabelled.
+  blocks = [lax.dynamic_slice_in_dim(a, k * half + d * local, local) for a in (mixed, mixed_targets) for k in range(4)]
+  return jnp.concatenate(blocks[:4]), jnp.concatenate(blocks[4:]), stats, z_x1
+
+
 def make_epoch_fn(
   mesh,
   *,
@@ -172,36 +204,10 @@ def make_epoch_fn(
     x1, x2, u1, u2 = view(my_l, keys[0]), view(my_l, keys[1]), view(my_u, keys[2]), view(my_u, keys[3])
     own, other = members_lib.take(state, m), members_lib.take(state, 1 - m)
     own_forward = functools.partial(train_forward, own)
-    eval_forward = functools.partial(_eval_forward, other)
-    stats = own.batch_stats
-    z_u11, stats = own_forward(own.params, stats, u1)
-    z_u12, stats = own_forward(own.params, stats, u2)
-    z_u21, z_u22 = eval_forward(u1), eval_forward(u2)
-    z_x1, stats = own_forward(own.params, stats, x1)
-    z_x2, stats = own_forward(own.params, stats, x2)
-    z_u11, z_u12, z_x1, z_x2 = (lax.stop_gradient(z) for z in (z_u11, z_u12, z_x1, z_x2))
-    softmax = jax.nn.softmax
-    targets_x = dm.refine_labels(soft, w, (softmax(z_x1) + softmax(z_x2)) / 2, T=settings.temperature)
-    targets_u = dm.co_guess(
-      jnp.stack([softmax(z_u11), softmax(z_u12)]), jnp.stack([softmax(z_u21), softmax(z_u22)]), T=settings.temperature
+    views = (x1, x2, u1, u2)
+    inputs, targets, stats, z_x1 = mixed_batch(
+      own, other, views, soft, w, keys[4], settings=settings, axis=axis, half=half
     )
-    gather = lambda a: lax.all_gather(a, axis, tiled=True)
-    mixed, mixed_targets = dm.mixmatch(
-      gather(x1),
-      gather(x2),
-      gather(u1),
-      gather(u2),
-      gather(targets_x),
-      gather(targets_u),
-      keys[4],
-      alpha=settings.alpha,
-    )
-    # This device's rows of the global [X1, X2, U1, U2] (each block `half` rows): its labelled rows, then unlabelled.
-    blocks = [
-      lax.dynamic_slice_in_dim(a, k * half + d * local, local) for a in (mixed, mixed_targets) for k in range(4)
-    ]
-    inputs = jnp.concatenate(blocks[:4])
-    targets = jnp.concatenate(blocks[4:])
     current = (epoch - 1).astype(dtype) + step.astype(dtype) / num_iter  # the original's 0-based
     lamb = dm.linear_rampup(current, settings.warm_up, lambda_u=settings.lambda_u) * has_unlabelled
 
