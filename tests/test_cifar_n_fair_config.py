@@ -16,8 +16,14 @@ from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 
-LABEL_SETS = ["cifar10_n,worst", "cifar10_n,aggregate", "cifar10_n,random1", "cifar10_n,random2",
-              "cifar10_n,random3", "cifar100_n,noisy"]
+LABEL_SETS = [
+  "cifar10_n,worst",
+  "cifar10_n,aggregate",
+  "cifar10_n,random1",
+  "cifar10_n,random2",
+  "cifar10_n,random3",
+  "cifar100_n,noisy",
+]
 
 
 @pytest.fixture(scope="module", params=LABEL_SETS)

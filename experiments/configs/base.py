@@ -131,6 +131,29 @@ def optimizer(
   )
 
 
+def sgd(
+  learning_rate: float,
+  *,
+  momentum: float,
+  weight_decay: float,
+  lr_boundaries=(),
+  lr_decay: float = 0.1,
+  nesterov: bool = False,
+  lr_schedule: str = "piecewise",
+) -> ml_collections.ConfigDict:
+  """An SGD optimizer section with every field set: `optimizer`'s fields (`learning_rate` x `lr_decay` at each epoch
+  of `lr_boundaries`, `momentum`, coupled `weight_decay`) plus name 'sgd', `nesterov` and `lr_schedule`
+  (noisy_jax.train.optim.make_optimizer). Every field is written because a stage's section (warmup, reweight, ...) is
+  merged over the run's optimizer, which may be another optimizer's or another SGD's."""
+  section = optimizer(
+    learning_rate, weight_decay=weight_decay, lr_boundaries=lr_boundaries, lr_decay=lr_decay, momentum=momentum
+  )
+  section.name = "sgd"
+  section.nesterov = nesterov
+  section.lr_schedule = lr_schedule
+  return section
+
+
 def single(run: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """A single-run config: the shared settings updated with one run's settings."""
   config = get_shared()

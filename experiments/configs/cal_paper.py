@@ -112,26 +112,14 @@ def parse(arg: str | None) -> tuple[str, str, float | str]:
   return dataset, noise, rate_or_labels
 
 
-def _sgd(boundaries=LR_BOUNDARIES):
-  sgd = base.optimizer(
-    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=boundaries, lr_decay=LR_DECAY, momentum=MOMENTUM
-  )
-  sgd.name = "sgd"
-  sgd.nesterov = False
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels = parse(arg)
   num_classes = 100 if dataset.startswith("cifar100") else 10
   human = noise == "human"
   config = base.get_shared()
-  if human:
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=REP_VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type="symmetric", rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(
+    config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE, human_validation_size=REP_VALIDATION_SIZE
+  )
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
@@ -148,8 +136,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "lr_alpha_division": not human,
     }
   )
+  sgd = {"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY, "lr_boundaries": LR_BOUNDARIES, "lr_decay": LR_DECAY}
   warmup_epochs = REP_WARMUP_EPOCHS if human else WARMUP_EPOCHS
-  config.warmup = ml_collections.ConfigDict({"num_epochs": warmup_epochs, "optimizer": _sgd()})
+  config.warmup = ml_collections.ConfigDict({"num_epochs": warmup_epochs, "optimizer": base.sgd(LEARNING_RATE, **sgd)})
   config.num_epochs = REP_TOTAL_EPOCHS - REP_WARMUP_EPOCHS if human else CAL_EPOCHS
-  config.optimizer = _sgd()
+  config.optimizer = base.sgd(LEARNING_RATE, **sgd)
   return config

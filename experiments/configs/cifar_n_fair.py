@@ -41,6 +41,7 @@ import ml_collections
 
 from experiments.configs import base
 from experiments.configs import coteaching_paper
+from experiments.configs import paper_rows
 
 LABEL_SETS = {
   "cifar10_n": ("worst", "aggregate", "random1", "random2", "random3"),
@@ -160,8 +161,7 @@ def run_plan(run: str, dataset: str, labels: str) -> ml_collections.ConfigDict:
 def shared_protocol(dataset: str, labels: str) -> ml_collections.ConfigDict:
   """config.shared: the data, backbone, validation and seeds every row shares (module docstring)."""
   shared = base.get_shared()
-  base.paper_data(shared, dataset, noise_type="dataset", rate=0.0, validation_size=VALIDATION_SIZE)
-  shared.dataset_kwargs.noise_key = labels
+  paper_rows.row_data(shared, dataset, "human", labels, validation_size=VALIDATION_SIZE)
   shared.validation_labels = "noisy"
   shared.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   shared.seeds = SEEDS

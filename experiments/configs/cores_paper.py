@@ -140,33 +140,20 @@ def parse(arg: str | None) -> tuple[str, str, float | str]:
   return dataset, noise, rate_or_labels
 
 
-def _sgd(learning_rate, *, momentum, weight_decay, lr_boundaries, lr_decay):
-  """An SGD section with every field set."""
-  sgd = base.optimizer(
-    learning_rate, weight_decay=weight_decay, lr_boundaries=lr_boundaries, lr_decay=lr_decay, momentum=momentum
-  )
-  sgd.name = "sgd"
-  sgd.nesterov = False
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels = parse(arg)
   config = base.get_shared()
   human = noise == "human"
-  if human:
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=REP_VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type=noise, rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(
+    config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE, human_validation_size=REP_VALIDATION_SIZE
+  )
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.method = ml_collections.ConfigDict(dict(METHOD))
   if human:
     config.batch_size = REP_BATCH_SIZE
     config.num_epochs = REP_NUM_EPOCHS
-    config.optimizer = _sgd(
+    config.optimizer = base.sgd(
       REP_LEARNING_RATE,
       momentum=REP_MOMENTUM,
       weight_decay=REP_WEIGHT_DECAY,
@@ -176,7 +163,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   else:
     config.batch_size = BATCH_SIZE
     config.num_epochs = NUM_EPOCHS
-    config.optimizer = _sgd(
+    config.optimizer = base.sgd(
       LEARNING_RATE, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, lr_decay=LR_DECAY
     )
   return config

@@ -152,17 +152,6 @@ def parse(arg: str | None) -> tuple[str, str, float | str, str]:
   return dataset, noise, rate_or_labels, divergence or DIVERGENCE
 
 
-def _sgd(learning_rate, *, lr_boundaries, lr_decay=0.1, momentum, weight_decay):
-  """An SGD section with every field set (a stage's section is merged over the run's optimizer)."""
-  sgd = base.optimizer(
-    learning_rate, weight_decay=weight_decay, lr_boundaries=lr_boundaries, lr_decay=lr_decay, momentum=momentum
-  )
-  sgd.name = "sgd"
-  sgd.nesterov = False
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def _code_rows(config, dataset, noise, rate):
   """The code's data, network and two plans (module docstring)."""
   if noise == "random":
@@ -173,23 +162,22 @@ def _code_rows(config, dataset, noise, rate):
     base.paper_data(config, dataset, noise_type="symmetric", rate=rate, validation_size=VALIDATION_SIZE)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": dict(MODEL_KWARGS), "pretrained": "none"})
   sgd = {"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
-  warmup = _sgd(WARMUP_LEARNING_RATE, lr_boundaries=WARMUP_LR_BOUNDARIES, lr_decay=WARMUP_LR_DECAY, **sgd)
+  warmup = base.sgd(WARMUP_LEARNING_RATE, lr_boundaries=WARMUP_LR_BOUNDARIES, lr_decay=WARMUP_LR_DECAY, **sgd)
   config.warmup = ml_collections.ConfigDict({"num_epochs": WARMUP_EPOCHS, "optimizer": warmup})
   config.num_epochs = FDIV_EPOCHS
-  config.optimizer = _sgd(FDIV_LEARNING_RATE, lr_boundaries=FDIV_LR_BOUNDARIES, lr_decay=FDIV_LR_DECAY, **sgd)
+  config.optimizer = base.sgd(FDIV_LEARNING_RATE, lr_boundaries=FDIV_LR_BOUNDARIES, lr_decay=FDIV_LR_DECAY, **sgd)
   return PROB_EPSILON[dataset]
 
 
 def _replication_rows(config, dataset, labels):
   """The replication's data, network and two plans (module docstring)."""
-  base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=REP_VALIDATION_SIZE)
-  config.dataset_kwargs.noise_key = labels
+  paper_rows.row_data(config, dataset, "human", labels, validation_size=REP_VALIDATION_SIZE)
   config.model = ml_collections.ConfigDict({"name": REP_MODEL, "kwargs": {}, "pretrained": "none"})
   sgd = {"momentum": REP_MOMENTUM, "weight_decay": REP_WEIGHT_DECAY, "lr_decay": REP_LR_DECAY}
-  warmup = _sgd(REP_WARMUP_LEARNING_RATE, lr_boundaries=REP_WARMUP_LR_BOUNDARIES, **sgd)
+  warmup = base.sgd(REP_WARMUP_LEARNING_RATE, lr_boundaries=REP_WARMUP_LR_BOUNDARIES, **sgd)
   config.warmup = ml_collections.ConfigDict({"num_epochs": REP_WARMUP_EPOCHS, "optimizer": warmup})
   config.num_epochs = REP_TOTAL_EPOCHS - REP_WARMUP_EPOCHS
-  config.optimizer = _sgd(REP_FDIV_LEARNING_RATE, lr_boundaries=REP_FDIV_LR_BOUNDARIES, **sgd)
+  config.optimizer = base.sgd(REP_FDIV_LEARNING_RATE, lr_boundaries=REP_FDIV_LR_BOUNDARIES, **sgd)
   return REP_PROB_EPSILON
 
 

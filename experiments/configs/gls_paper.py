@@ -173,26 +173,13 @@ def parse(arg: str | None) -> tuple[str, str, float | str, float]:
   return dataset, noise, rate_or_labels, smooth_rate
 
 
-def _sgd(learning_rate, *, momentum, weight_decay, lr_boundaries, lr_decay=0.1, nesterov=False):
-  """An SGD section with every field set (a stage's section is merged over the run's optimizer)."""
-  sgd = base.optimizer(
-    learning_rate, weight_decay=weight_decay, lr_boundaries=lr_boundaries, lr_decay=lr_decay, momentum=momentum
-  )
-  sgd.name = "sgd"
-  sgd.nesterov = nesterov
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels, smooth_rate = parse(arg)
   config = base.get_shared()
   human = noise == "human"
-  if human:
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=REP_VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type="symmetric", rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(
+    config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE, human_validation_size=REP_VALIDATION_SIZE
+  )
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
@@ -208,12 +195,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   if human:
     rep = {"momentum": REP_MOMENTUM, "weight_decay": REP_WEIGHT_DECAY, "lr_boundaries": REP_LR_BOUNDARIES}
-    warmup_optimizer = _sgd(REP_LEARNING_RATE, lr_decay=REP_LR_DECAY, **rep)
+    warmup_optimizer = base.sgd(REP_LEARNING_RATE, lr_decay=REP_LR_DECAY, **rep)
     config.warmup = ml_collections.ConfigDict({"num_epochs": REP_WARMUP_EPOCHS, "optimizer": warmup_optimizer})
     config.num_epochs = REP_TOTAL_EPOCHS - REP_WARMUP_EPOCHS
-    config.optimizer = _sgd(REP_LEARNING_RATE, lr_decay=REP_LR_DECAY, **rep)
+    config.optimizer = base.sgd(REP_LEARNING_RATE, lr_decay=REP_LR_DECAY, **rep)
   else:
-    warmup_optimizer = _sgd(
+    warmup_optimizer = base.sgd(
       WARMUP_LEARNING_RATE,
       momentum=WARMUP_MOMENTUM,
       weight_decay=WARMUP_WEIGHT_DECAY,
@@ -222,7 +209,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     config.warmup = ml_collections.ConfigDict({"num_epochs": WARMUP_EPOCHS, "optimizer": warmup_optimizer})
     config.num_epochs = GLS_EPOCHS
-    config.optimizer = _sgd(
+    config.optimizer = base.sgd(
       GLS_LEARNING_RATE, momentum=GLS_MOMENTUM, weight_decay=GLS_WEIGHT_DECAY, lr_boundaries=(), nesterov=GLS_NESTEROV
     )
   return config

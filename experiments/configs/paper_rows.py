@@ -1,9 +1,14 @@
 """The row strings of the paper configs that take 'DATASET,NOISE,RATE[,OPTION]' or 'DATASET,LABELS[,OPTION]'
-(t_revision_paper.py, pes_paper.py): `parse_row` checks one against the config's allowed values."""
+(t_revision_paper.py, pes_paper.py): `parse_row` checks one against the config's allowed values, `row_data` sets a
+row's data."""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
+
+import ml_collections
+
+from experiments.configs import base
 
 
 def parse_row(
@@ -50,3 +55,34 @@ def parse_row(
     allowed = ", ".join(map(str, rates[noise]))
     raise ValueError(f"{config_name}: RATE {parts[2]!r} for {noise} in {arg!r}; allowed: {allowed}.")
   return dataset, noise, rate, option
+
+
+def row_data(
+  config: ml_collections.ConfigDict,
+  dataset: str,
+  noise: str,
+  rate_or_labels: float | str,
+  *,
+  validation_size: int,
+  human_validation_size: int | None = None,
+  noise_dataset: str = "",
+) -> ml_collections.ConfigDict:
+  """`config` with the data (base.paper_data) of a row that `parse_row` returned (`dataset`, `noise`, `rate_or_labels`):
+  for noise 'human' the dataset's own labels `rate_or_labels` (noise type 'dataset' at rate 0,
+  dataset_kwargs.noise_key) with `human_validation_size` examples held out (None: `validation_size`); else noise of
+  type `noise` at rate `rate_or_labels` (`noise_dataset`: the class map of 'asymmetric') with `validation_size`."""
+  if noise == "human":
+    if human_validation_size is None:
+      human_validation_size = validation_size
+    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=human_validation_size)
+    config.dataset_kwargs.noise_key = rate_or_labels
+  else:
+    base.paper_data(
+      config,
+      dataset,
+      noise_type=noise,
+      rate=rate_or_labels,
+      noise_dataset=noise_dataset,
+      validation_size=validation_size,
+    )
+  return config

@@ -110,19 +110,12 @@ def parse(arg: str | None) -> tuple[str, str, float | str, str]:
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels, alpha = parse(arg)
   config = base.get_shared()
-  if noise == "human":
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type="symmetric", rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE)
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
   config.num_epochs = NUM_EPOCHS
   config.method = ml_collections.ConfigDict({"name": "peer_loss", "alpha": alpha, "log_epsilon": LOG_EPSILON})
-  sgd = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, momentum=MOMENTUM)
-  sgd.name = "sgd"
-  sgd.lr_schedule = "per_epoch"
-  sgd.lr_factors = list(lr_factors(alpha))
-  config.optimizer = sgd
+  config.optimizer = base.sgd(LEARNING_RATE, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, lr_schedule="per_epoch")
+  config.optimizer.lr_factors = list(lr_factors(alpha))
   return config

@@ -136,17 +136,6 @@ def parse(arg: str | None) -> tuple[str, str, float | str, bool]:
   return dataset, noise, rate_or_labels, option is not None
 
 
-def _sgd() -> ml_collections.ConfigDict:
-  """The code's SGD (PES_cs.py:165-166): lr 0.1, momentum 0.9, coupled weight decay 1e-4, x0.1 at loop epochs 100
-  and 150."""
-  sgd = base.optimizer(
-    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, lr_decay=LR_DECAY, momentum=MOMENTUM
-  )
-  sgd.name = "sgd"
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def _adam() -> ml_collections.ConfigDict:
   """The refines' Adam (PES_cs.py:117): lr 1e-4, constant, no weight decay; merged over the run's SGD, whose other
   fields Adam does not read (momentum, nesterov) or leave it unchanged (lr_decay without boundaries)."""
@@ -159,11 +148,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels, original = parse(arg)
   family = dataset.removesuffix("_n")
   config = base.get_shared()
-  if noise == "human":
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type=noise, rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE)
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODELS[family], "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
@@ -180,5 +165,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.refine1 = ml_collections.ConfigDict({"num_epochs": REFINE_EPOCHS[0], "optimizer": _adam()})
   config.refine2 = ml_collections.ConfigDict({"num_epochs": REFINE_EPOCHS[1], "optimizer": _adam()})
   config.num_epochs = LOOP_EPOCHS - warmup_epochs - REFINE_CLOCK_EPOCHS
-  config.optimizer = _sgd()
+  # The code's SGD (PES_cs.py:165-166): lr 0.1, momentum 0.9, coupled weight decay 1e-4, x0.1 at loop epochs 100
+  # and 150.
+  config.optimizer = base.sgd(
+    LEARNING_RATE, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, lr_boundaries=LR_BOUNDARIES, lr_decay=LR_DECAY
+  )
   return config

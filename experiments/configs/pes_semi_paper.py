@@ -182,17 +182,6 @@ def parse(arg: str | None) -> tuple[str, str, float | str, bool]:
   return dataset, noise, rate_or_labels, option is not None
 
 
-def _sgd() -> ml_collections.ConfigDict:
-  """The code's SGD (PES_semi.py:258-260): lr 0.02, momentum 0.9, coupled weight decay 5e-4, cosine over the 300 loop
-  epochs down to 2e-4."""
-  sgd = base.optimizer(LEARNING_RATE, weight_decay=WEIGHT_DECAY, momentum=MOMENTUM)
-  sgd.name = "sgd"
-  sgd.lr_schedule = "cosine"
-  sgd.cosine_epochs = COSINE_EPOCHS
-  sgd.lr_min = LR_MIN
-  return sgd
-
-
 def _adam() -> ml_collections.ConfigDict:
   """The refine's Adam (PES_semi.py:208): lr 1e-4, constant, no weight decay; merged over the run's SGD, so the
   schedule is set back to a constant ('piecewise' without boundaries: the SGD's cosine fields are then unread), and
@@ -212,11 +201,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels, original = parse(arg)
   family = dataset.removesuffix("_n")
   config = base.get_shared()
-  if noise == "human":
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type=noise, rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE)
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   model = MODELS[dataset]
   kwargs = dict(PREACT_RESNET18_KWARGS) if model == "preact_resnet32" else {}
@@ -239,5 +224,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.warmup = ml_collections.ConfigDict({"num_epochs": warmup_epochs})  # the run's SGD
   config.refine1 = ml_collections.ConfigDict({"num_epochs": REFINE_EPOCHS, "optimizer": _adam()})
   config.num_epochs = LOOP_EPOCHS - warmup_epochs - REFINE_CLOCK_EPOCHS
-  config.optimizer = _sgd()
+  # The code's SGD (PES_semi.py:258-260): lr 0.02, momentum 0.9, coupled weight decay 5e-4, cosine over the 300 loop
+  # epochs down to 2e-4.
+  config.optimizer = base.sgd(LEARNING_RATE, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, lr_schedule="cosine")
+  config.optimizer.cosine_epochs = COSINE_EPOCHS
+  config.optimizer.lr_min = LR_MIN
   return config

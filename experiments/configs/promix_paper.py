@@ -96,6 +96,7 @@ Stated deviations:
 import ml_collections
 
 from experiments.configs import base
+from experiments.configs import paper_rows
 
 DATASETS = ("cifar10", "cifar100", "cifar10_n", "cifar100_n")
 NOISES = {"symmetric": "symmetric_include_true", "asymmetric": "asymmetric"}  # code dataloader_cifarn.py sym / asym
@@ -191,18 +192,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = base.get_shared()
   if noise == "human":
     rho = HUMAN_RHO
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0)
-    config.dataset_kwargs.noise_key = HUMAN_LABELS[dataset][rate_or_labels]
+    noise_type, rate_or_labels = "human", HUMAN_LABELS[dataset][rate_or_labels]  # the original's name -> noise_key
   else:
     rho = SYNTHETIC_ROWS[(dataset, noise)][rate_or_labels]
     noise_type = NOISES[noise]
-    base.paper_data(
-      config,
-      dataset,
-      noise_type=noise_type,
-      rate=rate_or_labels,
-      noise_dataset=dataset if noise_type == "asymmetric" else "",
-    )
+  noise_dataset = dataset if noise_type == "asymmetric" else ""
+  paper_rows.row_data(config, dataset, noise_type, rate_or_labels, validation_size=0, noise_dataset=noise_dataset)
   config.augment.strong = ml_collections.ConfigDict(STRONG_VIEW)
   config.model = ml_collections.ConfigDict({"name": MODEL, "kwargs": {"pseudo_head": True}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE

@@ -125,26 +125,11 @@ def parse(arg: str | None) -> tuple[str, str, float | str, bool]:
   return dataset, noise, rate_or_labels, option is not None
 
 
-def _sgd(momentum: float, lr_boundaries) -> ml_collections.ConfigDict:
-  """The code's SGD (lr 0.01, weight decay 1e-4, no Nesterov) with `momentum` and the step schedule; every field of
-  the optimizer set, since a stage's section is merged over the run's (Adam) optimizer."""
-  sgd = base.optimizer(
-    LEARNING_RATE, weight_decay=WEIGHT_DECAY, lr_boundaries=lr_boundaries, lr_decay=LR_DECAY, momentum=momentum
-  )
-  sgd.name = "sgd"
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels, original = parse(arg)
   family = dataset.removesuffix("_n")
   config = base.get_shared()
-  if noise == "human":
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type="symmetric", rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE)
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   config.model = ml_collections.ConfigDict({"name": MODELS[family], "kwargs": {}, "pretrained": "none"})
   config.batch_size = BATCH_SIZE
@@ -161,11 +146,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "revision_weight_decay": WEIGHT_DECAY,
     }
   )
-  config.warmup = ml_collections.ConfigDict({"num_epochs": WARMUP_EPOCHS[family], "optimizer": _sgd(0.0, ())})
+  # The code's SGD (lr 0.01, weight decay 1e-4, no Nesterov) with each stage's momentum and step schedule; every field
+  # of the optimizer set, since a stage's section is merged over the run's (Adam) optimizer.
+  sgd = {"weight_decay": WEIGHT_DECAY, "lr_decay": LR_DECAY}
+  warmup_sgd = base.sgd(LEARNING_RATE, momentum=0.0, lr_boundaries=(), **sgd)
+  config.warmup = ml_collections.ConfigDict({"num_epochs": WARMUP_EPOCHS[family], "optimizer": warmup_sgd})
   boundaries = ORIGINAL_LR_BOUNDARIES if original else LR_BOUNDARIES
-  config.reweight = ml_collections.ConfigDict(
-    {"num_epochs": REWEIGHT_EPOCHS, "optimizer": _sgd(REWEIGHT_MOMENTUM, boundaries)}
-  )
+  reweight_sgd = base.sgd(LEARNING_RATE, momentum=REWEIGHT_MOMENTUM, lr_boundaries=boundaries, **sgd)
+  config.reweight = ml_collections.ConfigDict({"num_epochs": REWEIGHT_EPOCHS, "optimizer": reweight_sgd})
   config.num_epochs = REVISION_EPOCHS
   config.optimizer = ml_collections.ConfigDict(
     {

@@ -130,30 +130,14 @@ def parse(arg: str | None) -> tuple[str, str, float | str]:
   return dataset, noise, rate_or_labels
 
 
-def _sgd() -> ml_collections.ConfigDict:
-  """The run's one SGD (module docstring): the code's lr, momentum and schedule, no weight decay of its own."""
-  sgd = base.optimizer(
-    LEARNING_RATE,
-    weight_decay=OPTIMIZER_WEIGHT_DECAY,
-    lr_boundaries=LR_BOUNDARIES,
-    lr_decay=LR_DECAY,
-    momentum=MOMENTUM,
-  )
-  sgd.name = "sgd"
-  sgd.lr_schedule = "piecewise"
-  return sgd
-
-
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   dataset, noise, rate_or_labels = parse(arg)
   family = dataset.removesuffix("_n")
   human = noise == "human"
   config = base.get_shared()
-  if human:
-    base.paper_data(config, dataset, noise_type="dataset", rate=0.0, validation_size=REP_VALIDATION_SIZE)
-    config.dataset_kwargs.noise_key = rate_or_labels
-  else:
-    base.paper_data(config, dataset, noise_type=noise, rate=rate_or_labels, validation_size=VALIDATION_SIZE)
+  paper_rows.row_data(
+    config, dataset, noise, rate_or_labels, validation_size=VALIDATION_SIZE, human_validation_size=REP_VALIDATION_SIZE
+  )
   config.augment = ml_collections.ConfigDict({"crop_padding": CROP_PADDING, "flip": True})
   model = REP_MODEL if human else MODELS[family]
   config.model = ml_collections.ConfigDict({"name": model, "kwargs": {}, "pretrained": "none"})
@@ -167,5 +151,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     }
   )
   config.num_epochs = NUM_EPOCHS
-  config.optimizer = _sgd()
+  # The run's one SGD (module docstring): the code's lr, momentum and schedule, no weight decay of its own.
+  config.optimizer = base.sgd(
+    LEARNING_RATE,
+    momentum=MOMENTUM,
+    weight_decay=OPTIMIZER_WEIGHT_DECAY,
+    lr_boundaries=LR_BOUNDARIES,
+    lr_decay=LR_DECAY,
+  )
   return config
