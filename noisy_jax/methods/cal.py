@@ -59,6 +59,7 @@ Differences from the original code:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import flax
@@ -70,10 +71,10 @@ import numpy as np
 
 from noisy_jax.core import _checks
 from noisy_jax.core import cal as cal_core
-from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix_train
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
@@ -306,19 +307,11 @@ def method(settings: CalSettings, *, phase: str = "cal", num_classes: int) -> me
   program's, used only where a caller runs it (evaluation needs none)."""
   _checks.check_choice("phase", phase, PHASES)
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, phase=phase, **options)
-
   own_state = {"init_state": lambda state: _with_loss_mean(state, num_classes)} if phase == "cal" else {}
   return method_lib.Method(
     name="cal" if phase == "cal" else "cal_warmup",
-    objective=method_lib.batch_objective(
-      lambda logits, labels, weights, valid, axis_name: method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits, labels), weights, valid, axis_name
-      )
-    ),
-    program=method_lib.EpochProgram(build=own_epoch_fn, **own_state),
+    objective=plain_loss.cross_entropy_objective(),
+    program=method_lib.own_program(functools.partial(make_epoch_fn, settings=settings, phase=phase), **own_state),
   )
 
 

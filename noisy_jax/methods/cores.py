@@ -51,6 +51,7 @@ split, cores2.py:62-71). A row-sharded label table and streamed inputs are refus
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -64,10 +65,10 @@ from noisy_jax.core import _checks
 from noisy_jax.core import cores as cores_core
 from noisy_jax.core import label_issues
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.core import losses
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix_train
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import table_sharding
@@ -270,10 +271,6 @@ def method(settings: CoresSettings, num_classes: int) -> method_lib.Method:
   if not isinstance(settings, CoresSettings):
     raise ValueError(f"settings={settings!r} must be a CoresSettings.")
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, **options)
-
   def label_evidence(table):
     margin = np.asarray(table.method_rows[SIEVE_MARGIN], np.float64)
     return label_issues.MethodEvidence(
@@ -284,13 +281,11 @@ def method(settings: CoresSettings, num_classes: int) -> method_lib.Method:
 
   return method_lib.Method(
     name="cores",
-    objective=method_lib.batch_objective(
-      lambda logits, labels, weights, valid, axis_name: method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits, labels), weights, valid, axis_name
-      )
-    ),
+    objective=plain_loss.cross_entropy_objective(),
     init_rows=lambda key, rows, classes: init_rows(rows),
-    program=method_lib.EpochProgram(build=own_epoch_fn, init_state=lambda state: with_prior(state, num_classes)),
+    program=method_lib.own_program(
+      functools.partial(make_epoch_fn, settings=settings), init_state=lambda state: with_prior(state, num_classes)
+    ),
     label_evidence=label_evidence,
   )
 

@@ -67,6 +67,7 @@ Differences from the original code:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from jax import lax
 import jax.numpy as jnp
@@ -137,14 +138,10 @@ def method(settings: FDivergenceSettings) -> method_lib.Method:
     own = -fdiv_core.activation(v, divergence=settings.divergence).astype(logits.dtype)
     return method_lib.weighted_batch_mean(own, weights, valid, axis_name)
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, **options)
-
   return method_lib.Method(
     name="f_divergence",
     objective=method_lib.batch_objective(objective),
-    program=method_lib.EpochProgram(build=own_epoch_fn),
+    program=method_lib.own_program(functools.partial(make_epoch_fn, settings=settings)),
   )
 
 

@@ -34,6 +34,7 @@ step 3's L (noisy_jax.methods.f_divergence); the epoch's alpha is then neither u
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -42,11 +43,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from noisy_jax.core import _checks
-from noisy_jax.core import losses
 from noisy_jax.core import peer_loss as peer_core
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix_train
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import table_sharding
 from noisy_jax.train import epoch as epoch_lib
@@ -213,18 +214,10 @@ def method(settings: PeerLossSettings) -> method_lib.Method:
   program's, used only where a caller runs it (evaluation needs none)."""
   check_settings(settings)
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, **options)
-
   return method_lib.Method(
     name="peer_loss",
-    objective=method_lib.batch_objective(
-      lambda logits, labels, weights, valid, axis_name: method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits, labels), weights, valid, axis_name
-      )
-    ),
-    program=method_lib.EpochProgram(build=own_epoch_fn),
+    objective=plain_loss.cross_entropy_objective(),
+    program=method_lib.own_program(functools.partial(make_epoch_fn, settings=settings)),
   )
 
 

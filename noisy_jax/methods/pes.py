@@ -40,6 +40,7 @@ Where the original differs, and the default here (docs/pes_schedule.md sections 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -49,7 +50,6 @@ import numpy as np
 
 from noisy_jax import models
 from noisy_jax.core import label_issues
-from noisy_jax.core import losses
 from noisy_jax.core import pes as pes_core
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
@@ -286,10 +286,6 @@ def method(settings: PesSettings) -> method_lib.Method:
   if settings.max_class_weight is not None and not settings.max_class_weight > 0:
     raise ValueError(f"max_class_weight={settings.max_class_weight!r} must be None or > 0.")
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, **options)
-
   def label_evidence(table):
     rows = table.method_rows
     return label_issues.MethodEvidence(
@@ -301,13 +297,9 @@ def method(settings: PesSettings) -> method_lib.Method:
 
   return method_lib.Method(
     name="pes",
-    objective=method_lib.batch_objective(
-      lambda logits, labels, weights, valid, axis_name: method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits, labels), weights, valid, axis_name
-      )
-    ),
+    objective=plain_loss.cross_entropy_objective(),
     init_rows=lambda key, rows, classes: init_rows(rows),
-    program=method_lib.EpochProgram(build=own_epoch_fn),
+    program=method_lib.own_program(functools.partial(make_epoch_fn, settings=settings)),
     label_evidence=label_evidence,
   )
 

@@ -60,6 +60,7 @@ Where this differs from the original (the pieces' own differences: noisy_jax.cor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -70,13 +71,13 @@ import numpy as np
 from noisy_jax import models
 from noisy_jax.core import _checks
 from noisy_jax.core import label_issues
-from noisy_jax.core import losses
 from noisy_jax.core import pes as pes_core
 from noisy_jax.core import precision
 from noisy_jax.data import normalization
 from noisy_jax.methods import dividemix as dm
 from noisy_jax.methods import dividemix_train
 from noisy_jax.methods import pes
+from noisy_jax.methods import plain_loss
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import distributed
 from noisy_jax.parallel import table_sharding
@@ -374,19 +375,11 @@ def method(settings: PesSemiSettings) -> method_lib.Method:
   """PES-semi's MixMatch stage as a method: its epoch program (`make_epoch_fn`) and its selection as label evidence."""
   check_settings(settings)
 
-  def own_epoch_fn(mesh, warmup_epoch_fn, **options):
-    del warmup_epoch_fn
-    return make_epoch_fn(mesh, settings=settings, **options)
-
   return method_lib.Method(
     name="pes_semi",
-    objective=method_lib.batch_objective(
-      lambda logits, labels, weights, valid, axis_name: method_lib.weighted_batch_mean(
-        losses.cross_entropy(logits, labels), weights, valid, axis_name
-      )
-    ),
+    objective=plain_loss.cross_entropy_objective(),
     init_rows=lambda key, rows, classes: pes.init_rows(rows),
-    program=method_lib.EpochProgram(build=own_epoch_fn),
+    program=method_lib.own_program(functools.partial(make_epoch_fn, settings=settings)),
     label_evidence=label_evidence,
   )
 

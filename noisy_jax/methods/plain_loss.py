@@ -35,6 +35,12 @@ def cross_entropy_stage(method_config, context: spec_lib.Context) -> method_lib.
   return method("cross_entropy")
 
 
+def cross_entropy_objective():
+  """`method('cross_entropy')`'s objective: what a method with its own epoch program gives as its Method.objective
+  (its program never calls it; a caller that runs the shared step gets plain cross entropy)."""
+  return method("cross_entropy").objective
+
+
 def _build(method_config, context: spec_lib.Context) -> method_lib.Method:
   del context
   return method(

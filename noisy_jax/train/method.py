@@ -91,6 +91,18 @@ class EpochProgram:
     return self.build is not None
 
 
+def own_program(make_epoch_fn: Callable, init_state: Callable = _same_state) -> EpochProgram:
+  """The EpochProgram of a method whose every epoch runs its own program, `make_epoch_fn(mesh, **options)` (the
+  shared program's epoch function, which `build` is given for warm-up epochs, unused): Peer Loss, f-divergence, PES,
+  PES-semi, CORES², CAL."""
+
+  def build(mesh, warmup_epoch_fn, **options):
+    del warmup_epoch_fn
+    return make_epoch_fn(mesh, **options)
+
+  return EpochProgram(build=build, init_state=init_state)
+
+
 SHARED_PROGRAM = EpochProgram()
 
 # Which eval-mode softmax of the training split an EpochEnd's update reads.
