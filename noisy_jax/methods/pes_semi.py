@@ -320,18 +320,12 @@ def make_epoch_fn(
     )
     given_prob = jnp.take_along_axis(probs, jnp.asarray(given)[:, None], axis=-1)[:, 0]
     table = record_selection(table, selected, given_prob)
-    metrics = epoch_lib.mean_metrics(totals, "train_accuracy_given")
     fraction = jnp.mean(jnp.asarray(selected, jnp.float32))
+    metrics = {**epoch_lib.mean_metrics(totals, "train_accuracy_given"), "train_accuracy_given": fraction}
     return (
       state,
       table,
-      {
-        **metrics,
-        "train_accuracy_given": fraction,
-        "pes_selected_fraction": fraction,
-        "pes_steps": num_steps,
-        "pes_unlabelled_batch": b_u,
-      },
+      {**metrics, "pes_selected_fraction": fraction, "pes_steps": num_steps, "pes_unlabelled_batch": b_u},
     )
 
   return epoch_fn
