@@ -253,21 +253,10 @@ def make_epoch_fn(
       num_unlabelled = num_examples - num_labelled
       num_batches = num_labelled // half
       rows_l, rows_u = _orders(jax.random.fold_in(key, m), labelled, num_batches, num_unlabelled, half)
+      num_iter, has_unlabelled = np.float32(num_batches + 1), np.float32(num_unlabelled > 0)
       for step in range(num_batches):
-        state, table, totals = program(shard_table)(
-          state,
-          table,
-          totals,
-          np.int32(m),
-          images,
-          rows_l[step],
-          rows_u[step],
-          key,
-          np.int32(step),
-          epoch,
-          np.float32(num_batches + 1),
-          np.float32(num_unlabelled > 0),
-        )
+        step_args = (rows_l[step], rows_u[step], key, np.int32(step), epoch, num_iter, has_unlabelled)
+        state, table, totals = program(shard_table)(state, table, totals, np.int32(m), images, *step_args)
     return state, table, epoch_lib.mean_metrics(totals, "train_accuracy_given")
 
   return epoch_fn
