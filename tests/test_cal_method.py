@@ -6,39 +6,21 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 import pytest
 
-from noisy_jax import models
+import method_program_harness as harness
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import cal
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.train import epoch as epoch_lib
-from noisy_jax.train import optim
-from noisy_jax.train import state as state_lib
 
 NUM_EXAMPLES, NUM_CLASSES, BATCH = 44, 4, 8  # 6 steps, the last with 4 padding rows
-SHAPE = (4, 4, 1)
 RUN_EPOCHS = 60
 
 
-def _augment(key, x, rows):
-  del rows
-  return x + 0.1 * jax.random.normal(key, x.shape, x.dtype)
-
-
-def _model(bn_axis_name="batch"):
-  kwargs = {} if bn_axis_name == "batch" else {"bn_axis_name": None}
-  return models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,)}, **kwargs)
-
-
 def _data(seed=4):
-  rng = np.random.default_rng(seed)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
+  images, given, rng = harness.tiny_data(seed, NUM_EXAMPLES, NUM_CLASSES)
   distilled = np.where(rng.random(NUM_EXAMPLES) < 0.6, given, rng.integers(0, NUM_CLASSES, NUM_EXAMPLES))
   weights = (rng.random(NUM_EXAMPLES) > 0.15).astype(np.float32)
   loss_mean = rng.random((NUM_CLASSES, NUM_CLASSES)).astype(np.float32)
@@ -46,28 +28,22 @@ def _data(seed=4):
 
 
 def _run_epoch(settings, phase, images, table, epoch, loss_mean=None):
-  mesh = mesh_lib.make_mesh(1)
-  config = ml_collections.ConfigDict({"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01})
-  steps = -(-NUM_EXAMPLES // BATCH)
-  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), steps, RUN_EPOCHS)
-  state = state_lib.create_train_state(_model(), jax.random.PRNGKey(3), SHAPE, tx)
+  model = harness.tiny_model(NUM_CLASSES)
+  # No lr_boundaries in the optimizer's config (its default).
+  state = harness.train_state(model, num_examples=NUM_EXAMPLES, batch=BATCH, run_epochs=RUN_EPOCHS, lr_boundaries=None)
   built = cal.method(settings, phase=phase, num_classes=NUM_CLASSES)
   state = built.program.init_state(state)
   if loss_mean is not None:
     state = state.replace(method_state={cal.LOSS_MEAN: jnp.asarray(loss_mean)})
   epoch_fn = cal.make_epoch_fn(
-    mesh, settings=settings, phase=phase, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=_augment
+    mesh_lib.make_mesh(1),
+    settings=settings,
+    phase=phase,
+    batch_size=BATCH,
+    num_examples=NUM_EXAMPLES,
+    augment=harness.augment,
   )
-  start = jax.tree.map(np.asarray, state_lib.variables_of(state))
-  key = jax.random.PRNGKey(7)
-  out = epoch_fn(
-    mesh_lib.replicate(state, mesh),
-    mesh_lib.replicate(table, mesh),
-    mesh_lib.replicate(jnp.asarray(images), mesh),
-    key,
-    jnp.asarray(epoch, jnp.int32),
-  )
-  return start, key, out
+  return harness.run_epoch(epoch_fn, state, table, images, epoch)
 
 
 def _dense_t(distilled, weights, noisy):
@@ -120,12 +96,10 @@ def _reference_epoch(phase, settings, start, key, images, given, epoch, distille
   counts = np.bincount(given, minlength=NUM_CLASSES) / NUM_EXAMPLES
   prior = np.sqrt(counts) / np.sqrt(counts).sum() if phase == "warmup" else counts
   prior = prior * settings.prior_scale
-  model = _model(bn_axis_name=None)
-  params, stats = jax.tree.map(jnp.asarray, start["params"]), jax.tree.map(jnp.asarray, start["batch_stats"])
-  sgd = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.1, momentum=0.9))
-  opt_state = sgd.init(params)
-  order, valid = epoch_lib.epoch_batches(key, NUM_EXAMPLES, BATCH)
-  order, valid = np.asarray(order), np.asarray(valid, np.float32)
+  model = harness.tiny_model(NUM_CLASSES, bn_axis_name=None)
+  params, stats = harness.start_params_and_stats(start)
+  sgd, opt_state = harness.reference_sgd(0.1, params)
+  order, valid = harness.epoch_order(key, NUM_EXAMPLES, BATCH)
   soft = np.eye(NUM_CLASSES)[given]
   if phase == "cal":
     t_all = _dense_t(distilled, weights, given)
@@ -135,16 +109,13 @@ def _reference_epoch(phase, settings, start, key, images, given, epoch, distille
   losses, counts_ = [], []
   for step in range(order.shape[0]):
     rows = order[step]
-    x = _augment(epoch_lib.augmentation_key(key, step), jnp.asarray(images[rows]), None)
+    x = harness.step_view(key, step, images, rows)
     cal_args = None
     if phase == "cal":
       cal_args = (jnp.asarray(t_all[:, :, rows] * valid[step]), jnp.asarray(p_distill), jnp.asarray(loss_mean))
     loss = _reference_loss(model, stats, x, jnp.asarray(given[rows]), valid[step], alpha, prior, cal_args)
-    (value, (stats, z, record)), grads = jax.value_and_grad(loss, has_aux=True)(params)
-    updates, opt_state = sgd.update(grads, opt_state, params)
-    if settings.lr_alpha_division:
-      updates = jax.tree.map(lambda u: u / (1.0 + alpha), updates)
-    params = optax.apply_updates(params, updates)
+    lr_divided = (lambda u: u / (1.0 + alpha)) if settings.lr_alpha_division else None
+    (value, (stats, z, record)), params, opt_state = harness.reference_step(sgd, opt_state, params, loss, lr_divided)
     losses.append(float(value) * valid[step].sum())
     counts_.append(valid[step].sum())
     if phase == "warmup":
@@ -160,10 +131,7 @@ def _reference_epoch(phase, settings, start, key, images, given, epoch, distille
 
 
 def _assert_same(state, want):
-  for got, ref in zip(jax.tree.leaves(state.params), jax.tree.leaves(want["params"]), strict=True):
-    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6)
-  for got, ref in zip(jax.tree.leaves(state.batch_stats), jax.tree.leaves(want["stats"]), strict=True):
-    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6)
+  harness.assert_same_variables(state, want["params"], want["stats"], rtol=2e-5, atol=2e-6)
 
 
 @pytest.mark.parametrize("threshold", [-8.0, -0.05])

@@ -4,67 +4,32 @@ epoch's schedule, the label evidence, the settings' checks, and the tiny run."""
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
-import optax
 import pytest
 
 from experiments.configs import tiny
-from noisy_jax import models
-from noisy_jax.core import label_table as label_table_lib
+import method_program_harness as harness
 from noisy_jax.experiment import runs
-from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import cores
-from noisy_jax.methods import registry
-from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.train import epoch as epoch_lib
-from noisy_jax.train import optim
-from noisy_jax.train import state as state_lib
 
 NUM_EXAMPLES, NUM_CLASSES, BATCH = 44, 4, 8  # 6 steps, the last with 4 padding rows
-SHAPE = (4, 4, 1)
 RUN_EPOCHS = 60
 SETTINGS = cores.CoresSettings(beta_warmup_epochs=0, beta_ramp_epochs=3, sieve_warmup_epochs=1)
 
 
-def _augment(key, x, rows):
-  """A view: x plus N(0, 0.1^2) noise (the rows are not read)."""
-  del rows
-  return x + 0.1 * jax.random.normal(key, x.shape, x.dtype)
-
-
-def _model(bn_axis_name="batch"):
-  kwargs = {} if bn_axis_name == "batch" else {"bn_axis_name": None}
-  return models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,)}, **kwargs)
-
-
 def _run_epoch(settings, images, given, epoch, prior):
-  mesh = mesh_lib.make_mesh(1)
-  config = ml_collections.ConfigDict(
-    {"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": (25,)}
-  )
-  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), -(-NUM_EXAMPLES // BATCH), RUN_EPOCHS)
-  state = state_lib.create_train_state(_model(), jax.random.PRNGKey(3), SHAPE, tx)
+  model = harness.tiny_model(NUM_CLASSES)
+  state = harness.train_state(model, num_examples=NUM_EXAMPLES, batch=BATCH, run_epochs=RUN_EPOCHS)
   built = cores.method(settings, NUM_CLASSES)
   state = built.program.init_state(state)
   if prior is not None:
     state = state.replace(method_state={cores.PRIOR: jnp.asarray(prior, jnp.float32)})
-  table = label_table_lib.create(jnp.asarray(given), NUM_CLASSES)
-  table = label_table_lib.with_method_rows(table, built.init_rows(None, NUM_EXAMPLES, NUM_CLASSES))
+  table = harness.given_table(given, NUM_CLASSES, built.init_rows(None, NUM_EXAMPLES, NUM_CLASSES))
   epoch_fn = built.program.build(
-    mesh, None, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=_augment, normalize=None
+    mesh_lib.make_mesh(1), None, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=harness.augment, normalize=None
   )
-  start = jax.tree.map(np.asarray, state_lib.variables_of(state))
-  key = jax.random.PRNGKey(7)
-  out = epoch_fn(
-    mesh_lib.replicate(state, mesh),
-    mesh_lib.replicate(table, mesh),
-    mesh_lib.replicate(jnp.asarray(images), mesh),
-    key,
-    jnp.asarray(epoch, jnp.int32),
-  )
-  return start, key, out, built
+  return (*harness.run_epoch(epoch_fn, state, table, images, epoch), built)
 
 
 def _reference_loss(model, stats, x, y, valid, prior, beta, sieve_on):
@@ -86,9 +51,7 @@ def _reference_loss(model, stats, x, y, valid, prior, beta, sieve_on):
 
 @pytest.mark.parametrize("stored_prior", [False, True])
 def test_one_epoch_is_the_sieve_steps_recomputed_plainly(stored_prior):
-  rng = np.random.default_rng(4)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
+  images, given, _ = harness.tiny_data(4, NUM_EXAMPLES, NUM_CLASSES)
   initial = np.bincount(given, minlength=NUM_CLASSES) / NUM_EXAMPLES
   prior = np.array([0.1, 0.2, 0.3, 0.4]) if stored_prior else initial  # a stored prior, or pi_0 (zeros stored)
   epoch = 2  # loop epoch 1: beta = linspace(0, 2, 3)[1] = 1, lr factor 1/2, the sieve on
@@ -97,21 +60,20 @@ def test_one_epoch_is_the_sieve_steps_recomputed_plainly(stored_prior):
   )
   beta, factor = 1.0, 0.5
   assert float(metrics["cores_beta"]) == beta and float(metrics["cores_lr_factor"]) == factor
-  model = _model(bn_axis_name=None)
-  params, stats = jax.tree.map(jnp.asarray, start["params"]), jax.tree.map(jnp.asarray, start["batch_stats"])
-  sgd = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.1, momentum=0.9))  # loop epoch 1: before 25
-  opt_state = sgd.init(params)
-  order, valid = epoch_lib.epoch_batches(key, NUM_EXAMPLES, BATCH)
-  order, valid = np.asarray(order), np.asarray(valid, np.float32)
+  model = harness.tiny_model(NUM_CLASSES, bn_axis_name=None)
+  params, stats = harness.start_params_and_stats(start)
+  sgd, opt_state = harness.reference_sgd(0.1, params)  # loop epoch 1: before 25
+  order, valid = harness.epoch_order(key, NUM_EXAMPLES, BATCH)
   margins, dropped = np.zeros(NUM_EXAMPLES), np.zeros(NUM_EXAMPLES)
   counts, losses, correct = np.zeros(NUM_CLASSES), [], 0
   for step in range(order.shape[0]):
-    x = _augment(epoch_lib.augmentation_key(key, step), jnp.asarray(images[order[step]]), None)
+    x = harness.step_view(key, step, images, order[step])
     y = jnp.asarray(given[order[step]])
     loss = _reference_loss(model, stats, x, y, valid[step], jnp.asarray(prior, jnp.float32), beta, True)
-    (value, (stats, margin, kept, z)), grads = jax.value_and_grad(loss, has_aux=True)(params)
-    updates, opt_state = sgd.update(grads, opt_state, params)
-    params = optax.apply_updates(params, jax.tree.map(lambda u: factor * u, updates))  # lr / (1 + beta)
+    lr_divided = lambda u: factor * u  # lr / (1 + beta)
+    (value, (stats, margin, kept, z)), params, opt_state = harness.reference_step(
+      sgd, opt_state, params, loss, lr_divided
+    )
     losses.append(float(value) * valid[step].sum())
     correct += int(np.sum((np.argmax(z, -1) == np.asarray(y)) * valid[step]))
     for b in range(BATCH):
@@ -120,10 +82,7 @@ def test_one_epoch_is_the_sieve_steps_recomputed_plainly(stored_prior):
         dropped[order[step, b]] = 1.0 - float(kept[b])
         counts[given[order[step, b]]] += 1.0 - float(kept[b])
   assert 0 < dropped.sum() < NUM_EXAMPLES  # the sieve dropped some rows, not all
-  for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves(params), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-  for got, want in zip(jax.tree.leaves(state.batch_stats), jax.tree.leaves(stats), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  harness.assert_same_variables(state, params, stats, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(float(metrics["train_loss"]), sum(losses) / NUM_EXAMPLES, rtol=1e-5)
   np.testing.assert_allclose(float(metrics["train_accuracy_given"]), correct / NUM_EXAMPLES, rtol=1e-6)
   np.testing.assert_allclose(float(metrics["cores_sieved_fraction"]), dropped.sum() / NUM_EXAMPLES, rtol=1e-12)
@@ -139,9 +98,7 @@ def test_one_epoch_is_the_sieve_steps_recomputed_plainly(stored_prior):
 
 def test_before_the_sieve_every_row_is_kept_and_beta_zero_is_plain_cross_entropy():
   settings = cores.CoresSettings()  # the code's: beta 0 for 10 epochs, the sieve from loop epoch 31
-  rng = np.random.default_rng(5)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
+  images, given, _ = harness.tiny_data(5, NUM_EXAMPLES, NUM_CLASSES)
   _, _, (state, table, metrics), _ = _run_epoch(settings, images, given, 1, None)
   assert metrics["cores_beta"] == 0.0 and metrics["cores_lr_factor"] == 1.0 and metrics["cores_sieved_fraction"] == 0
   assert not np.any(table.method_rows[cores.SIEVED_OUT])
@@ -157,10 +114,9 @@ def test_the_schedule_follows_the_settings_and_the_run_clock():
 
 
 def test_the_method_is_registered_with_its_own_program():
-  assert registry.get("cores") is cores.SPEC and "cores" in registry.tiny_cases()
-  config = ml_collections.ConfigDict({"name": "cores", "use_prior": False, "sieve_mean": "prior", "beta_max": 1.0})
-  built = registry.build(config, spec_lib.Context(num_classes=3, num_epochs=10))
-  assert built.name == "cores" and built.program.own and built.label_evidence is not None
+  config = {"name": "cores", "use_prior": False, "sieve_mean": "prior", "beta_max": 1.0}
+  built = harness.assert_registered_own_program("cores", cores.SPEC, config)
+  assert built.label_evidence is not None
 
 
 @pytest.mark.parametrize(
@@ -183,17 +139,17 @@ def test_bad_settings_raise_naming_the_value(field, value):
 
 
 def test_a_config_typo_and_inputs_that_are_not_resident_are_refused():
-  with pytest.raises(ValueError, match="'median'"):
-    registry.build(ml_collections.ConfigDict({"name": "cores", "sieve_mean": "median"}), spec_lib.Context(3))
-  with pytest.raises(ValueError, match="Unknown field"):
-    registry.build(ml_collections.ConfigDict({"name": "cores", "warmup": 1}), spec_lib.Context(num_classes=3))
-  mesh = mesh_lib.make_mesh(1)
-  with pytest.raises(ValueError, match="streamed"):
-    cores.make_epoch_fn(mesh, settings=SETTINGS, batch_size=BATCH, num_examples=NUM_EXAMPLES, source=object())
-  epoch_fn = cores.make_epoch_fn(mesh, settings=SETTINGS, batch_size=BATCH, num_examples=NUM_EXAMPLES)
-  table = label_table_lib.create(jnp.zeros(NUM_EXAMPLES, jnp.int32), NUM_CLASSES)
-  with pytest.raises(ValueError, match="resident"):
-    epoch_fn(None, table, None, jax.random.PRNGKey(0), 1)
+  harness.assert_refuses_a_typo_and_streamed_or_non_resident_inputs(
+    "cores",
+    {"sieve_mean": "median"},
+    "'median'",
+    "warmup",
+    cores.make_epoch_fn,
+    SETTINGS,
+    batch=BATCH,
+    num_examples=NUM_EXAMPLES,
+    num_classes=NUM_CLASSES,
+  )
 
 
 def test_the_tiny_run_trains_its_three_epochs():

@@ -3,63 +3,27 @@ steps, the epoch's alpha, and its settings' checks."""
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
-import optax
 import pytest
 
 from experiments.configs import tiny
-from noisy_jax import models
-from noisy_jax.core import label_table as label_table_lib
+import method_program_harness as harness
 from noisy_jax.core import peer_loss as peer_core
 from noisy_jax.experiment import runs
-from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.methods import peer_loss
-from noisy_jax.methods import registry
-from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
-from noisy_jax.train import epoch as epoch_lib
-from noisy_jax.train import optim
-from noisy_jax.train import state as state_lib
 
 NUM_EXAMPLES, NUM_CLASSES, BATCH = 44, 4, 8  # 6 steps, the last with 4 padding rows
-SHAPE = (4, 4, 1)
 RUN_EPOCHS = 60
 
 
-def _augment(key, x, rows):
-  """A view: x plus N(0, 0.1^2) noise (the rows are not read)."""
-  del rows
-  return x + 0.1 * jax.random.normal(key, x.shape, x.dtype)
-
-
-def _model(bn_axis_name="batch"):
-  kwargs = {} if bn_axis_name == "batch" else {"bn_axis_name": None}
-  return models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,)}, **kwargs)
-
-
 def _run_epoch(settings, images, given, epoch):
-  mesh = mesh_lib.make_mesh(1)
-  config = ml_collections.ConfigDict(
-    {"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": (25,)}
-  )
-  steps = -(-NUM_EXAMPLES // BATCH)
-  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), steps, RUN_EPOCHS)
-  state = state_lib.create_train_state(_model(), jax.random.PRNGKey(3), SHAPE, tx)
-  table = label_table_lib.create(jnp.asarray(given), NUM_CLASSES)
+  model = harness.tiny_model(NUM_CLASSES)
+  state = harness.train_state(model, num_examples=NUM_EXAMPLES, batch=BATCH, run_epochs=RUN_EPOCHS)
   epoch_fn = peer_loss.make_epoch_fn(
-    mesh, settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=_augment
+    mesh_lib.make_mesh(1), settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=harness.augment
   )
-  start = jax.tree.map(np.asarray, state_lib.variables_of(state))
-  key = jax.random.PRNGKey(7)
-  out = epoch_fn(
-    mesh_lib.replicate(state, mesh),
-    mesh_lib.replicate(table, mesh),
-    mesh_lib.replicate(jnp.asarray(images), mesh),
-    key,
-    jnp.asarray(epoch, jnp.int32),
-  )
-  return start, key, out
+  return harness.run_epoch(epoch_fn, state, harness.given_table(given, NUM_CLASSES), images, epoch)
 
 
 def _reference_loss(model, stats, x, x_peer, y, y_peer, valid, alpha):
@@ -79,40 +43,20 @@ def _reference_loss(model, stats, x, x_peer, y, y_peer, valid, alpha):
 
 @pytest.mark.parametrize("epoch", [30])
 def test_one_epoch_is_the_peer_steps_recomputed_plainly(epoch):
-  rng = np.random.default_rng(4)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
+  images, given, _ = harness.tiny_data(4, NUM_EXAMPLES, NUM_CLASSES)
   settings = peer_loss.PeerLossSettings(alpha="sparse")
   start, key, (state, _, metrics) = _run_epoch(settings, images, given, epoch)
   alpha = peer_core.alpha_at(epoch - 1, "sparse")
   assert alpha > 0 and float(metrics["peer_alpha"]) == alpha
-  model = _model(bn_axis_name=None)
-  params, stats = jax.tree.map(jnp.asarray, start["params"]), jax.tree.map(jnp.asarray, start["batch_stats"])
-  sgd = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.01, momentum=0.9))  # loop epoch 29: past 25
-  opt_state = sgd.init(params)
-  order, valid = epoch_lib.epoch_batches(key, NUM_EXAMPLES, BATCH)
-  order, valid = np.asarray(order), np.asarray(valid, np.float32)
+  model = harness.tiny_model(NUM_CLASSES, bn_axis_name=None)
+  order, valid = harness.epoch_order(key, NUM_EXAMPLES, BATCH)
   assert valid[-1].sum() == NUM_EXAMPLES - (order.shape[0] - 1) * BATCH
-  losses, counts = [], []
-  for step in range(order.shape[0]):
-    peer_key = jax.random.fold_in(jax.random.fold_in(key, peer_loss.PEER_STREAM), step)
-    n1 = jax.random.randint(jax.random.fold_in(peer_key, 0), (BATCH,), 0, NUM_EXAMPLES)
-    n2 = jax.random.randint(jax.random.fold_in(peer_key, 1), (BATCH,), 0, NUM_EXAMPLES)
-    x = _augment(epoch_lib.augmentation_key(key, step), jnp.asarray(images[order[step]]), None)
-    x_peer = _augment(jax.random.fold_in(peer_key, peer_loss.PEER_AUGMENT_STREAM), jnp.asarray(images[n1]), None)
-    loss = _reference_loss(
-      model, stats, x, x_peer, jnp.asarray(given[order[step]]), jnp.asarray(given[n2]), valid[step], alpha
-    )
-    (value, stats), grads = jax.value_and_grad(loss, has_aux=True)(params)
-    updates, opt_state = sgd.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    losses.append(float(value) * valid[step].sum())
-    counts.append(valid[step].sum())
-  for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves(params), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-  for got, want in zip(jax.tree.leaves(state.batch_stats), jax.tree.leaves(stats), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(float(metrics["train_loss"]), sum(losses) / sum(counts), rtol=1e-5)
+  step_loss = lambda *batch: _reference_loss(model, *batch, alpha)
+  params, stats, mean_loss = harness.peer_reference_epoch(
+    step_loss, start, key, images, given, 0.01, batch=BATCH, num_examples=NUM_EXAMPLES
+  )  # loop epoch 29: lr 0.01, past 25
+  harness.assert_same_variables(state, params, stats, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(float(metrics["train_loss"]), mean_loss, rtol=1e-5)
   assert not np.allclose(state.params["Dense_1"]["kernel"], start["params"]["Dense_1"]["kernel"])
 
 
@@ -125,10 +69,8 @@ def test_the_epochs_alpha_follows_the_setting():
 
 
 def test_the_method_is_registered_with_its_own_program():
-  assert registry.get("peer_loss") is peer_loss.SPEC and "peer_loss" in registry.tiny_cases()
-  config = ml_collections.ConfigDict({"name": "peer_loss", "alpha": "uniform", "log_epsilon": 1e-5})
-  built = registry.build(config, spec_lib.Context(num_classes=3, num_epochs=10))
-  assert built.name == "peer_loss" and built.program.own
+  config = {"name": "peer_loss", "alpha": "uniform", "log_epsilon": 1e-5}
+  harness.assert_registered_own_program("peer_loss", peer_loss.SPEC, config)
 
 
 @pytest.mark.parametrize(
@@ -142,17 +84,17 @@ def test_bad_settings_raise_naming_the_value(field, value):
 
 
 def test_a_config_typo_and_inputs_that_are_not_resident_are_refused():
-  with pytest.raises(ValueError, match="'dense'"):
-    registry.build(ml_collections.ConfigDict({"name": "peer_loss", "alpha": "dense"}), spec_lib.Context(num_classes=3))
-  with pytest.raises(ValueError, match="Unknown field"):
-    registry.build(ml_collections.ConfigDict({"name": "peer_loss", "warmup": 1}), spec_lib.Context(num_classes=3))
-  mesh, settings = mesh_lib.make_mesh(1), peer_loss.PeerLossSettings()
-  with pytest.raises(ValueError, match="streamed"):
-    peer_loss.make_epoch_fn(mesh, settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES, source=object())
-  epoch_fn = peer_loss.make_epoch_fn(mesh, settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES)
-  table = label_table_lib.create(jnp.zeros(NUM_EXAMPLES, jnp.int32), NUM_CLASSES)
-  with pytest.raises(ValueError, match="resident"):
-    epoch_fn(None, table, None, jax.random.PRNGKey(0), 1)
+  harness.assert_refuses_a_typo_and_streamed_or_non_resident_inputs(
+    "peer_loss",
+    {"alpha": "dense"},
+    "'dense'",
+    "warmup",
+    peer_loss.make_epoch_fn,
+    peer_loss.PeerLossSettings(),
+    batch=BATCH,
+    num_examples=NUM_EXAMPLES,
+    num_classes=NUM_CLASSES,
+  )
 
 
 def test_the_tiny_run_trains_its_three_epochs():

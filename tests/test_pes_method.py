@@ -8,18 +8,15 @@ import numpy as np
 import optax
 import pytest
 
-from noisy_jax import models
+import method_program_harness as harness
 from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.experiment import settings as settings_lib
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import pes
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import optim
-from noisy_jax.train import state as state_lib
 
 NUM_EXAMPLES, NUM_CLASSES, BATCH = 40, 3, 8
-SHAPE = (4, 4, 1)
 
 
 def test_pes_declares_warmup_refines_and_its_own_stage_on_one_clock():
@@ -47,34 +44,18 @@ def test_pes_declares_warmup_refines_and_its_own_stage_on_one_clock():
 
 
 def _setup(seed=0):
-  rng = np.random.default_rng(seed)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
-  model = models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,), "use_batch_norm": False})
-  return images, given, model
+  images, given, _ = harness.tiny_data(seed, NUM_EXAMPLES, NUM_CLASSES)
+  return images, given, harness.tiny_model(NUM_CLASSES, use_batch_norm=False)
 
 
 def _pes_epoch(settings, images, given, model, *, lr_boundaries=(6,), epoch=2):
-  mesh = mesh_lib.make_mesh(1)
-  config = ml_collections.ConfigDict(
-    {"learning_rate": 0.5, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": lr_boundaries}
-  )
   steps_per_epoch = -(-NUM_EXAMPLES // BATCH)
-  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch, 10)
-  state = state_lib.create_train_state(model, jax.random.PRNGKey(3), SHAPE, tx)
-  table = label_table_lib.with_method_rows(
-    label_table_lib.create(jnp.asarray(given), NUM_CLASSES), pes.init_rows(NUM_EXAMPLES)
+  state = harness.train_state(
+    model, num_examples=NUM_EXAMPLES, batch=BATCH, run_epochs=10, learning_rate=0.5, lr_boundaries=lr_boundaries
   )
-  epoch_fn = pes.make_epoch_fn(mesh, settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES)
-  start = jax.tree.map(np.asarray, state_lib.variables_of(state))
-  key = jax.random.PRNGKey(7)
-  out = epoch_fn(
-    mesh_lib.replicate(state, mesh),
-    mesh_lib.replicate(table, mesh),
-    mesh_lib.replicate(jnp.asarray(images), mesh),
-    key,
-    jnp.asarray(epoch, jnp.int32),
-  )
+  table = harness.given_table(given, NUM_CLASSES, pes.init_rows(NUM_EXAMPLES))
+  epoch_fn = pes.make_epoch_fn(mesh_lib.make_mesh(1), settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES)
+  start, key, out = harness.run_epoch(epoch_fn, state, table, images, epoch)
   return start, key, steps_per_epoch, out
 
 
@@ -99,8 +80,7 @@ def test_one_pes_epoch_is_the_selection_then_class_weighted_steps_over_the_selec
   assert order.shape == (selected.sum() // BATCH, BATCH) and order.shape[0] >= 1
   assert set(order.ravel()) <= set(np.flatnonzero(selected)) and len(set(order.ravel())) == order.size
   params = jax.tree.map(jnp.asarray, start["params"])
-  sgd = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.05, momentum=0.9))
-  opt_state = sgd.init(params)
+  sgd, opt_state = harness.reference_sgd(0.05, params)
 
   def loss(p, rows):
     z = model.apply({"params": p}, jnp.asarray(images[rows]), train=True)
@@ -111,8 +91,7 @@ def test_one_pes_epoch_is_the_selection_then_class_weighted_steps_over_the_selec
   for rows in order:
     updates, opt_state = sgd.update(jax.grad(loss)(params, rows), opt_state, params)
     params = optax.apply_updates(params, updates)
-  for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves(params), strict=True):
-    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+  harness.assert_trees_close(state.params, params, rtol=2e-5, atol=1e-6)
 
 
 def test_code_freeze_renewed_keeps_the_renewed_modules_as_the_refines_left_them():

@@ -8,9 +8,7 @@ import numpy as np
 import optax
 import pytest
 
-from noisy_jax import models
-from noisy_jax.core import label_table as label_table_lib
-from noisy_jax.experiment import settings as settings_lib
+import method_program_harness as harness
 from noisy_jax.experiment import stages as stages_lib
 from noisy_jax.methods import dividemix
 from noisy_jax.methods import pes
@@ -19,10 +17,8 @@ from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.train import optim
-from noisy_jax.train import state as state_lib
 
 NUM_EXAMPLES, NUM_CLASSES, BATCH, STEPS = 48, 4, 8, 5
-SHAPE = (4, 4, 1)
 EPOCHS_BEFORE, EPOCH, RUN_EPOCHS, LAMBDA_U = 5, 3, 12, 15.0  # loop epoch 5 + 3 - 1 = 7: ramp 2/16.., alpha 0.75
 
 
@@ -56,48 +52,18 @@ def test_pes_semi_declares_warmup_the_classifier_refine_and_its_mixmatch_stage()
   assert registry.get("pes_semi") is pes_semi.SPEC and "pes_semi" in registry.tiny_cases()
 
 
-def _augment(key, x, rows):
-  """A view: x plus N(0, 0.1^2) noise (the rows are not read)."""
-  del rows
-  return x + 0.1 * jax.random.normal(key, x.shape, x.dtype)
-
-
 def _setup(seed):
-  rng = np.random.default_rng(seed)
-  images = rng.normal(size=(NUM_EXAMPLES, *SHAPE)).astype(np.float32)
-  given = rng.integers(0, NUM_CLASSES, NUM_EXAMPLES)
-  model = models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,)})  # with BatchNorm
-  return images, given, model
-
-
-def _plain():
-  """The same network with BatchNorm over the batch it is given (no device axis): the reference's."""
-  return models.build("mlp", NUM_CLASSES, SHAPE, kwargs={"hidden_sizes": (6,)}, bn_axis_name=None)
+  images, given, _ = harness.tiny_data(seed, NUM_EXAMPLES, NUM_CLASSES)
+  return images, given, harness.tiny_model(NUM_CLASSES)  # with BatchNorm
 
 
 def _semi_epoch(settings, images, given, model):
-  mesh = mesh_lib.make_mesh(1)
-  config = ml_collections.ConfigDict(
-    {"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01, "lr_boundaries": (6,)}
-  )
-  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), -(-NUM_EXAMPLES // BATCH), RUN_EPOCHS)
-  state = state_lib.create_train_state(model, jax.random.PRNGKey(3), SHAPE, tx)
-  table = label_table_lib.with_method_rows(
-    label_table_lib.create(jnp.asarray(given), NUM_CLASSES), pes.init_rows(NUM_EXAMPLES)
-  )
+  state = harness.train_state(model, num_examples=NUM_EXAMPLES, batch=BATCH, run_epochs=RUN_EPOCHS, lr_boundaries=(6,))
+  table = harness.given_table(given, NUM_CLASSES, pes.init_rows(NUM_EXAMPLES))
   epoch_fn = pes_semi.make_epoch_fn(
-    mesh, settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=_augment
+    mesh_lib.make_mesh(1), settings=settings, batch_size=BATCH, num_examples=NUM_EXAMPLES, augment=harness.augment
   )
-  start = jax.tree.map(np.asarray, state_lib.variables_of(state))
-  key = jax.random.PRNGKey(7)
-  out = epoch_fn(
-    mesh_lib.replicate(state, mesh),
-    mesh_lib.replicate(table, mesh),
-    mesh_lib.replicate(jnp.asarray(images), mesh),
-    key,
-    jnp.asarray(EPOCH, jnp.int32),
-  )
-  return start, key, out
+  return harness.run_epoch(epoch_fn, state, table, images, EPOCH)
 
 
 def _softmax(z):
@@ -112,7 +78,9 @@ def _reference_selection(model, variables, images, given, key):
   probs = []
   for start in range(0, NUM_EXAMPLES, BATCH):
     x = jnp.asarray(images[start : start + BATCH])
-    views = [model.apply(variables, _augment(jax.random.fold_in(select_key, v), x, None), train=False) for v in (0, 1)]
+    views = [
+      model.apply(variables, harness.augment(jax.random.fold_in(select_key, v), x, None), train=False) for v in (0, 1)
+    ]
     probs.append((_softmax(views[0]) + _softmax(views[1])) / 2)
   probs = np.concatenate(probs)
   selected = probs.argmax(1) == given
@@ -151,7 +119,7 @@ def test_one_mixmatch_epoch_is_the_selection_then_the_steps_recomputed_plainly()
     lambda_u=LAMBDA_U, steps_per_epoch=STEPS, epochs_before=EPOCHS_BEFORE, run_epochs=RUN_EPOCHS
   )
   start, key, (state, table, metrics) = _semi_epoch(settings, images, given, model)
-  model = _plain()
+  model = harness.tiny_model(NUM_CLASSES, bn_axis_name=None)  # BatchNorm over the batch it is given: the reference's
   probs, selected, unclipped = _reference_selection(model, start, images, given, key)
   assert unclipped.max() > 3  # the clip at 3 matters in this case
   weights = np.minimum(unclipped, 3.0)
@@ -166,9 +134,8 @@ def test_one_mixmatch_epoch_is_the_selection_then_the_steps_recomputed_plainly()
   assert set(rows_x.ravel()) <= set(np.flatnonzero(selected)) and set(rows_u.ravel()) <= set(np.flatnonzero(~selected))
   assert metrics["pes_steps"] == STEPS and metrics["pes_unlabelled_batch"] == b_u
   # The steps: SGD (momentum 0.9, coupled wd 0.01) at loop epoch 7's rate, 0.1 x 0.1 past boundary 6.
-  params, stats = jax.tree.map(jnp.asarray, start["params"]), jax.tree.map(jnp.asarray, start["batch_stats"])
-  sgd = optax.chain(optax.add_decayed_weights(0.01), optax.sgd(0.01, momentum=0.9))
-  opt_state = sgd.init(params)
+  params, stats = harness.start_params_and_stats(start)
+  sgd, opt_state = harness.reference_sgd(0.01, params)
   loop_epoch = EPOCHS_BEFORE + EPOCH - 1
   for step in range(STEPS):
     keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(key, pes_semi.STEP_STREAM), step), 3)
@@ -179,10 +146,10 @@ def test_one_mixmatch_epoch_is_the_selection_then_the_steps_recomputed_plainly()
       model,
       params,
       stats,
-      _augment(kx[0], x, None),
-      _augment(kx[1], x, None),
-      _augment(ku[0], u, None),
-      _augment(ku[1], u, None),
+      harness.augment(kx[0], x, None),
+      harness.augment(kx[1], x, None),
+      harness.augment(ku[0], u, None),
+      harness.augment(ku[1], u, None),
       given[rows_x[step]],
       jnp.asarray(weights, jnp.float32),
       keys[2],
@@ -191,10 +158,7 @@ def test_one_mixmatch_epoch_is_the_selection_then_the_steps_recomputed_plainly()
     grads, stats = jax.grad(loss, has_aux=True)(params)
     updates, opt_state = sgd.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-  for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves(params), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-  for got, want in zip(jax.tree.leaves(state.batch_stats), jax.tree.leaves(stats), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  harness.assert_same_variables(state, params, stats, rtol=1e-5, atol=1e-6)
   assert not np.allclose(state.params["Dense_1"]["kernel"], start["params"]["Dense_1"]["kernel"])
 
 
