@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import loss_references as ref
 from noisy_jax.core import eps_softmax_losses
 from noisy_jax.core import losses
+import torch_loss_comparison
 
 # ------------------------------------------------------------------------------------------------------------
 # The original, per example (pred: logits [B, C], target: int [B]).
@@ -124,18 +125,8 @@ def _inputs(classes, seed=0):
 
 
 def compare_with_original(ours, original, classes, seed=0):
-  """(relative error of the values, of the gradients) of ours against the original, both in float64."""
-  logits, labels = _inputs(classes, seed)
-  pred = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
-  expected = original(pred, torch.tensor(labels))
-  expected.sum().backward()
-  expected, expected_grad = expected.detach().numpy(), pred.grad.numpy()
-  with jax.enable_x64():
-    one_hot = jax.nn.one_hot(labels, classes, dtype=jnp.float64)
-    value, grad = jax.jit(jax.vmap(jax.value_and_grad(ours)))(jnp.asarray(logits), one_hot)
-  value, grad = np.asarray(value), np.asarray(grad)
-  assert value.shape == (len(labels),) and value.dtype == np.float64
-  return value, expected, grad, expected_grad
+  """(ours, the original's values; ours, the original's gradients) on `_inputs`, all float64 NumPy."""
+  return torch_loss_comparison.values_and_gradients(ours, original, *_inputs(classes, seed))
 
 
 @pytest.mark.parametrize("classes", [10, 100])
