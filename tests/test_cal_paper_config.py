@@ -5,7 +5,6 @@ itself compared with AS:96-127 in tests/test_cal.py), refusals, the docstring's 
 stages under `tfds.testing.mock_data` (the shrinking happens here, never in the config)."""
 
 import math
-import re
 import warnings
 
 import numpy as np
@@ -22,6 +21,7 @@ from noisy_jax.methods import cal
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(50000 / 128)
 SYNTHETIC = [f"{d},symmetric,{rate}" for d in ("cifar10", "cifar100") for rate in (0.2, 0.4, 0.6)]
@@ -116,22 +116,11 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.=-]+)", cal_paper.__doc__)
-  assert len(found) == 2 and all(name == "cal_paper" for name, _ in found)
-  for _, arg in found:
-    cal_paper.get_config(arg)
-  assert cal_paper.get_config().to_dict() == cal_paper.get_config(cal_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(cal_paper)
 
 
 def _tiny(arg, validation_size):
-  config = cal_paper.get_config(arg)
-  config.num_epochs = config.warmup.num_epochs = 1
-  config.optimizer.lr_boundaries = config.warmup.optimizer.lr_boundaries = ()
-  config.batch_size = 16
-  config.num_devices = 1
-  config.checkpoint_every = 0
-  config.dataset_kwargs.validation_size = validation_size
-  config.model.kwargs = {"widths": (4, 8), "blocks_per_stage": (1, 1)}
+  config = paper_config_checks.shrunk(cal_paper.get_config(arg), validation_size=validation_size, sections=("warmup",))
   return config
 
 

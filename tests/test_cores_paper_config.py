@@ -11,7 +11,6 @@ with the real TFDS feature specs, nothing downloaded); the shrinking happens her
 """
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from noisy_jax.methods import cores
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 SYNTHETIC = [f"{d},symmetric,{r}" for d in ("cifar10", "cifar100") for r in (0.2, 0.4, 0.6)]
 SYNTHETIC += ["cifar10,pairflip,0.2", "cifar100,pairflip,0.2"]
@@ -145,24 +145,13 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.=-]+)", cores_paper.__doc__)
-  assert len(found) == 2 and all(name == "cores_paper" for name, _ in found)
-  for _, arg in found:
-    cores_paper.get_config(arg)
-  assert cores_paper.get_config().to_dict() == cores_paper.get_config(cores_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(cores_paper)
 
 
 def _tiny(arg, validation_size, sieve_now):
   """1 epoch of batches of 16 on 40 mock examples, a ResNet of two 1-block stages; with `sieve_now`, beta ramping
   and the sieve on from the first epoch."""
-  config = cores_paper.get_config(arg)
-  config.num_epochs = 1
-  config.optimizer.lr_boundaries = ()
-  config.batch_size = 16
-  config.num_devices = 1
-  config.checkpoint_every = 0
-  config.dataset_kwargs.validation_size = validation_size
-  config.model.kwargs = {"widths": (4, 8), "blocks_per_stage": (1, 1)}
+  config = paper_config_checks.shrunk(cores_paper.get_config(arg), validation_size=validation_size)
   if sieve_now:
     config.method.beta_warmup_epochs, config.method.beta_ramp_epochs, config.method.sieve_warmup_epochs = 0, 2, 0
   return config

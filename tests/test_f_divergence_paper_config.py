@@ -14,7 +14,6 @@ feature specs, nothing downloaded); the shrinking happens here, never in the con
 
 import math
 import os
-import re
 import subprocess
 import warnings
 
@@ -33,6 +32,7 @@ from noisy_jax.methods import f_divergence
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(40000 / 128)  # only the epoch boundaries matter to the schedules
 CODE_ROWS = ["cifar10,random,0.5", "cifar10,random,0.6", "cifar100,symmetric,0.2", "cifar100,symmetric,0.4"]
@@ -222,25 +222,12 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.=-]+)", f_divergence_paper.__doc__)
-  assert len(found) == 2 and all(name == "f_divergence_paper" for name, _ in found)
-  for _, arg in found:
-    f_divergence_paper.get_config(arg)
-  assert (
-    f_divergence_paper.get_config().to_dict() == f_divergence_paper.get_config(f_divergence_paper.DEFAULT).to_dict()
-  )
+  paper_config_checks.check_docstring_commands(f_divergence_paper)
 
 
 def _tiny(arg):
   """1 epoch per stage of batches of 16 on 40 mock examples (8 of them validation), a tiny network."""
-  config = f_divergence_paper.get_config(arg)
-  config.num_epochs = config.warmup.num_epochs = 1
-  config.optimizer.lr_boundaries = config.warmup.optimizer.lr_boundaries = ()
-  config.batch_size = 16
-  config.num_devices = 1
-  config.checkpoint_every = 0
-  config.dataset_kwargs.validation_size = 8
-  config.model.kwargs = {"widths": (4, 8), "blocks_per_stage": (1, 1)}
+  config = paper_config_checks.shrunk(f_divergence_paper.get_config(arg), validation_size=8, sections=("warmup",))
   return config
 
 

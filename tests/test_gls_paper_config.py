@@ -30,6 +30,7 @@ from noisy_jax.methods import gls
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(50000 / 128)  # 391: only the epoch boundaries matter to the schedules
 CANDIDATES = (0.8, 0.6, 0.4, 0.2, 0.0, -0.2, -0.4, -0.6, -0.8, -1.0, -2.0, -4.0, -6.0, -8.0)  # README.md:15
@@ -180,11 +181,7 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.=-]+)", gls_paper.__doc__)
-  assert len(found) == 2 and all(name == "gls_paper" for name, _ in found)
-  for _, arg in found:
-    gls_paper.get_config(arg)
-  assert gls_paper.get_config().to_dict() == gls_paper.get_config(gls_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(gls_paper)
 
 
 def test_doc_commands_load():
@@ -198,14 +195,7 @@ def test_doc_commands_load():
 
 def _tiny(arg, validation_size):
   """1 epoch per stage of batches of 16 on 40 mock examples, a ResNet of two 1-block stages."""
-  config = gls_paper.get_config(arg)
-  config.num_epochs = config.warmup.num_epochs = 1
-  config.optimizer.lr_boundaries = config.warmup.optimizer.lr_boundaries = ()
-  config.batch_size = 16
-  config.num_devices = 1
-  config.checkpoint_every = 0
-  config.dataset_kwargs.validation_size = validation_size
-  config.model.kwargs = {"widths": (4, 8), "blocks_per_stage": (1, 1)}
+  config = paper_config_checks.shrunk(gls_paper.get_config(arg), validation_size=validation_size, sections=("warmup",))
   return config
 
 

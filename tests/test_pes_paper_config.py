@@ -10,7 +10,6 @@ downloaded); the shrinking happens here, never in the config.
 """
 
 import math
-import re
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +27,7 @@ from noisy_jax.methods import pes
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(45000 / 128)  # 352: only the epoch boundaries matter to the schedules
 LOOP_EPOCHS = 200  # PES_cs.py:25 --num_epochs
@@ -190,11 +190,7 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.]+)", pes_paper.__doc__)
-  assert len(found) == 2 and all(name == "pes_paper" for name, _ in found)
-  for _, arg in found:
-    pes_paper.get_config(arg)
-  assert pes_paper.get_config().to_dict() == pes_paper.get_config(pes_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(pes_paper)
   assert pes_paper.DEFAULT == "cifar10,symmetric,0.5"  # PES_cs.py:28, 31, 32 argparse defaults
 
 

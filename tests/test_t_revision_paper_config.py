@@ -9,7 +9,6 @@ Two runs (1 epoch per stage, 40 mock examples, a tiny ResNet) go through the tra
 """
 
 import math
-import re
 import warnings
 
 import jax
@@ -28,6 +27,7 @@ from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.methods import t_revision
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(45000 / 128)  # 352: only the epoch boundaries matter to the schedules
 
@@ -163,11 +163,7 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.]+)", t_revision_paper.__doc__)
-  assert len(found) == 2 and all(name == "t_revision_paper" for name, _ in found)
-  for _, arg in found:
-    t_revision_paper.get_config(arg)
-  assert t_revision_paper.get_config().to_dict() == t_revision_paper.get_config(t_revision_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(t_revision_paper)
 
 
 def _tiny(arg):

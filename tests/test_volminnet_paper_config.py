@@ -11,7 +11,6 @@ downloaded); the shrinking happens here, never in the config.
 """
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.methods import volminnet
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(45000 / 128)  # only the epoch boundaries matter to the schedule
 SYNTHETIC = [f"{d},{n}" for d in ("cifar10", "cifar100") for n in ("symmetric,0.2", "symmetric,0.5", "pairflip,0.45")]
@@ -136,23 +136,12 @@ def test_bad_strings_name_the_bad_part(arg, message):
 
 
 def test_docstring_commands_and_default_load():
-  found = re.findall(r"--config=experiments/configs/(\w+)\.py:([\w,.=-]+)", volminnet_paper.__doc__)
-  assert len(found) == 2 and all(name == "volminnet_paper" for name, _ in found)
-  for _, arg in found:
-    volminnet_paper.get_config(arg)
-  assert volminnet_paper.get_config().to_dict() == volminnet_paper.get_config(volminnet_paper.DEFAULT).to_dict()
+  paper_config_checks.check_docstring_commands(volminnet_paper)
 
 
 def _tiny(arg, validation_size):
   """1 epoch of batches of 16 on 40 mock examples, a ResNet of two 1-block stages."""
-  config = volminnet_paper.get_config(arg)
-  config.num_epochs = 1
-  config.optimizer.lr_boundaries = ()
-  config.batch_size = 16
-  config.num_devices = 1
-  config.checkpoint_every = 0
-  config.dataset_kwargs.validation_size = validation_size
-  config.model.kwargs = {"widths": (4, 8), "blocks_per_stage": (1, 1)}
+  config = paper_config_checks.shrunk(volminnet_paper.get_config(arg), validation_size=validation_size)
   return config
 
 
