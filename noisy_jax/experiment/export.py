@@ -59,6 +59,7 @@ import numpy as np
 from noisy_jax import models
 from noisy_jax.core import _checks
 from noisy_jax.core import errors
+from noisy_jax.core import precision
 from noisy_jax.data import image_files
 from noisy_jax.data import normalization as normalization_lib
 from noisy_jax.parallel import xla_options
@@ -136,9 +137,10 @@ def _shapes(tree) -> dict:
 
 def _expected_collections(model, input_shape, num_networks: int = 1) -> dict:
   """{collection: ShapeDtypeStruct tree} that `model` initialises for one example of `input_shape` (with a leading
-  axis of `num_networks` when that is more than 1)."""
+  axis of `num_networks` when that is more than 1), widened as a run widens them (precision.widen: float64 with
+  JAX's x64 mode on, unchanged otherwise)."""
   shapes = jax.eval_shape(
-    lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape), jnp.float32), train=False)
+    lambda: precision.widen(model.init(jax.random.PRNGKey(0), jnp.zeros((1, *input_shape), jnp.float32), train=False))
   )
   if num_networks > 1:
     shapes = jax.tree.map(lambda s: jax.ShapeDtypeStruct((num_networks, *s.shape), s.dtype), shapes)
