@@ -34,7 +34,11 @@ The cases (each a flat dict of named numbers):
 `--timings PATH` also writes how long each case took to compute (time.perf_counter; never part of the values
 compared or stored): {"cases": {case: seconds}, "groups": {group: seconds}}. Each run is timed alone; the other groups
 are computed in one go (the losses in one program) and their time is split evenly over their cases.
-tests/test_golden.py reports each case's seconds in its test (experiments/ci_shares.py).
+tests/test_golden.py and tests/test_method_runs.py report each case's seconds in its test (experiments/ci_shares.py).
+
+`--workdir DIR` trains each run in DIR/NAME with checkpoints (experiments/configs/tiny.py `checkpointed`), with the
+same numbers: tests/test_method_runs.py computes the runs so, once, and also uses them as the reference of each
+method's stop/resume test and as the 1-device side of its 1 == 4 devices test.
 """
 
 from __future__ import annotations
@@ -290,11 +294,16 @@ def run_configs() -> dict:
   return configs
 
 
-def run_cases(names=None, *, x64: bool = True, seconds: dict | None = None) -> dict[str, dict]:
+def run_cases(
+  names=None, *, x64: bool = True, seconds: dict | None = None, workdir: str | None = None
+) -> dict[str, dict]:
   """The `runs/NAME` cases (all, or those of `names`), each run in float64 (noisy_jax.core.precision; x64=False: in
-  float32, to measure what float32 would drift; never stored). seconds: if given, gets each case's wall time."""
+  float32, to measure what float32 would drift; never stored). seconds: if given, gets each case's wall time.
+  workdir: if given, each run is trained in workdir/NAME, checkpointed (experiments/configs/tiny.py `checkpointed`:
+  its checkpoints, metrics.jsonl and summary stay there), with the same numbers as without."""
   import jax  # pylint: disable=g-import-not-at-top
 
+  from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
 
   out = {}
@@ -302,8 +311,11 @@ def run_cases(names=None, *, x64: bool = True, seconds: dict | None = None) -> d
     if names is not None and name not in names:
       continue
     start = time.perf_counter()
+    run_dir = os.path.join(workdir, name) if workdir else None
+    if run_dir:
+      tiny.checkpointed(config)
     with jax.enable_x64(x64):
-      summary = runs.run_single(config, keep_arrays=True)
+      summary = runs.run_single(config, run_dir, keep_arrays=True)
     history = summary["history"]
     case = {
       "train_loss": [float(r["train_loss"]) for r in history],
@@ -332,15 +344,18 @@ def run_cases(names=None, *, x64: bool = True, seconds: dict | None = None) -> d
 GROUPS = {"data": data_cases, "noise": noise_cases, "init": init_cases, "losses": loss_cases, "runs": run_cases}
 
 
-def compute(groups=tuple(GROUPS), *, run_names=None, x64: bool = True, timings: dict | None = None) -> dict[str, dict]:
+def compute(
+  groups=tuple(GROUPS), *, run_names=None, x64: bool = True, timings: dict | None = None, workdir: str | None = None
+) -> dict[str, dict]:
   """Every case of the named groups (default: all), keyed 'group/name'; `run_names` limits the runs group; x64=False
   computes the losses and runs in float32 (a measurement of float32's drift, never stored). timings: if given, gets
-  {"cases": {case: seconds}, "groups": {group: seconds}} (the module docstring's --timings)."""
+  {"cases": {case: seconds}, "groups": {group: seconds}} (the module docstring's --timings). workdir: the runs are
+  trained there, checkpointed (`run_cases`)."""
   cases, case_seconds, group_seconds = {}, {}, {}
   for group in groups:
     start = time.perf_counter()
     if group == "runs":
-      computed = run_cases(run_names, x64=x64, seconds=case_seconds)
+      computed = run_cases(run_names, x64=x64, seconds=case_seconds, workdir=workdir)
     elif group == "losses":
       computed = loss_cases(x64=x64)
     else:
@@ -475,6 +490,12 @@ def main(argv=None) -> int:
   parser.add_argument(
     "--timings", default="", help="also write each case's compute time in seconds to this JSON file (never stored)"
   )
+  parser.add_argument(
+    "--workdir",
+    default="",
+    help="train each run in WORKDIR/NAME with checkpoints (the same numbers): tests/test_method_runs.py resumes "
+    "stopped runs against them and compares them with 4 devices",
+  )
   parser.add_argument("--stored", default=GOLDEN_FILE, help="the golden file to compare with (default: %(default)s)")
   parser.add_argument(
     "--dump",
@@ -497,7 +518,7 @@ def main(argv=None) -> int:
   if args.write and (run_names or set(groups) != set(GROUPS) or args.float32):
     parser.error("--write stores every group and run in float64: leave --groups, --runs and --float32 out")
   timings = {}
-  cases = compute(groups, run_names=run_names, x64=not args.float32, timings=timings)
+  cases = compute(groups, run_names=run_names, x64=not args.float32, timings=timings, workdir=args.workdir or None)
   if args.timings:
     with open(args.timings, "w") as f:
       json.dump(timings, f, indent=1, sort_keys=True)

@@ -61,6 +61,7 @@ jax.config.update(
 # README's test command end together instead of one of them running a long file alone at the end. xdist's own order
 # (`--loadscope-reorder`, its default: files with the most tests first) would hand them out last.
 LONG_FILES = (
+  "test_method_runs.py",
   "test_checkpoint.py",
   "test_multidevice.py",
   "test_baseline_training.py",

@@ -1,4 +1,5 @@
-"""Run in its own process by test_multidevice.py: trains the same epochs on a 1-device and an N-device mesh.
+"""Run in its own process by test_multidevice.py: trains the same epochs on a 1-device and an N-device mesh; and by
+test_method_runs.py (`N registered ROOT`): every registered method's golden run on N devices, checkpointed in ROOT.
 
 Environment (set by the caller before jax is imported): XLA_FLAGS=--xla_force_host_platform_device_count=N and
 PJRT_NPROC=2N (without it, collectives on simulated CPU devices deadlock on a 2-core machine).
@@ -197,71 +198,38 @@ def main(num_devices: int, epochs: int):
   began = time.perf_counter()
   out["sop_rows_built_sharded"] = _sop_rows_built_sharded(variants["sop_sharded"], noisy, n, c, num_devices)
   seconds["sop_rows_built_sharded"] = time.perf_counter() - began
-  out.update(registered_runs(num_devices, seconds=seconds))
   out["case_seconds"] = seconds
   print("RESULT " + json.dumps(out))
 
 
-RUN_EPOCHS = 2  # of each tiny case: the learning-rate step after epoch 2 is not needed to compare the meshes
-
-
-def _run_on_both(num_devices: int, case: str, *, sharded: bool = False) -> tuple:
-  """The registry's tiny case `case` (experiments/configs/tiny.py) for RUN_EPOCHS epochs, trained whole on 1 and on
-  N devices (with `sharded`, the N-device run's label table row-sharded): (arrays of the 1-device run, arrays of the
-  N-device run, their largest differences). In float64 (noisy_jax.core.precision), as the golden runs: in float32
-  another reduction order's rounding (~1e-7) turns Co-teaching's small-loss sets into other sets within a few epochs,
-  in float64 (~1e-16) it does not, so the runs must agree to ~1e-11."""
-  results = []
-  for devices in (1, num_devices):
-    config = tiny.get_config(case)
-    config.num_epochs = RUN_EPOCHS
-    config.num_devices = devices
-    config.label_table_sharding = "sharded" if sharded and devices > 1 else "replicated"
-    with jax.enable_x64(True):
-      results.append(runs.run_single(config, keep_arrays=True))
-  one, many = (r["arrays"] for r in results)
-  history = results[0]["history"]
-  diffs = {
-    "params": _max_diff(one["stage1"]["params"], many["stage1"]["params"]),
-    "batch_stats": _max_diff(one["stage1"]["batch_stats"], many["stage1"]["batch_stats"]),
-    "table": _max_diff(one["label_table"], many["label_table"]),
-    "loss": max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(history, results[1]["history"])),
-    "loss_moved": abs(history[0]["train_loss"] - history[-1]["train_loss"]),
-    "test_accuracy": history[-1]["test_accuracy"],
-    "table_layout": config.label_table_sharding,  # of the N-device run (the last config built)
-  }
-  for part in ("stage2", "stage1_method_state"):
-    if part in one:
-      diffs[part] = _max_diff(one[part], many[part])
-  return one, many, diffs
-
-
-# Methods whose whole run is compared with the N-device label table row-sharded instead of replicated: their tables
-# hold the most per-example state (DivideMix's division and loss history, ELR+'s two target tables, ProMix's two
-# selections). The replicated table of N devices is compared on every other method.
+# Methods whose 4-device run keeps its label table row-sharded instead of replicated: their tables hold the most
+# per-example state (DivideMix's division and loss history, ELR+'s two target tables, ProMix's two selections). The
+# replicated table of N devices is compared on every other method.
 SHARDED_TABLE_CASES = ("dividemix", "elr_plus", "promix")
 
 
-def registered_runs(num_devices: int, seconds: dict | None = None) -> dict:
-  """{case: differences} for the first tiny case of every registered method (noisy_jax.methods.registry.SPECS), with
-  the extra numbers of the SHARDED_TABLE_CASES (what their tables held). seconds: if given, gets each case's wall
-  time."""
-  out = {}
+def registered_runs(num_devices: int, root: str) -> dict:
+  """Trains the first tiny case of every registered method (noisy_jax.methods.registry.SPECS) as the golden runs are
+  trained (experiments/configs/tiny.py `checkpointed`, in float64), on `num_devices` devices, in root/CASE; the
+  SHARDED_TABLE_CASES with their table row-sharded. Returns {"layouts": {case: the table's layout},
+  "case_seconds": {case: its wall time}}. tests/test_method_runs.py compares the checkpoints and records with those
+  of the golden process's 1-device runs: in float64 (~1e-16 rounding) another reduction order moves no selection
+  (Co-teaching's small-loss sets, DivideMix's GMM), where float32 (~1e-7) would within a few epochs."""
+  layouts, seconds = {}, {}
   for case in REGISTERED:
     began = time.perf_counter()
-    one, _, diffs = _run_on_both(num_devices, case, sharded=case in SHARDED_TABLE_CASES)
-    rows = one["label_table"].method_rows
-    if case == "dividemix":
-      diffs["labelled_fraction"] = float(np.mean(np.asarray(rows["dividemix_clean_prob"]) > 0.5))
-    elif case == "elr_plus":
-      diffs["targets_moved"] = float(np.max(np.asarray(rows["elr_plus_targets"])))
-    elif case == "promix":
-      diffs["selected_fraction"] = float(np.mean(np.asarray(rows["promix_selected"])))
-    out[case] = diffs
-    if seconds is not None:
-      seconds[case] = time.perf_counter() - began
-  return out
+    config = tiny.checkpointed(tiny.get_config(case))
+    config.num_devices = num_devices
+    config.label_table_sharding = "sharded" if case in SHARDED_TABLE_CASES else "replicated"
+    with jax.enable_x64(True):
+      runs.run_single(config, os.path.join(root, case))
+    layouts[case] = config.label_table_sharding
+    seconds[case] = time.perf_counter() - began
+  return {"layouts": layouts, "case_seconds": seconds}
 
 
 if __name__ == "__main__":
-  main(int(sys.argv[1]), int(sys.argv[2]))
+  if sys.argv[2] == "registered":  # N registered ROOT
+    print("RESULT " + json.dumps(registered_runs(int(sys.argv[1]), sys.argv[3])))
+  else:  # N EPOCHS: the input and table paths
+    main(int(sys.argv[1]), int(sys.argv[2]))

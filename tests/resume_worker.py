@@ -18,6 +18,13 @@ others, and the exit code is 1 if any failed.
 A stop there needs --stop_with=raise: the run is abandoned by an exception raised where the kill would be (after the
 due checkpoint is on disk; nothing is closed or flushed on the way out), and the next case starts.
 
+The golden setup (tests/test_method_runs.py): --setup=golden trains the case as experiments.golden --workdir does
+(experiments/configs/tiny.py `checkpointed`: 3 epochs, checkpoints after epochs 2 and 3, in float64), and
+--stop_before_last_checkpoint stops it (--stop_with=raise) once the last epoch of stage 1 is trained and before its
+checkpoint is written, after the earlier checkpoints are on disk: a preemption after that epoch's work and before
+its save. The resumed run starts again from the newest checkpoint before it (epoch 2's in a 3-epoch stage; the
+previous stage's last in a stage of 2 epochs, as PES-semi's).
+
 Streaming (tests/test_streaming.py): --image_folder=ROOT trains on that folder with input='streaming' (decoded by
 2 Grain worker processes) and --checkpoint_every_steps=K also checkpoints inside epochs; --stop_after_step=S kills
 the process right after the mid-epoch checkpoint of stage-1 step S (counted over the stage) is on disk;
@@ -33,6 +40,8 @@ import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from experiments.configs import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
 from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -74,6 +83,11 @@ def _stage(config, name: str):
   return next(stage for stage in stages if stage.name == name)
 
 
+def stage1_epochs(config) -> int:
+  """The number of epochs of the config's stage named 'stage1' (a method's main stage, last in a multi-stage one)."""
+  return int(stages_lib.config_of_stage(config, _stage(config, "stage1")).num_epochs)
+
+
 def wait_for_checkpoint(workdir: str, stage: str, epoch: int, config, timeout: float = 120.0) -> None:
   """Waits until the newest checkpoint due by `epoch` is on disk (orbax saves in a background thread and renames
   the finished directory to its epoch), so that the kill happens right after it, never during it."""
@@ -98,6 +112,10 @@ def main(argv=None):
   parser.add_argument("--stop_stage", default="stage1")
   parser.add_argument("--stop_after_epoch", type=int, default=0, help="0: run to the end")
   parser.add_argument("--stop_with", choices=("kill", "raise"), default="kill", help="SIGKILL, or abandon the run")
+  parser.add_argument("--setup", choices=("resume", "golden"), default="resume", help="tiny_config, or the golden run")
+  parser.add_argument(
+    "--stop_before_last_checkpoint", action="store_true", help="stop before the checkpoint of stage 1's last epoch"
+  )
   parser.add_argument("--image_folder", default="", help="stream this image folder instead of digits")
   parser.add_argument("--on_bad_file", default="error", help="the image folder's on_bad_file (error or skip)")
   parser.add_argument("--checkpoint_every_steps", type=int, default=0)
@@ -112,7 +130,7 @@ def main(argv=None):
   if len(cases) == 1:
     _run(args, cases[0], args.workdir)
     return 0
-  if args.stop_after_step or (args.stop_after_epoch and args.stop_with == "kill"):
+  if args.stop_after_step or ((args.stop_after_epoch or args.stop_before_last_checkpoint) and args.stop_with == "kill"):
     parser.error("a stop that kills the process takes one case; several cases stop with --stop_with=raise")
   failed = []
   for case in cases:
@@ -129,9 +147,27 @@ def main(argv=None):
   return 1 if failed else 0
 
 
-def _run(args, case: str, workdir: str) -> None:
-  """Trains tiny case `case` in `workdir` with the command line's options (module docstring)."""
-  config = tiny_config(case, checkpoint_every=args.checkpoint_every, model=args.model)
+def _stop_before_checkpoint(workdir: str, epoch: int) -> None:
+  """Makes checkpoint_lib.save raise Stopped instead of saving stage 1's checkpoint of `epoch` (once the checkpoints
+  before it are on disk)."""
+  save, stage1 = checkpoint_lib.save, os.path.abspath(checkpoint_lib.stage_dir(workdir, "stage1"))
+
+  def stop_or_save(manager, number, **kwargs):
+    if number == epoch and os.path.abspath(str(manager.directory)) == stage1:
+      manager.wait_until_finished()
+      print(f"epoch stage1 {epoch} trained, not saved", flush=True)
+      raise Stopped(f"stage1 epoch {epoch}, before its checkpoint")
+    save(manager, number, **kwargs)
+
+  checkpoint_lib.save = stop_or_save
+
+
+def _config(args, case: str):
+  """The config of tiny case `case` with the command line's options (module docstring)."""
+  if args.setup == "golden":
+    config = tiny.checkpointed(tiny.get_config(case))
+  else:
+    config = tiny_config(case, checkpoint_every=args.checkpoint_every, model=args.model)
   config.seed = args.seed
   if args.num_epochs:
     config.num_epochs = args.num_epochs
@@ -142,17 +178,26 @@ def _run(args, case: str, workdir: str) -> None:
     config.dataset_kwargs = {"root": args.image_folder, "on_bad_file": args.on_bad_file}
     config.input, config.input_workers = "streaming", 2
   config.checkpoint_every_steps = args.checkpoint_every_steps
-  if args.stop_after_step:
-    save = checkpoint_lib.save
+  return config
 
-    def save_then_maybe_die(manager, number, **kwargs):
-      save(manager, number, **kwargs)
-      if str(manager.directory).endswith(".steps") and number == args.stop_after_step:
-        manager.wait_until_finished()  # the mid-epoch checkpoint is on disk: die right after it
-        print(f"killed at step {number}", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
 
-    checkpoint_lib.save = save_then_maybe_die
+def _kill_after_step(step: int) -> None:
+  """Makes checkpoint_lib.save kill the process right after the mid-epoch checkpoint of stage step `step`."""
+  save = checkpoint_lib.save
+
+  def save_then_maybe_die(manager, number, **kwargs):
+    save(manager, number, **kwargs)
+    if str(manager.directory).endswith(".steps") and number == step:
+      manager.wait_until_finished()  # the mid-epoch checkpoint is on disk: die right after it
+      print(f"killed at step {number}", flush=True)
+      os.kill(os.getpid(), signal.SIGKILL)
+
+  checkpoint_lib.save = save_then_maybe_die
+
+
+def _run(args, case: str, workdir: str) -> None:
+  """Trains tiny case `case` in `workdir` with the command line's options (module docstring)."""
+  config = _config(args, case)
 
   def log_fn(record):
     print(f"epoch {record['stage']} {record['epoch']}", flush=True)
@@ -162,7 +207,16 @@ def _run(args, case: str, workdir: str) -> None:
         raise Stopped(f"{record['stage']} epoch {record['epoch']}")
       os.kill(os.getpid(), signal.SIGKILL)
 
-  summary = runs.run_single(config, workdir, log_fn=log_fn)
+  save = checkpoint_lib.save
+  if args.stop_after_step:
+    _kill_after_step(args.stop_after_step)
+  if args.stop_before_last_checkpoint:
+    _stop_before_checkpoint(workdir, stage1_epochs(config))
+  try:
+    with jax.enable_x64(args.setup == "golden"):
+      summary = runs.run_single(config, workdir, log_fn=log_fn)
+  finally:
+    checkpoint_lib.save = save  # the next case of the process saves as usual
   print(f"done {summary['last_test_accuracy']:.4f}", flush=True)
 
 

@@ -1,4 +1,5 @@
-"""Golden values (`pytest -k golden`): every method's numbers against tests/golden_values.json.
+"""Golden values (`pytest -k golden`): the data, noise, initialisation and loss numbers against
+tests/golden_values.json; every method's runs are compared in tests/test_method_runs.py (test_golden_run).
 
 In the environment that produced the file every value must be equal; in another one (other package versions,
 device count, XLA flags or CPU) floats are compared within experiments.golden.TOLERANCES and a warning names the
@@ -37,26 +38,27 @@ class Computed(NamedTuple):
   seconds: dict
 
 
+# The groups computed here; the runs group (every method's short run) is computed in tests/test_method_runs.py, where
+# the same runs also serve the stop/resume and 1 == 4 devices tests.
+GROUPS = tuple(g for g in golden.GROUPS if g != "runs")
+CASES = sorted(c for c in STORED["cases"] if c.split("/", 1)[0] in GROUPS)
+
+
 def _narrowed_arguments(items) -> list[str]:
-  """experiments.golden's --groups and --runs for the golden cases among `items` (the session's selected tests) when
-  only some are selected (`-k runs/ce`, node ids): [] (every case: what CI computes) when every stored case is
-  selected, or a test of this module that uses the computed cases other than test_golden_case is (it needs them all:
-  test_golden_every_computed_case_is_stored). A stored run that run_configs() no longer has is left out (its test
-  says so)."""
+  """experiments.golden's --groups for the golden cases among `items` (the session's selected tests): every group of
+  GROUPS when every case of them is selected, or a test of this module that uses the computed cases other than
+  test_golden_case is (test_golden_every_computed_case_is_stored needs them all), else the selected cases' groups."""
   here = os.path.abspath(__file__)
   selected = set()
   for item in items:
     if os.path.abspath(str(item.path)) != here or "current" not in getattr(item, "fixturenames", ()):
       continue
     if getattr(item, "originalname", None) != "test_golden_case":
-      return []
+      selected = set(CASES)
+      break
     selected.add(item.callspec.params["case"])
-  if selected >= set(STORED["cases"]):
-    return []
-  known = golden.run_configs()
-  runs = sorted(c.split("/", 1)[1] for c in selected if c.startswith("runs/") and c.split("/", 1)[1] in known)
-  groups = [g for g in golden.GROUPS if g != "runs" and any(c.startswith(g + "/") for c in selected)]
-  return ["--groups", ",".join(groups + (["runs"] if runs else [])), "--runs", ",".join(runs)]
+  groups = [g for g in GROUPS if any(c.startswith(g + "/") for c in selected)]
+  return ["--groups", ",".join(groups)]
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,7 @@ def exact(current):
   return not differences
 
 
-@pytest.mark.parametrize("case", sorted(STORED["cases"]))
+@pytest.mark.parametrize("case", CASES)
 def test_golden_case(current, exact, case, request):
   cases = current.cases
   if case in current.seconds:  # its share of the golden process's time (experiments/ci_shares.py)
@@ -118,31 +120,26 @@ def test_golden_every_computed_case_is_stored(current):
   cases = current.cases
   missing = sorted(set(cases) - set(STORED["cases"]))
   assert not missing, f"computed but not stored: {missing}; `{golden.REGENERATE}`"
+  assert not [c for c in cases if c.startswith("runs/")]  # computed in tests/test_method_runs.py
 
 
-def test_golden_process_computes_every_case_unless_only_some_are_selected():
-  """CI selects every case (and test_golden_every_computed_case_is_stored): the process computes all of them; a -k
-  that selects some golden cases computes only those (their groups, their runs)."""
+def test_golden_process_computes_every_group_unless_only_some_are_selected():
+  """CI selects every case (and test_golden_every_computed_case_is_stored): the process computes every group but the
+  runs; a -k that selects some golden cases computes only their groups."""
 
   def item(name, case=None, fixtures=("current", "exact"), path=__file__):
     callspec = types.SimpleNamespace(params={"case": case})
     return types.SimpleNamespace(path=path, fixturenames=fixtures, originalname=name, callspec=callspec)
 
-  every = [item("test_golden_case", case) for case in STORED["cases"]]
+  every = [item("test_golden_case", case) for case in CASES]
   stored_test = item("test_golden_every_computed_case_is_stored", fixtures=("current",))
-  assert _narrowed_arguments(every + [stored_test]) == []
-  assert _narrowed_arguments(every) == []
-  some = [item("test_golden_case", "runs/jocor"), item("test_golden_case", "runs/ce")]
-  assert _narrowed_arguments(some) == ["--groups", "runs", "--runs", "ce,jocor"]
-  assert _narrowed_arguments(some + [stored_test]) == []  # it needs every case
+  assert _narrowed_arguments(every) == ["--groups", ",".join(GROUPS)]
+  assert GROUPS == ("data", "noise", "init", "losses")
+  some = [item("test_golden_case", "losses/rce"), item("test_golden_case", "data/digits")]
+  assert _narrowed_arguments(some) == ["--groups", "data,losses"]
+  assert _narrowed_arguments(some + [stored_test]) == ["--groups", ",".join(GROUPS)]  # it needs every case
   others = [item("test_golden_file_names_its_environment_and_regeneration", fixtures=()), item("test_x", path="x.py")]
-  assert _narrowed_arguments(some + others + [item("test_golden_case", "data/digits")]) == [
-    "--groups",
-    "data,runs",
-    "--runs",
-    "ce,jocor",
-  ]
-  assert _narrowed_arguments([item("test_golden_case", "runs/no_such_run")]) == ["--groups", "", "--runs", ""]
+  assert _narrowed_arguments(some + others) == ["--groups", "data,losses"]
 
 
 def test_golden_file_names_its_environment_and_regeneration():

@@ -5,18 +5,17 @@ joint_optimization_streamed: the N-device run streams its batches from the host 
 
 The comparison runs in a separate process with 4 simulated CPU devices. PJRT_NPROC=8 is set before jax is imported
 there: without it, collectives on simulated devices deadlock on a 2-core machine (shared/DESIGN.md). The process is
-bounded by a timeout so a hang fails the test instead of freezing the suite.
+bounded by a timeout so a hang fails the test instead of freezing the suite. Every registered method's whole run
+on 4 devices is compared with its golden run in tests/test_method_runs.py.
 """
 
 import pytest
 
 from experiments import ci_shares
-import multidevice_worker
 import simulated_devices
 
 NUM_DEVICES = 4
 TOLERANCE = 1e-6
-RUN_TOLERANCE = 1e-8  # whole runs: 2 epochs with evaluation, in float64 (multidevice_worker._run_on_both)
 
 
 @pytest.fixture(scope="module")
@@ -53,32 +52,8 @@ def test_input_and_table_paths_one_device_equals_four_devices(multidevice_result
     assert diffs["vs_unaugmented"] > 1e-3, diffs
 
 
-@pytest.mark.parametrize("case", multidevice_worker.REGISTERED)
-def test_every_method_one_device_equals_four_devices(multidevice_result, case, request):
-  """Each registered method's tiny run, trained whole (2 epochs, evaluation and table policy included) on 1 and on
-  4 devices: batch means, selections (Co-teaching's small-loss sets, DivideMix's MixMatch permutation and GMM) and
-  per-example state are over the global batch, so the runs (float64) agree to float rounding."""
-  _record_seconds(request, multidevice_result, case)
-  diffs = multidevice_result[case]
-  sharded = case in multidevice_worker.SHARDED_TABLE_CASES
-  assert diffs["table_layout"] == ("sharded" if sharded else "replicated"), diffs
-  assert diffs["loss_moved"] > 1e-3 and diffs["test_accuracy"] > 0.3, diffs  # it trained: equality is not trivial
-  for key in ("params", "batch_stats", "table", "loss", "stage2", "stage1_method_state"):
-    assert diffs.get(key, 0.0) <= RUN_TOLERANCE, (case, key, diffs)
-
-
 def test_method_rows_built_on_a_sharded_table_equal_the_unsharded_init(multidevice_result, request):
   _record_seconds(request, multidevice_result, "sop_rows_built_sharded")
   built = multidevice_result["sop_rows_built_sharded"]
   assert built["sharded"]
   assert built["rows"] <= TOLERANCE, built  # partitioned normal draws: equal up to float rounding (~6e-8)
-
-
-def test_two_network_methods_ran_on_a_row_sharded_table(multidevice_result):
-  """Their runs above compared the 4-device run with its table row-sharded (multidevice_worker.SHARDED_TABLE_CASES):
-  DivideMix's GMM over the gathered losses divided the examples, ELR+'s targets were written, ProMix's class-wise
-  selection chose part of each class."""
-  assert set(multidevice_worker.SHARDED_TABLE_CASES) <= set(multidevice_worker.REGISTERED)
-  assert 0.05 < multidevice_result["dividemix"]["labelled_fraction"] < 0.95, multidevice_result["dividemix"]
-  assert multidevice_result["elr_plus"]["targets_moved"] > 0.1, multidevice_result["elr_plus"]
-  assert 0.05 < multidevice_result["promix"]["selected_fraction"] < 0.95, multidevice_result["promix"]

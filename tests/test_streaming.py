@@ -32,8 +32,8 @@ from noisy_jax.train import epoch as epoch_lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import resume_processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 import resume_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
-import test_checkpoint  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_folder(root, dataset):
@@ -187,23 +187,23 @@ def test_killed_inside_an_epoch_resumes_bit_identical(digits_folder, tmp_path):
     "stage2_epochs": 1,
   }
   lingering = []
-  first = test_checkpoint._run_all(
+  first = resume_processes.run_all(
     [
-      test_checkpoint._worker_cmd(ref, "joint_optimization", **flags),
-      test_checkpoint._worker_cmd(killed, "joint_optimization", stop_after_step=16, **flags),
+      resume_processes.worker_cmd(ref, "joint_optimization", **flags),
+      resume_processes.worker_cmd(killed, "joint_optimization", stop_after_step=16, **flags),
     ],
     lingering,
   )
-  test_checkpoint._check(first, (0, -signal.SIGKILL))
+  resume_processes.check(first, (0, -signal.SIGKILL))
   assert "killed at step 16" in first[1][1]
   assert lingering == [False, False], lingering  # the killed run's Grain workers exited with it
-  assert [r["epoch"] for r in test_checkpoint._records(killed)] == [1]  # epoch 2 was cut short
-  (second,) = test_checkpoint._run_all([test_checkpoint._worker_cmd(killed, "joint_optimization", **flags)])
-  test_checkpoint._check([second], (0,))
-  assert test_checkpoint._epochs_seen(second[1])[0] == ("stage1", 2)
+  assert [r["epoch"] for r in resume_processes.records(killed)] == [1]  # epoch 2 was cut short
+  (second,) = resume_processes.run_all([resume_processes.worker_cmd(killed, "joint_optimization", **flags)])
+  resume_processes.check([second], (0,))
+  assert resume_processes.epochs_seen(second[1])[0] == ("stage1", 2)
   for stage in ("stage1", "stage2"):
-    test_checkpoint._assert_bit_identical(ref, killed, stage)
-  assert test_checkpoint._records(killed) == test_checkpoint._records(ref)
+    resume_processes.assert_bit_identical(ref, killed, stage)
+  assert resume_processes.records(killed) == resume_processes.records(ref)
   summary = json.loads(open(os.path.join(killed, "summary.json")).read())
   assert summary["stage1"] == json.loads(open(os.path.join(ref, "summary.json")).read())["stage1"]
   assert summary["skipped_files"] == {"file": "skipped_files.txt", "count": 1}
@@ -252,13 +252,13 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path, watch):
   )
   try:
     child = int(parent.stdout.readline())  # printed once the child has started (and, when asked, its watch)
-    assert test_checkpoint._group_alive(parent.pid)
+    assert resume_processes.group_alive(parent.pid)
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 5
-    while test_checkpoint._group_alive(parent.pid) and time.monotonic() < deadline:
+    while resume_processes.group_alive(parent.pid) and time.monotonic() < deadline:
       time.sleep(0.1)
-    assert test_checkpoint._group_alive(parent.pid) is not watch, child
+    assert resume_processes.group_alive(parent.pid) is not watch, child
   finally:
     try:
       os.killpg(parent.pid, signal.SIGKILL)

@@ -36,7 +36,7 @@ from noisy_jax.train import optim
 from noisy_jax.train import state as state_lib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_checkpoint  # pylint: disable=g-import-not-at-top,wrong-import-position  (its checkpoint helpers)
+import resume_processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 B, C = 16, 5
 
@@ -450,11 +450,11 @@ def test_stopped_inside_and_between_stages_resumes_bit_identical(stopped_runs):
     [("stage1", 3)],
   ]
   for stage in STAGES:
-    test_checkpoint._assert_bit_identical(reference, stopped, stage)
-  assert test_checkpoint._records(stopped) == test_checkpoint._records(reference)
+    resume_processes.assert_bit_identical(reference, stopped, stage)
+  assert resume_processes.records(stopped) == resume_processes.records(reference)
   # dT, its Adam state and its best-validation value are in the revision's checkpoint, and only there.
   for stage in STAGES:
-    _, arrays = test_checkpoint._final_arrays(stopped, stage)
+    _, arrays = resume_processes.final_arrays(stopped, stage)
     with_correction = [name for name in arrays if t_revision.CORRECTION in name]
     if stage == "stage1":
       assert any(n.startswith("state/params/") for n in with_correction)
@@ -469,7 +469,7 @@ def test_the_transition_comes_from_the_warmups_best_validation_network(stopped_r
   split, as the trainer evaluates."""
   reference, _, _, product = stopped_runs
   config = tiny.get_config("t_revision")
-  _, arrays = test_checkpoint._final_arrays(reference, "warmup")
+  _, arrays = resume_processes.final_arrays(reference, "warmup")
   prefix = "best_variables/"
   best = flax.traverse_util.unflatten_dict(
     {tuple(name[len(prefix) :].split("/")): value for name, value in arrays.items() if name.startswith(prefix)}

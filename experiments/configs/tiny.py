@@ -5,6 +5,10 @@
 A case is a method's entry of `MethodSpec.tiny` (noisy_jax.methods.registry.tiny_cases) applied to `base()`: the 8x8
 digits at 40% symmetric noise, a one-layer MLP (64 units), 3 epochs of SGD with the learning rate decayed after epoch
 2, no checkpoints. A new method's cases join every one of those tests by its registry line.
+
+One run of each case serves all three (tests/test_method_runs.py): `checkpointed(get_config(case))` in a workdir
+(`python -m experiments.golden --workdir=DIR`) gives the golden values (checkpoints move no number), is the reference
+that a stopped and resumed run must equal bit for bit, and is the 1-device side of 1 == 4 devices.
 """
 
 from __future__ import annotations
@@ -41,6 +45,19 @@ def apply(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.
     if not parents and last in node and isinstance(node[last], ml_collections.ConfigDict) and value is not None:
       del node[last]  # replaced whole, not merged: a field of the base's block does not survive
     node[last] = value
+  return config
+
+
+# The checkpoints of a run in a workdir: after epoch 2 and after the last (3), so that a run stopped in epoch 3, before
+# its checkpoint, resumes from epoch 2's.
+CHECKPOINT_EVERY = 2
+
+
+def checkpointed(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """`config` (in place, returned) checkpointed every CHECKPOINT_EVERY epochs and after its last, keeping two: what a
+  tiny run in a workdir writes (module docstring). Training is unchanged."""
+  config.checkpoint_every = CHECKPOINT_EVERY
+  config.keep_checkpoints = 2
   return config
 
 
