@@ -2,20 +2,30 @@ r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/la
 
   python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT
   python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=knn --k=10
+  python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=ni_erm
+  python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=wann
   python -m experiments.label_issues_from_features --images=DIR --model=RUN_WORKDIR --workdir=OUT
+  python -m experiments.label_issues_from_features --embeddings=EMBED_WORKDIR --method=ni_erm --workdir=OUT
 
 --features: an .npy array X [N, D] (one embedding per example, finite real numbers), e.g. the penultimate layer of a
   pretrained network or of another run's exported network. --labels: an .npy array y [N] of integer class ids.
 --method: 'probe', a --num_folds-fold out-of-sample linear probe (standardised features, multinomial logistic
   regression with L2 strength 1 / --inverse_regularization), or 'knn', a vote of each example's --k nearest
-  neighbours by cosine similarity, itself excluded (SimiFeat's vote): noisy_jax.experiment.feature_issues has the
-  formulas and references. Then the label quality (--score), suggested label and flag rule (--rule) of
+  neighbours by cosine similarity, itself excluded (SimiFeat's vote), or 'ni_erm', NI-ERM's head (JAX/optax; a
+  linear head by default, --ni_erm_hidden_sizes for an MLP) fitted with cross entropy to the labels as given, out of
+  sample over the probe's --num_folds folds (--inverse_regularization, --ni_erm_optimizer, --ni_erm_epochs,
+  --ni_erm_learning_rate, --ni_erm_batch_size, --ni_erm_standardize), or 'wann', WANN's reliability-weighted vote
+  with adaptive k in [--kmin, --kmax], leave one out: noisy_jax.experiment.feature_issues has the formulas and
+  references. Then the label quality (--score), suggested label and flag rule (--rule) of
   noisy_jax.core.label_issues, as after a training run.
 --images, --model (instead of --features and --labels): a folder DIR/LABEL/... of image files (every .png / .jpg /
   .jpeg under each class folder, recursively, hidden names skipped; class ids: the sorted LABEL names, integers as
   integers) embedded by a noisy_jax run's exported network (--model: the run's workdir or an export directory;
   export.LoadedModel.embed: the inputs of its classifier head, the images decoded and normalised as that run's
   loader did). Sources are the paths relative to DIR and class names the LABEL names.
+--embeddings (instead of the above): the workdir of `python -m experiments.embed` on a folder DIR/LABEL/...: its
+  embeddings, the class ids and names of its class folders, its file paths as sources (files that could not be
+  decoded left out).
 --sources: a text file with one line per example (its file path or record id) for the CSV's source column; default
   the example's index. --class_names: the C class names, comma-separated or a text file with one per line; the CSV
   then writes labels as names (default: class ids, C = the largest label + 1).
@@ -96,9 +106,21 @@ def parse_class_names(value: str | None) -> list[str] | None:
   return names
 
 
-def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k: int, class_names=None) -> None:
-  """ValueError naming the flag unless the method can run on these labels: the probe needs 2 <= --num_folds <= the
-  examples of the smallest class (so that every training fold holds every class), the kNN vote 1 <= --k <= N - 1."""
+def check_method_settings(
+  method: str,
+  labels: np.ndarray,
+  *,
+  num_folds: int,
+  k: int,
+  class_names=None,
+  kmin: int = feature_issues.DEFAULT_KMIN,
+  kmax: int = feature_issues.DEFAULT_KMAX,
+  **ni_erm,
+) -> None:
+  """ValueError naming the flag unless the method can run on these labels: the probe and NI-ERM need 2 <= --num_folds
+  <= the examples of the smallest class (so that every training fold holds every class), the kNN vote
+  1 <= --k <= N - 1, WANN 1 <= --kmin <= --kmax <= N - 2; NI-ERM's L-BFGS a full batch (`ni_erm`: the options of
+  `ni_erm_options`)."""
   n = len(labels)
   if method == "knn":
     if not 1 <= k <= n - 1:
@@ -106,6 +128,23 @@ def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k:
         f"--k={k}; allowed: 1 <= k <= N - 1 = {n - 1} (N = {n} examples; none is its own neighbour)."
       )
     return
+  if method == "wann":
+    if not 1 <= kmin <= kmax <= n - 2:
+      raise errors.InputError(
+        f"--kmin={kmin}, --kmax={kmax}; allowed: 1 <= kmin <= kmax <= N - 2 = {n - 2} (N = {n} examples; WANN "
+        "left one out needs kmax + 1 neighbours besides the example)."
+      )
+    return
+  if method == "ni_erm" and ni_erm.get("optimizer", "lbfgs") == "lbfgs" and ni_erm.get("batch_size", n) < n:
+    raise errors.InputError(
+      f"--ni_erm_batch_size={ni_erm['batch_size']} with --ni_erm_optimizer=lbfgs; L-BFGS takes the full batch "
+      "(--ni_erm_batch_size=0); use --ni_erm_optimizer=sgd or adam for minibatches."
+    )
+  check_folds(labels, num_folds, class_names)
+
+
+def check_folds(labels: np.ndarray, num_folds: int, class_names=None) -> None:
+  """ValueError naming --num_folds unless 2 <= --num_folds <= the examples of the smallest class."""
   counts = np.bincount(labels)
   present = np.flatnonzero(counts)
   smallest = int(present[np.argmin(counts[present])])
@@ -122,6 +161,41 @@ def check_method_settings(method: str, labels: np.ndarray, *, num_folds: int, k:
       f"examples out and keep some of every class to train on (a training fold without a class scores its examples "
       f"0); {allowed}."
     )
+
+
+def ni_erm_options(
+  *,
+  optimizer: str = "lbfgs",
+  epochs: int = feature_issues.NI_ERM_DEFAULT_EPOCHS,
+  learning_rate: float = 0.0,
+  batch_size: int = 0,
+  hidden_sizes: str = "",
+  standardize: bool = False,
+) -> dict:
+  """NI-ERM's --ni_erm_* flags as ni_erm.fit's keyword arguments (learning_rate 0: the optimiser's default,
+  batch_size 0: the full batch, hidden_sizes: comma-separated widths, '' for the linear head); ValueError naming
+  the flag of a bad value."""
+  _checks.check_choice("--ni_erm_optimizer", optimizer, feature_issues.NI_ERM_OPTIMIZERS)
+  if epochs < 1:
+    raise errors.InputError(f"--ni_erm_epochs={epochs}; allowed: >= 1.")
+  if not learning_rate >= 0:
+    raise errors.InputError(f"--ni_erm_learning_rate={learning_rate}; allowed: > 0, or 0 (the optimiser's default).")
+  if batch_size < 0:
+    raise errors.InputError(f"--ni_erm_batch_size={batch_size}; allowed: >= 1, or 0 (the full batch).")
+  try:
+    widths = tuple(int(w) for w in hidden_sizes.split(",") if w.strip()) if hidden_sizes else ()
+  except ValueError:
+    widths = (0,)
+  if any(w < 1 for w in widths):
+    raise errors.InputError(
+      f"--ni_erm_hidden_sizes={hidden_sizes!r}; allowed: comma-separated widths >= 1 (e.g. 256,128), or '' (linear)."
+    )
+  options = {"optimizer": optimizer, "epochs": int(epochs), "hidden_sizes": widths, "standardize": bool(standardize)}
+  if learning_rate:
+    options["learning_rate"] = float(learning_rate)
+  if batch_size:
+    options["batch_size"] = int(batch_size)
+  return options
 
 
 def embed_folder(images: str, model: str) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
@@ -152,6 +226,70 @@ def embed_folder(images: str, model: str) -> tuple[np.ndarray, np.ndarray, list[
   return loaded.embed(files), np.asarray([ids[g] for g in given], np.int64), paths, names
 
 
+def read_inputs(
+  features_path: str | None,
+  labels_path: str | None,
+  *,
+  class_names: str | None = None,
+  images: str | None = None,
+  model: str | None = None,
+  embeddings: str | None = None,
+):
+  """(features, labels, sources or None, class names or None, the flags to name in errors for the features, labels
+  and class count) from exactly one of: --features and --labels, --images and --model, --embeddings.
+
+  Raises:
+    errors.InputError: naming the flags when none or more than one of those inputs is given, or --class_names with
+      an input that names its classes itself.
+  """
+  given = {"arrays": bool(features_path or labels_path), "folder": bool(images or model), "store": bool(embeddings)}
+  if sum(given.values()) != 1 or (given["folder"] and not (images and model)):
+    raise errors.InputError(
+      "give one of --features and --labels (arrays), --images and --model (a folder embedded by a run's network) "
+      f"or --embeddings (a store of python -m experiments.embed); got --features={features_path!r}, "
+      f"--labels={labels_path!r}, --images={images!r}, --model={model!r}, --embeddings={embeddings!r}."
+    )
+  if given["arrays"]:
+    names = parse_class_names(class_names)
+    where = (
+      f"--features={features_path!r}",
+      f"--labels={labels_path!r}",
+      "num_classes" if names is None else f"--class_names ({len(names)} names)",
+    )
+    return load_array(features_path, "features"), load_array(labels_path, "labels"), None, names, where
+  if class_names:
+    raise errors.InputError("--images and --embeddings take their class names from the folder: drop --class_names.")
+  if given["folder"]:
+    features, labels, sources, names = embed_folder(images, model)
+    return (
+      features,
+      labels,
+      sources,
+      names,
+      (f"--images={images!r}",) * 2 + (f"--images={images!r} ({len(names)} class folders)",),
+    )
+  return read_store(embeddings)
+
+
+def read_store(embeddings: str):
+  """read_inputs's tuple from an embedding store (experiments.embed's workdir): its embeddings, the class ids of its
+  folder layout, its files as sources and its class names; rows of files that could not be decoded left out.
+
+  Raises:
+    errors.InputError: naming --embeddings when the store is incomplete or its images had no class folders.
+  """
+  from noisy_jax.experiment import embedding_store  # pylint: disable=g-import-not-at-top
+
+  features, labels, files, names = embedding_store.read(embeddings)
+  if labels is None:
+    raise errors.InputError(
+      f"--embeddings={embeddings!r}: the embedded images had no class folders (DIR/LABEL/...), so there are no "
+      "given labels to check; embed a folder laid out by class."
+    )
+  flag = f"--embeddings={embeddings!r}"
+  return features, labels, list(files), list(names), (flag, flag, f"{flag} ({len(names)} classes)")
+
+
 def run(
   features_path: str | None,
   labels_path: str | None,
@@ -168,38 +306,26 @@ def run(
   class_names: str | None = None,
   images: str | None = None,
   model: str | None = None,
+  kmin: int = feature_issues.DEFAULT_KMIN,
+  kmax: int = feature_issues.DEFAULT_KMAX,
+  ni_erm: dict | None = None,
+  embeddings: str | None = None,
 ) -> Summary:
   """Checks every input, computes P and the label issues (feature_issues.find) and writes
-  WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string); either
-  features_path and labels_path, or images and model. Raises FileNotFoundError or ValueError naming the flag and
-  value before anything is written."""
+  WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string; ni_erm: the
+  --ni_erm_* flags as `ni_erm_options` returns them, None: their defaults); either features_path and labels_path, or
+  images and model. Raises FileNotFoundError or ValueError naming the flag and value before anything is written."""
   start = time.perf_counter()
   _checks.check_choice("--method", method, feature_issues.METHODS)
   _checks.check_choice("--score", score, label_issues.SCORES)
   _checks.check_choice("--rule", rule, label_issues.FLAG_RULES)
   if not inverse_regularization > 0:
     raise errors.InputError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
-  from_folder = bool(images or model)
-  if from_folder == bool(features_path or labels_path) or (from_folder and not (images and model)):
-    raise errors.InputError(
-      "give either --features and --labels (arrays), or --images and --model (a folder embedded by a run's network); "
-      f"got --features={features_path!r}, --labels={labels_path!r}, --images={images!r}, --model={model!r}."
-    )
-  if from_folder and (class_names or sources_path):
-    raise errors.InputError(
-      "--images takes its class names and sources from the folder: drop --class_names and --sources."
-    )
-  if from_folder:
-    raw_features, raw_labels, folder_sources, names = embed_folder(images, model)
-    where = (f"--images={images!r}", f"--images={images!r}", f"--images={images!r} ({len(names)} class folders)")
-  else:
-    names = parse_class_names(class_names)
-    raw_features, raw_labels = load_array(features_path, "features"), load_array(labels_path, "labels")
-    where = (
-      f"--features={features_path!r}",
-      f"--labels={labels_path!r}",
-      "num_classes" if names is None else f"--class_names ({len(names)} names)",
-    )
+  if sources_path and (images or model or embeddings):
+    raise errors.InputError("--images and --embeddings take their sources from the files: drop --sources.")
+  raw_features, raw_labels, sources, names, where = read_inputs(
+    features_path, labels_path, class_names=class_names, images=images, model=model, embeddings=embeddings
+  )
   features, labels, num_classes = feature_issues.check_inputs(
     raw_features,
     raw_labels,
@@ -208,14 +334,14 @@ def run(
     labels_name=where[1],
     num_classes_name=where[2],
   )
-  sources = folder_sources if from_folder else None
   if sources_path:
     sources = read_lines(sources_path, "sources")
     if len(sources) != len(labels):
       raise errors.InputError(
         f"--sources={sources_path!r} has {len(sources)} lines for {len(labels)} examples; one line per example."
       )
-  check_method_settings(method, labels, num_folds=num_folds, k=k, class_names=names)
+  ni_erm = ni_erm_options() if ni_erm is None else ni_erm
+  check_method_settings(method, labels, num_folds=num_folds, k=k, class_names=names, kmin=kmin, kmax=kmax, **ni_erm)
   _, issues = feature_issues.find(
     features,
     labels,
@@ -227,6 +353,9 @@ def run(
     inverse_regularization=inverse_regularization,
     score=score,
     rule=rule,
+    kmin=kmin,
+    kmax=kmax,
+    ni_erm_options=ni_erm,
   )
   csv_path = label_issues.write_csv(
     os.path.join(workdir, label_issues.CSV_FILE), issues, sources=sources, class_names=names
@@ -236,7 +365,9 @@ def run(
     num_examples=len(labels),
     num_classes=num_classes,
     num_features=features.shape[1],
-    evidence=feature_issues.method_evidence(method, num_folds=num_folds, k=k),
+    evidence=feature_issues.method_evidence(
+      method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm["hidden_sizes"]
+    ),
     num_flagged=int(issues.records["is_issue"].sum()),
     seconds=time.perf_counter() - start,
   )
@@ -265,7 +396,8 @@ def define_flags() -> None:
     "method",
     "probe",
     list(feature_issues.METHODS),
-    "probe: out-of-sample K-fold linear probe; knn: vote of the k nearest neighbours (cosine), itself excluded.",
+    "probe: out-of-sample K-fold linear probe; knn: vote of the k nearest neighbours (cosine), itself excluded; "
+    "ni_erm: NI-ERM's head (JAX), K-fold out of sample; wann: WANN's weighted adaptive-k vote, leave one out.",
   )
   flags.DEFINE_integer("num_folds", feature_issues.DEFAULT_NUM_FOLDS, "The probe's folds K (2 <= K <= smallest class).")
   flags.DEFINE_integer("k", feature_issues.DEFAULT_K, "The kNN vote's neighbours (1 <= k <= N - 1).")
@@ -279,9 +411,22 @@ def define_flags() -> None:
     "score", "self_confidence", list(label_issues.SCORES), "Label quality (noisy_jax.core.label_issues)."
   )
   flags.DEFINE_enum("rule", "argmax", list(label_issues.FLAG_RULES), "Flag rule (noisy_jax.core.label_issues).")
+  flags.DEFINE_integer("kmin", feature_issues.DEFAULT_KMIN, "WANN's smallest k (1 <= kmin <= kmax).")
+  flags.DEFINE_integer("kmax", feature_issues.DEFAULT_KMAX, "WANN's largest k (kmax <= N - 2).")
+  flags.DEFINE_enum(
+    "ni_erm_optimizer", "lbfgs", list(feature_issues.NI_ERM_OPTIMIZERS), "NI-ERM's optimiser (lbfgs: full batch)."
+  )
+  flags.DEFINE_integer("ni_erm_epochs", feature_issues.NI_ERM_DEFAULT_EPOCHS, "NI-ERM's epochs (lbfgs: iterations).")
+  flags.DEFINE_float("ni_erm_learning_rate", 0.0, "NI-ERM's learning rate; 0: the optimiser's default.")
+  flags.DEFINE_integer("ni_erm_batch_size", 0, "NI-ERM's minibatch size (sgd, adam); 0: the full batch.")
+  flags.DEFINE_string("ni_erm_hidden_sizes", "", "NI-ERM's MLP hidden widths, comma-separated; '': a linear head.")
+  flags.DEFINE_bool("ni_erm_standardize", False, "Standardise the features before NI-ERM's head (the paper: no).")
   flags.DEFINE_string("sources", None, "A text file, one line per example (file path or record id); default index.")
   flags.DEFINE_string("class_names", None, "Class names, comma-separated or a text file with one per line.")
   flags.DEFINE_string("images", None, "Instead of --features/--labels: a folder DIR/LABEL/... of image files.")
+  flags.DEFINE_string(
+    "embeddings", None, "Instead of --features/--labels: the workdir of python -m experiments.embed (a class folder)."
+  )
   flags.DEFINE_string("model", None, "With --images: the run (workdir or export directory) whose network embeds them.")
 
 
@@ -304,6 +449,17 @@ def main(argv):
     class_names=values.class_names,
     images=values.images,
     model=values.model,
+    embeddings=values.embeddings,
+    kmin=values.kmin,
+    kmax=values.kmax,
+    ni_erm=ni_erm_options(
+      optimizer=values.ni_erm_optimizer,
+      epochs=values.ni_erm_epochs,
+      learning_rate=values.ni_erm_learning_rate,
+      batch_size=values.ni_erm_batch_size,
+      hidden_sizes=values.ni_erm_hidden_sizes,
+      standardize=values.ni_erm_standardize,
+    ),
   )
   print(format_summary(summary, score=values.score, rule=values.rule))
 

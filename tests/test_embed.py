@@ -10,6 +10,7 @@ on_bad_file skip / error, bad weights refused before anything is written, and a 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -349,3 +350,24 @@ def test_a_module_backbone_is_one_builder(folder, weights):
   expected = module.apply(variables, normalised, method="features")
   np.testing.assert_allclose(np.asarray(embedder.features(x)), np.asarray(expected), rtol=1e-5, atol=1e-6)
 
+
+def test_label_issues_from_the_store(pth_run, tmp_path):
+  """The second command of the foundation-model path: python -m experiments.label_issues_from_features
+  --embeddings=STORE reads the store's embeddings, its class folders' ids and names and its files as sources, and
+  writes label_issues.csv; a labelless store and --sources beside it are refused by name."""
+  from experiments import label_issues_from_features as from_features  # pylint: disable=g-import-not-at-top
+  from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
+
+  _, workdir = pth_run
+  summary = from_features.run(None, None, str(tmp_path / "out"), method="knn", k=5, embeddings=workdir)
+  assert (summary.num_examples, summary.num_classes, summary.num_features) == (48, 3, 512)
+  with open(summary.csv_path, newline="") as f:
+    rows = list(csv.DictReader(f))
+  assert list(rows[0]) == list(label_issues.CSV_COLUMNS) and len(rows) == 48
+  assert {r["source"].split("/")[0] for r in rows} == {"c0", "c1", "c2"}  # the store's files
+  assert {r["given_label"] for r in rows} == {"c0", "c1", "c2"}  # its class names
+  with pytest.raises(errors.InputError, match="drop --sources"):
+    from_features.run(None, None, str(tmp_path / "x"), embeddings=workdir, sources_path="s.txt")
+  with pytest.raises(errors.InputError, match="give one of"):
+    from_features.run("f.npy", None, str(tmp_path / "y"), embeddings=workdir)
+  assert not os.path.exists(tmp_path / "x") and not os.path.exists(tmp_path / "y")

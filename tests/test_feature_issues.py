@@ -428,7 +428,7 @@ def test_probe_limits_the_threads_during_the_fit(monkeypatch):
     feature_issues.probe_probabilities(features, given, num_folds=3, threads=0)
 
 
-@pytest.mark.parametrize("method", ["probe", "knn"])
+@pytest.mark.parametrize("method", ["probe", "knn", "wann"])
 def test_features_path_imports_no_jax(tmp_path, method):
   """`python -m experiments.label_issues_from_features --features=... --labels=...` (its __main__, through absl's
   app.run) writes the CSV without importing JAX, Flax or orbax (about 2 s per call): they are imported for
@@ -441,6 +441,8 @@ def test_features_path_imports_no_jax(tmp_path, method):
     f"--workdir={tmp_path / 'out'}",
     f"--method={method}",
     "--num_folds=3",
+    "--kmin=3",
+    "--kmax=11",
   ]
   script = (
     "import runpy, sys\n"
@@ -531,5 +533,95 @@ def test_images_embedded_by_an_exported_network(tmp_path):
   with pytest.raises(ValueError, match=r"stray\.png is not inside a class folder"):
     cli.run(None, None, str(tmp_path / "out2"), images=str(tmp_path / "images"), model=str(tmp_path / "model"))
   assert not os.path.exists(tmp_path / "out2")
-  with pytest.raises(ValueError, match="give either --features and --labels"):
+  with pytest.raises(ValueError, match="give one of --features and --labels"):
     cli.run("f.npy", None, str(tmp_path / "out3"), images=str(tmp_path / "images"), model=str(tmp_path / "model"))
+
+
+# (e) NI-ERM and WANN through feature_issues and the command
+
+
+def test_ni_erm_and_wann_through_find_and_the_command(tmp_path):
+  """--method=ni_erm (a subprocess: the flags, JAX) and --method=wann (cli.run) write the CSV of feature_issues.find
+  with the same settings, the detector named in the evidence column; find's P is the detector's own."""
+  from noisy_jax.experiment import ni_erm  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import wann  # pylint: disable=g-import-not-at-top
+
+  paths, features, given = write_inputs(tmp_path)
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.label_issues_from_features",
+    f"--features={paths['features']}",
+    f"--labels={paths['labels']}",
+    f"--workdir={tmp_path / 'ni_erm'}",
+    "--method=ni_erm",
+    "--num_folds=3",
+    "--ni_erm_epochs=30",
+  ]
+  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  options = {"epochs": 30}
+  probs, issues = feature_issues.find(features, given, method="ni_erm", num_folds=3, ni_erm_options=options)
+  np.testing.assert_array_equal(probs, ni_erm.out_of_sample_probabilities(features, given, num_folds=3, epochs=30))
+  rows = read_csv(tmp_path / "ni_erm" / label_issues.CSV_FILE)
+  assert [int(r[0]) for r in rows[1:]] == issues.records["index"].tolist() and len(rows) == 61
+  assert rows[1][6].startswith("NI-ERM linear head, 3-fold out of sample: p(given)")
+  assert "detector: NI-ERM linear head, 3-fold out of sample" in done.stdout
+
+  summary = cli.run(paths["features"], paths["labels"], str(tmp_path / "wann"), method="wann", kmin=3, kmax=11)
+  probs, issues = feature_issues.find(features, given, method="wann", kmin=3, kmax=11)
+  np.testing.assert_array_equal(probs, wann.out_of_sample_probabilities(features, given, kmin=3, kmax=11))
+  rows = read_csv(summary.csv_path)
+  assert [int(r[0]) for r in rows[1:]] == issues.records["index"].tolist()
+  assert rows[1][6].startswith("WANN vote, k in [3, 11], leave one out: p(given)")
+  assert summary.evidence == "WANN vote, k in [3, 11], leave one out"
+  assert feature_issues.method_evidence("ni_erm", num_folds=5, hidden_sizes=(64, 32)) == (
+    "NI-ERM MLP head (hidden 64,32), 5-fold out of sample"
+  )
+  assert feature_issues.NI_ERM_OPTIMIZERS == ni_erm.OPTIMIZERS
+  assert feature_issues.NI_ERM_DEFAULT_EPOCHS == ni_erm.DEFAULT_EPOCHS
+
+
+def test_planted_flips_are_found_by_ni_erm_and_wann(clusters):
+  """The separated clusters with 20% flipped labels: both new detectors flag the flips (rule 'argmax')."""
+  features, given, clean = clusters
+  for method, options in (("ni_erm", {"ni_erm_options": {"epochs": 50}}), ("wann", {"kmin": 5, "kmax": 21})):
+    _, issues = feature_issues.find(features, given, method=method, **options)
+    flagged, planted = flags_by_index(issues), given != clean
+    precision = np.sum(flagged & planted) / np.sum(flagged)
+    recall = np.sum(flagged & planted) / np.sum(planted)
+    assert precision >= 0.9 and recall >= 0.95, (method, precision, recall)
+
+
+@pytest.mark.parametrize(
+  "settings, expected",
+  [
+    ({"method": "wann", "kmax": 59}, r"--kmin=11, --kmax=59; allowed: 1 <= kmin <= kmax <= N - 2 = 58"),
+    ({"method": "wann", "kmin": 13, "kmax": 11}, r"--kmin=13, --kmax=11"),
+    ({"method": "ni_erm", "ni_erm": {"batch_size": 8}}, r"--ni_erm_batch_size=8 with --ni_erm_optimizer=lbfgs"),
+    ({"method": "ni_erm", "num_folds": 1}, r"--num_folds=1"),
+    ({"flags": {"epochs": 0}}, r"--ni_erm_epochs=0; allowed: >= 1"),
+    ({"flags": {"hidden_sizes": "64,x"}}, r"--ni_erm_hidden_sizes='64,x'"),
+    ({"flags": {"optimizer": "rmsprop"}}, r"--ni_erm_optimizer"),
+    ({"flags": {"learning_rate": -1.0}}, r"--ni_erm_learning_rate=-1.0"),
+    ({"flags": {"batch_size": -2}}, r"--ni_erm_batch_size=-2"),
+  ],
+)
+def test_ni_erm_and_wann_settings_are_refused_by_name(tmp_path, settings, expected):
+  paths, _, _ = write_inputs(tmp_path)
+  workdir = tmp_path / "out"
+  with pytest.raises(ValueError, match=expected):
+    ni_erm = cli.ni_erm_options(**settings["flags"]) if "flags" in settings else None
+    if "ni_erm" in settings:
+      ni_erm = {**cli.ni_erm_options(), **settings["ni_erm"]}
+    cli.run(
+      paths["features"],
+      paths["labels"],
+      str(workdir),
+      method=settings.get("method", "ni_erm"),
+      num_folds=settings.get("num_folds", 3),
+      kmin=settings.get("kmin", 11),
+      kmax=settings.get("kmax", 51),
+      ni_erm=ni_erm,
+    )
+  assert not workdir.exists()

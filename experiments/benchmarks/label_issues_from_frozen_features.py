@@ -13,7 +13,9 @@ report's sha256), detected without training on mnist5k at all:
   pixels     the raw 784 pixel codes / 255, as a control: what the detectors get from no network.
 Detectors (noisy_jax.experiment.feature_issues.find, score 'self_confidence'): 'probe' (5-fold out-of-sample
 logistic regression on standardised features; scikit-learn's BLAS/OpenMP pools at --probe_threads, default 1 as the
-probe's own) and 'knn' (cosine kNN vote, k = 10, self excluded); each flagged set by both rules of
+probe's own), 'knn' (cosine kNN vote, k = 10, self excluded), 'ni_erm' (NI-ERM's linear head in JAX, 5-fold
+out of sample on the same folds: raw features, L-BFGS, 100 iterations, C = 1, noisy_jax.experiment.ni_erm's
+defaults) and 'wann' (WANN's reliability-weighted vote, k in [11, 51], leave one out); each flagged set by both rules of
 noisy_jax.core.label_issues on the same P: 'argmax' (another class more probable) and 'confident' (confident
 learning's per-class thresholds, as cleanlab's find_label_issues(filter_by='confident_learning')). Metrics:
 label_issues_vs_cleanlab._metrics (flagged, precision, recall and F1 of each flagged set, AP and AUROC of the
@@ -36,7 +38,7 @@ from experiments.benchmarks import label_issues_vs_cleanlab as vs_cleanlab
 
 FEATURE_DENSE_SIZE = 128
 DIGITS_EPOCHS = 20
-DETECTORS = ("probe", "knn")
+DETECTORS = ("probe", "knn", "ni_erm", "wann")
 SCORE, RULE = "self_confidence", "argmax"
 RULES = ("argmax", "confident")
 

@@ -2,7 +2,7 @@
 
 Inputs: embeddings X [N, D] of the examples (any real dtype; e.g. a pretrained or exported network's penultimate
 layer, computed by a network that never saw these labels) and the labels as given y [N] (ints in [0, C)).
-Two ways to class probabilities P [N, C] (rows sum to 1), both out of sample: no example's row comes from anything
+Four ways to class probabilities P [N, C] (rows sum to 1), all out of sample: no example's row comes from anything
 that read its own label.
 
   'probe'  `probe_probabilities`, a K-fold linear probe. Folds F_1..F_K = scikit-learn's StratifiedKFold(K,
@@ -33,14 +33,24 @@ that read its own label.
            Similarity weighting is not offered: SimiFeat's vote counts each neighbour once. Computed in blocks of
            rows, never an N x N matrix at once.
 
+  'ni_erm' `ni_erm_probabilities`: the NI-ERM head of noisy_jax.experiment.ni_erm (JAX, optax: a linear head, or
+           an MLP, fitted with plain cross entropy to the labels as given, L-BFGS on the raw features by default, as
+           Zhu et al.'s code fits scikit-learn's LogisticRegression over DINOv2 features), out of sample over the
+           same StratifiedKFold folds as 'probe'; its module has the objective, settings and sources.
+  'wann'   `wann_probabilities`: WANN's reliability-weighted adaptive-k vote (Di Salvo et al., TMLR 2025;
+           noisy_jax.experiment.wann: standardised features, Euclidean neighbours, k in [kmin, kmax]), leave one out:
+           row i is the vote for x_i of WANN fitted on the other N - 1 examples (every neighbour's k recomputed
+           without i).
+
 From P, `run_issues` gives the same records and evidence as a training run's (noisy_jax.core.label_issues: its
 score, suggested label and flag rules, 'argmax' or confident learning's per-class thresholds 'confident', its CSV
 through `label_issues.write_csv`), with the detector named in the evidence column (`method_evidence`), e.g.
 "linear probe, 5-fold out of sample: p(given) 0.031, p(suggested) 0.912".
 The command is `python -m experiments.label_issues_from_features`.
 
-NumPy, plus scikit-learn and threadpoolctl for the probe (the `data` extra; imported when the probe runs). No JAX:
-the command imports neither JAX nor orbax unless it embeds images (--images).
+NumPy, plus scikit-learn and threadpoolctl for the probe (the `data` extra; imported when the probe runs). JAX and
+optax only for 'ni_erm' (imported when it runs): the command imports neither JAX nor orbax for 'probe', 'knn' or
+'wann' unless it embeds images (--images).
 """
 
 from __future__ import annotations
@@ -50,13 +60,17 @@ import numpy as np
 from noisy_jax.core import _checks
 from noisy_jax.core import errors
 from noisy_jax.core import label_issues
+from noisy_jax.experiment import wann
 
-METHODS = ("probe", "knn")
+METHODS = ("probe", "knn", "ni_erm", "wann")
 DEFAULT_NUM_FOLDS = 5
 DEFAULT_K = 10
 DEFAULT_INVERSE_REGULARIZATION = 1.0  # scikit-learn's default C: penalty ||W||^2 / 2 against the summed log loss
 DEFAULT_MAX_ITER = 1000  # lbfgs iterations per fold (scikit-learn's default of 100 stops early on wide embeddings)
 DEFAULT_PROBE_THREADS = 1  # BLAS/OpenMP threads of the probe's fits (threadpoolctl); None: the libraries' default
+DEFAULT_KMIN, DEFAULT_KMAX = wann.DEFAULT_KMIN, wann.DEFAULT_KMAX  # WANN's adaptive k range (its code's defaults)
+NI_ERM_OPTIMIZERS = ("lbfgs", "sgd", "adam")  # ni_erm.OPTIMIZERS, here for the command (ni_erm imports JAX)
+NI_ERM_DEFAULT_EPOCHS = 100  # ni_erm.DEFAULT_EPOCHS
 KNN_BLOCK_BYTES = 32 * 2**20  # float32 similarities held at once by the kNN vote: a block of rows x N
 
 
@@ -242,9 +256,61 @@ def knn_probabilities(
   return probs
 
 
-def method_evidence(method: str, *, num_folds: int = DEFAULT_NUM_FOLDS, k: int = DEFAULT_K) -> str:
-  """The detector's name for the CSV's evidence column: 'linear probe, K-fold out of sample' or 'kNN vote, k=K'."""
+def ni_erm_probabilities(
+  features,
+  labels,
+  *,
+  num_classes: int | None = None,
+  num_folds: int = DEFAULT_NUM_FOLDS,
+  seed: int = 0,
+  inverse_regularization: float = DEFAULT_INVERSE_REGULARIZATION,
+  **fit_kwargs,
+) -> np.ndarray:
+  """Out-of-sample P [N, C] (float64) of the NI-ERM head over `probe_probabilities`' folds (module docstring,
+  'ni_erm'): ni_erm.out_of_sample_probabilities with C = inverse_regularization and `fit_kwargs` (optimizer,
+  epochs, learning_rate, batch_size, hidden_sizes, standardize) as ni_erm.fit takes them."""
+  features, labels, num_classes = check_inputs(features, labels, num_classes)
+  _checks.check_range("inverse_regularization", inverse_regularization, 0, np.inf, low_open=True)
+  from noisy_jax.experiment import ni_erm  # pylint: disable=g-import-not-at-top  (JAX: imported when it runs)
+
+  return ni_erm.out_of_sample_probabilities(
+    features,
+    labels,
+    num_classes=num_classes,
+    num_folds=num_folds,
+    seed=seed,
+    inverse_regularization=inverse_regularization,
+    **fit_kwargs,
+  )
+
+
+def wann_probabilities(
+  features, labels, *, num_classes: int | None = None, kmin: int = DEFAULT_KMIN, kmax: int = DEFAULT_KMAX
+) -> np.ndarray:
+  """Leave-one-out P [N, C] (float64) of WANN's weighted adaptive vote (module docstring, 'wann';
+  wann.out_of_sample); N >= kmax + 2."""
+  features, labels, num_classes = check_inputs(features, labels, num_classes)
+  return wann.out_of_sample_probabilities(features, labels, num_classes=num_classes, kmin=kmin, kmax=kmax)
+
+
+def method_evidence(
+  method: str,
+  *,
+  num_folds: int = DEFAULT_NUM_FOLDS,
+  k: int = DEFAULT_K,
+  kmin: int = DEFAULT_KMIN,
+  kmax: int = DEFAULT_KMAX,
+  hidden_sizes=(),
+) -> str:
+  """The detector's name for the CSV's evidence column: 'linear probe, K-fold out of sample', 'kNN vote, k=K',
+  'NI-ERM linear head, K-fold out of sample' (or 'NI-ERM MLP head (hidden 64,32), ...') or
+  'WANN vote, k in [kmin, kmax], leave one out'."""
   _checks.check_choice("method", method, METHODS)
+  if method == "ni_erm":
+    head = f"MLP head (hidden {','.join(str(h) for h in hidden_sizes)})" if hidden_sizes else "linear head"
+    return f"NI-ERM {head}, {num_folds}-fold out of sample"
+  if method == "wann":
+    return f"WANN vote, k in [{kmin}, {kmax}], leave one out"
   return f"linear probe, {num_folds}-fold out of sample" if method == "probe" else f"kNN vote, k={k}"
 
 
@@ -283,26 +349,34 @@ def find(
   score: str = "self_confidence",
   rule: str = "argmax",
   threads: int | None = DEFAULT_PROBE_THREADS,
+  kmin: int = DEFAULT_KMIN,
+  kmax: int = DEFAULT_KMAX,
+  ni_erm_options: dict | None = None,
 ) -> tuple[np.ndarray, label_issues.RunIssues]:
-  """Label issues from embeddings: (P [N, C], `run_issues` of P), P from `probe_probabilities` or
-  `knn_probabilities`.
+  """Label issues from embeddings: (P [N, C], `run_issues` of P), P from `probe_probabilities`,
+  `knn_probabilities`, `ni_erm_probabilities` or `wann_probabilities`.
 
   Args:
     features: X [N, D], the embeddings.
     labels: y [N], the given class ids in [0, C).
-    method: 'probe' or 'knn' (METHODS).
+    method: 'probe', 'knn', 'ni_erm' or 'wann' (METHODS).
     num_classes: C; default max(y) + 1.
-    num_folds: the probe's K.
+    num_folds: the probe's and NI-ERM's K.
     k: the kNN vote's neighbours.
-    seed: the probe's fold shuffle.
-    inverse_regularization: the probe's C (inverse L2 strength).
+    seed: the probe's and NI-ERM's fold shuffle (and NI-ERM's PRNG keys).
+    inverse_regularization: the probe's and NI-ERM's C (inverse L2 strength).
     score: label quality, one of label_issues.SCORES.
     rule: flag rule, one of label_issues.FLAG_RULES.
     threads: the probe's BLAS/OpenMP threads (`probe_probabilities`).
+    kmin: WANN's smallest k.
+    kmax: WANN's largest k.
+    ni_erm_options: NI-ERM's other settings, keyword arguments of ni_erm.fit (optimizer, epochs, learning_rate,
+      batch_size, hidden_sizes, standardize); None: its defaults.
   """
   _checks.check_choice("method", method, METHODS)
   _checks.check_choice("score", score, label_issues.SCORES)
   _checks.check_choice("flag rule", rule, label_issues.FLAG_RULES)
+  ni_erm_options = dict(ni_erm_options or {})
   if method == "probe":
     probs = probe_probabilities(
       features,
@@ -313,7 +387,21 @@ def find(
       inverse_regularization=inverse_regularization,
       threads=threads,
     )
+  elif method == "ni_erm":
+    probs = ni_erm_probabilities(
+      features,
+      labels,
+      num_classes=num_classes,
+      num_folds=num_folds,
+      seed=seed,
+      inverse_regularization=inverse_regularization,
+      **ni_erm_options,
+    )
+  elif method == "wann":
+    probs = wann_probabilities(features, labels, num_classes=num_classes, kmin=kmin, kmax=kmax)
   else:
     probs = knn_probabilities(features, labels, num_classes=num_classes, k=k)
-  evidence = method_evidence(method, num_folds=num_folds, k=k)
+  evidence = method_evidence(
+    method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm_options.get("hidden_sizes", ())
+  )
   return probs, run_issues(probs, np.asarray(labels).astype(np.int64), evidence=evidence, score=score, rule=rule)
