@@ -278,6 +278,16 @@ def test_registry_errors():
     "imagenet_resnet18",
     "imagenet_resnet34",
     "coteaching_cnn",
+    "vit_small_patch14_dinov2",
+    "vit_base_patch14_dinov2",
+    "vit_large_patch14_dinov2",
+    "vit_small_patch14_reg4_dinov2",
+    "vit_base_patch14_reg4_dinov2",
+    "vit_large_patch14_reg4_dinov2",
+    "vit_base_patch16_clip",
+    "vit_large_patch14_clip",
+    "vit_base_patch16_clip_openai",
+    "vit_large_patch14_clip_openai",
   }
   assert isinstance(models.get("mlp", num_classes=3), models.MLP)
   with pytest.raises(ValueError, match=r"'resnet9'.*'mlp'.*'small_cnn'"):

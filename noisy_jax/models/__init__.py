@@ -34,6 +34,8 @@ from noisy_jax.models.resnet import ResNet
 from noisy_jax.models.resnet import ResNet18
 from noisy_jax.models.resnet import ResNet34
 from noisy_jax.models.small_cnn import SmallCNN
+from noisy_jax.models.vit import MODELS as VIT_MODELS
+from noisy_jax.models.vit import VisionTransformer
 from noisy_jax.parallel.mesh import AXIS  # pylint: disable=g-importing-member
 
 MODELS: dict[str, type[nn.Module]] = {
@@ -49,6 +51,7 @@ MODELS: dict[str, type[nn.Module]] = {
   "imagenet_resnet18": ImageNetResNet18,  # torchvision's resnet18
   "imagenet_resnet34": ImageNetResNet34,  # torchvision's resnet34
   "coteaching_cnn": CoteachingCNN,
+  **VIT_MODELS,  # DINOv2 / CLIP ViT backbones (noisy_jax.models.vit; weights: noisy_jax.models.vit_weights)
 }
 
 
@@ -140,6 +143,7 @@ def classifier_name(model: nn.Module) -> str | None:
   listed here:
 
     ImageNetResNet (resnet50, imagenet_resnet18/34), ResNet, PreActResNet   'head'
+    VisionTransformer (vit_*)                                               'head'
     APLCNN                                                                  'fc2'
     CoteachingCNN                                                           'fc'
     SmallCNN                                                                'Dense_1' with a hidden Dense layer
@@ -149,7 +153,7 @@ def classifier_name(model: nn.Module) -> str | None:
   (SmallCNN's and MLP's layers keep Flax's automatic names, so that their checkpoints stay readable.) What
   `optimizer.backbone_lr_scale` leaves at the full learning rate (noisy_jax.train.optim).
   """
-  if isinstance(model, (ImageNetResNet, ResNet, PreActResNet)):
+  if isinstance(model, (ImageNetResNet, ResNet, PreActResNet, VisionTransformer)):
     return "head"
   if isinstance(model, APLCNN):
     return "fc2"
@@ -184,3 +188,4 @@ def build(
     return get(resolved, num_classes=num_classes, bn_axis_name=bn_axis_name, **kwargs)
   base = get(resolved, num_classes=2 * int(num_classes), bn_axis_name=bn_axis_name, **kwargs)
   return WithPseudoHead(base=base, num_classes=int(num_classes))
+
