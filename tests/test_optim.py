@@ -274,3 +274,63 @@ def test_adam_matches_pytorch_adam_with_its_weight_decay_and_schedule(weight_dec
     torch_opt.step()
     want = jax.tree.unflatten(treedef, [(w.detach() - b).numpy() for w, b in zip(weights, before)])
     jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=2e-5, atol=1e-9), ours[step], want)
+
+
+def test_layer_decay_matches_pytorch_parameter_groups_on_a_vit():
+  """optimizer.layer_decay d on a ViT (depth 2: embeddings 0, blocks 1-2, norm and head 3): three SGD steps with
+  momentum and coupled weight decay equal PyTorch's SGD with one parameter group per layer at lr * d ** (3 - l), on
+  the same gradients; d = 1 is the transformation without the field."""
+  from noisy_jax import models  # pylint: disable=g-import-not-at-top
+
+  model = models.get("vit_small_patch14_dinov2", num_classes=3, depth=2, image_size=28, dtype=jnp.float32)
+  params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 28, 28, 3)))["params"]
+  layers = models.layer_index(model)
+  assert {name: layers(name)[0] for name in params} == {
+    "patch_embed": 0,
+    "cls_token": 0,
+    "pos_embed": 0,
+    "blocks_0": 1,
+    "blocks_1": 2,
+    "norm": 3,
+    "head": 3,
+  }
+  decay, lr = 0.5, 0.1
+  config = ml_collections.ConfigDict({"learning_rate": lr, "momentum": 0.9, "weight_decay": 1e-3, "layer_decay": decay})
+  tx = optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch=10, layers=layers)
+  flat = {"/".join(k): np.asarray(v, np.float64) for k, v in flax_flatten(params).items()}
+  grads = [{name: np.random.default_rng(step).normal(size=v.shape) for name, v in flat.items()} for step in range(3)]
+  state, current = tx.init(params), params
+  for g in grads:
+    tree = unflatten_like(params, g)
+    updates, state = tx.update(tree, state, current)
+    current = optax.apply_updates(current, updates)
+  torch_params = {name: torch.tensor(v, requires_grad=True) for name, v in flat.items()}
+  groups = {}
+  for name, tensor in torch_params.items():
+    groups.setdefault(layers(name.split("/")[0])[0], []).append(tensor)
+  torch_opt = torch.optim.SGD(
+    [{"params": p, "lr": lr * decay ** (3 - layer)} for layer, p in groups.items()], momentum=0.9, weight_decay=1e-3
+  )
+  for g in grads:
+    for name, tensor in torch_params.items():
+      tensor.grad = torch.tensor(g[name])
+    torch_opt.step()
+  ours = {"/".join(k): np.asarray(v) for k, v in flax_flatten(current).items()}
+  for name, tensor in torch_params.items():
+    np.testing.assert_allclose(ours[name], tensor.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+  with pytest.raises(ValueError, match="numbers its layers"):
+    optim.make_optimizer(settings_lib.optimizer_settings(config), steps_per_epoch=10, layers=None)
+  with pytest.raises(ValueError, match="layer_decay"):
+    optim.make_optimizer(settings_lib.optimizer_settings(dict(config, layer_decay=0.0)), steps_per_epoch=10)
+
+
+def flax_flatten(tree) -> dict:
+  import flax.traverse_util  # pylint: disable=g-import-not-at-top
+
+  return flax.traverse_util.flatten_dict(tree)
+
+
+def unflatten_like(params, flat: dict):
+  import flax.traverse_util  # pylint: disable=g-import-not-at-top
+
+  return flax.traverse_util.unflatten_dict({tuple(k.split("/")): jnp.asarray(v, jnp.float32) for k, v in flat.items()})

@@ -551,6 +551,7 @@ def test_real_noise_paper_values(name, method):
     "lr_boundaries": boundaries,
     "lr_decay": 0.1,
     "backbone_lr_scale": 1.0,  # one parameter group in both codes
+    "layer_decay": 1.0,
   }
   optimizer = config.optimizer.to_dict()
   optimizer["lr_boundaries"] = tuple(optimizer["lr_boundaries"])

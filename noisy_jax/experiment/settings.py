@@ -48,6 +48,7 @@ _OPTIMIZER_CASTS = {
   "grad_clip_norm": lambda value: float(value or 0.0),
   "l1": lambda value: float(value or 0.0),
   "backbone_lr_scale": float,
+  "layer_decay": float,
   "trainable_modules": _names,
   "beta1": _optional(float),
   "beta2": _optional(float),

@@ -168,6 +168,7 @@ def _init_fn(config, model, input_shape, num_steps: int) -> Callable:
     num_steps,
     int(config.num_epochs),
     classifier=models.classifier_name(model),
+    layers=models.layer_index(model),
   )
   init_variables = pretrained.initializer(config)  # every member starts from the same weights, if any
   return jax.jit(

@@ -11,7 +11,7 @@ The name 'auto' picks a model from the input shape (`resolve`): configs for data
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from absl import logging
 import flax.linen as nn
@@ -134,6 +134,7 @@ __all__ = [
   "check_name",
   "classifier_name",
   "get",
+  "layer_index",
   "resolve",
 ]
 
@@ -189,3 +190,27 @@ def build(
   base = get(resolved, num_classes=2 * int(num_classes), bn_axis_name=bn_axis_name, **kwargs)
   return WithPseudoHead(base=base, num_classes=int(num_classes))
 
+
+# A ViT's top-level modules before its first block (layer 0 of the layer-wise learning-rate decay).
+_VIT_EMBEDDINGS = ("patch_embed", "cls_token", "registers", "pos_embed", "ln_pre")
+
+
+def layer_index(model: nn.Module) -> Callable[[str], tuple[int, int]] | None:
+  """For `optimizer.layer_decay` (noisy_jax.train.optim): a function from a top-level module's name in `model`'s
+  params to (its layer l, the top layer L), or None for a model without numbered layers (every model but the ViTs).
+
+  VisionTransformer (vit_*) with depth B: patch_embed, cls_token, registers, pos_embed, ln_pre -> 0; blocks_i -> i + 1;
+  norm, proj, head -> B + 1 = L (BEiT's and MAE's numbering, `param_groups_lrd`).
+  """
+  if not isinstance(model, VisionTransformer):
+    return None
+  top = model.depth + 1
+
+  def index(name: str) -> tuple[int, int]:
+    if name in _VIT_EMBEDDINGS:
+      return 0, top
+    if name.startswith("blocks_"):
+      return int(name.split("_")[1]) + 1, top
+    return top, top
+
+  return index

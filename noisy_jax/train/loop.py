@@ -181,7 +181,10 @@ def fit(
   plan = _input_plan(settings, dataset, mesh)
   steps_per_epoch = math.ceil(num_examples / settings.batch_size)
   classifier = models.classifier_name(model)  # what optimizer.backbone_lr_scale leaves at the full lr
-  tx = optim.make_optimizer(settings.optimizer, steps_per_epoch, settings.num_epochs, classifier=classifier)
+  layers = models.layer_index(model)  # what optimizer.layer_decay scales by
+  tx = optim.make_optimizer(
+    settings.optimizer, steps_per_epoch, settings.num_epochs, classifier=classifier, layers=layers
+  )
   state = state_lib.create_train_state(
     model, init_key, dataset.x_train.shape[1:], tx, num_networks=method.num_networks, init_variables=init_variables
   )

@@ -36,6 +36,13 @@
                     final update is the same step), a common fine-tuning choice for pretrained weights
                     (config.model.pretrained). s = 0 trains the classifier alone (the backbone stays where it starts).
 
+  layer_decay       1.0 (default: off) or 0 < d < 1: layer-wise learning-rate decay for transformers (BEiT, Bao et al.,
+                    ICLR 2022; the fine-tuning recipe of MAE and DINOv2's evaluations): the update of every parameter of
+                    layer l is multiplied by d ** (L - l), where the model numbers its top-level modules
+                    (`models.layer_index`: a ViT's embeddings 0, block i i + 1, the final norm, projection and head
+                    L = depth + 1), so the head trains at lr and each block below it at d times the block above.
+                    PyTorch's one parameter group per layer with lr * d ** (L - l).
+
   trainable_modules None or () (default: every parameter trains) or a list of top-level modules of the network's
                     params: a module trains when its name starts with one of the entries (CLASSIFIER stands for the
                     model's classifier, `models.classifier_name`); every other parameter is frozen: zero update, no
@@ -46,7 +53,7 @@
 
 The chain is: L1 (if on) -> clip (if on) -> add weight decay -> SGD with momentum and the schedule (optax.sgd: the
 momentum buffer m <- momentum * m + g, update -lr * m, as PyTorch's SGD with dampening 0) -> backbone scale (if not
-1); with trainable_modules, the whole chain sees only the trainable parameters.
+1) -> layer decay (if not 1); with trainable_modules, the whole chain sees only the trainable parameters.
 
 `name` = 'sgd' (default, all of the above), 'adam' (PyTorch's Adam: the same L1, clip, coupled weight decay and lr
 schedule, then Adam's moments with betas (`beta1`, `beta2`, default 0.9, 0.999) and eps 1e-8 in place of SGD's
@@ -59,6 +66,7 @@ start), and the backbone scale last.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import math
 
 import jax
@@ -151,15 +159,26 @@ def learning_rate_schedule(
 
 
 def make_optimizer(
-  settings: OptimizerSettings, steps_per_epoch: int, num_epochs: int | None = None, *, classifier: str | None = None
+  settings: OptimizerSettings,
+  steps_per_epoch: int,
+  num_epochs: int | None = None,
+  *,
+  classifier: str | None = None,
+  layers: Callable[[str], tuple[int, int]] | None = None,
 ) -> optax.GradientTransformation:
-  """`optimizer_chain`, restricted to settings.trainable_modules when set (`train_only`; module docstring).
+  """`optimizer_chain`, then the layer decay (`scale_by_layer`, when settings.layer_decay is not 1), restricted to
+  settings.trainable_modules when set (`train_only`; module docstring). layers: the model's `models.layer_index`.
 
   Raises:
     ValueError: those of `optimizer_chain`; trainable_modules not a list of names; when the optimizer is
-      initialised, an entry that names no top-level module of the params.
+      initialised, an entry that names no top-level module of the params; a layer_decay outside (0, 1] or one
+      other than 1 for a model without layers.
   """
   chain = optimizer_chain(settings, steps_per_epoch, num_epochs, classifier=classifier)
+  decay = settings.layer_decay
+  _checks.check_range("layer_decay", decay, 0.0, 1.0, low_open=True)
+  if decay != 1.0:
+    chain = optax.chain(chain, scale_by_layer(decay, layers))
   trainable = settings.trainable_modules
   return chain if not trainable else train_only(chain, trainable, classifier)
 
@@ -301,6 +320,30 @@ def scale_backbone(scale: float, classifier: str | None) -> optax.GradientTransf
       "is not known (noisy_jax.models.classifier_name): leave backbone_lr_scale at 1 for it."
     )
   return optax.masked(optax.scale(scale), lambda params: backbone_mask(params, classifier))
+
+
+def scale_by_layer(decay: float, layers: Callable[[str], tuple[int, int]] | None) -> optax.GradientTransformation:
+  """u <- decay ** (L - l) * u for the parameters of each top-level module, (l, L) = layers(its name) (module
+  docstring, layer_decay). Stateless.
+
+  Raises:
+    ValueError: when `layers` is None (the model numbers no layers).
+  """
+  if layers is None:
+    raise ValueError(
+      f"optimizer.layer_decay={decay} needs a model that numbers its layers (noisy_jax.models.layer_index: the ViTs); "
+      "leave layer_decay at 1 for this one."
+    )
+
+  def update(updates, state, params=None):
+    del params
+    scaled = {}
+    for name, tree in updates.items():
+      index, top = layers(name)
+      scaled[name] = jax.tree.map(lambda u, f=decay ** (top - index): u * jnp.asarray(f, u.dtype), tree)
+    return type(updates)(scaled), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 def add_l1_gradient(strength: float) -> optax.GradientTransformation:

@@ -43,6 +43,7 @@ class OptimizerSettings:
   grad_clip_norm: float = 0.0
   l1: float = 0.0
   backbone_lr_scale: float = DEFAULT_BACKBONE_LR_SCALE
+  layer_decay: float = 1.0
   trainable_modules: tuple[str, ...] = ()
   beta1: float | None = None
   beta2: float | None = None
