@@ -371,3 +371,31 @@ def test_label_issues_from_the_store(pth_run, tmp_path):
   with pytest.raises(errors.InputError, match="give one of"):
     from_features.run("f.npy", None, str(tmp_path / "y"), embeddings=workdir)
   assert not os.path.exists(tmp_path / "x") and not os.path.exists(tmp_path / "y")
+
+
+def test_dinov2_backbone_embeds_as_timm_does(folder, tmp_path):
+  """--backbone=vit_small_patch14_dinov2 with a timm file (random weights, trained grid 4 x 4 = 56 px) at
+  --image_size=42 (resize 48, crop 42, bicubic: DINOv2's evaluation transform scaled): the stored embeddings equal
+  timm's CLS features of the same preprocessed images (its position grid resampled to 3 x 3 as timm does)."""
+  from safetensors.torch import save_file  # pylint: disable=g-import-not-at-top
+  import timm  # pylint: disable=g-import-not-at-top
+
+  torch.manual_seed(1)
+  net = timm.create_model("vit_small_patch14_dinov2", pretrained=False, img_size=56, dynamic_img_size=True).eval()
+  path = str(tmp_path / "dinov2_vits14.safetensors")
+  save_file({k: v.contiguous() for k, v in net.state_dict().items()}, path)
+  summary = _run(folder, path, tmp_path / "store", backbone="vit_small_patch14_dinov2", image_size=42)
+  ours, _, files, _ = embedding_store.read(str(tmp_path / "store"))
+  assert (summary.num_examples, summary.dim) == (48, 384)
+  preprocessing = embedders.sized(embedders.vit_preprocessing("vit_small_patch14_dinov2"), 42)
+  assert (preprocessing.resize, preprocessing.crop, preprocessing.interpolation) == (48, 42, "bicubic")
+  x = np.stack([preprocessing.decode(os.path.join(folder, f)) for f in files])
+  x = (
+    torch.from_numpy(x).permute(0, 3, 1, 2).float() / 255.0 - torch.tensor([0.485, 0.456, 0.406])[:, None, None]
+  ) / torch.tensor([0.229, 0.224, 0.225])[:, None, None]
+  with torch.no_grad():
+    theirs = net.forward_head(net.forward_features(x), pre_logits=True).numpy()
+  relative = np.linalg.norm(ours - theirs) / np.linalg.norm(theirs)
+  assert relative <= 1e-4, relative
+  with pytest.raises(errors.InputError, match="dinov2_vits14.safetensors"):  # another backbone's file, named
+    embedders.build("vit_base_patch14_dinov2", path)

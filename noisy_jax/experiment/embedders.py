@@ -17,6 +17,14 @@ BACKBONES (name -> builder(weights_path, image_size) -> Embedder):
       Preprocessing: torchvision's ImageNet evaluation transform, Resize(256) (bilinear, on the PIL image) ->
       CenterCrop(224) -> ToTensor -> Normalize(mean 0.485, 0.456, 0.406; std 0.229, 0.224, 0.225), with its
       arithmetic: the longer side becomes int(256 * long / short), the crop offset round((side - 224) / 2).
+  vit_{small,base,large}_patch14_dinov2, ..._reg4_dinov2, vit_{base_patch16,large_patch14}_clip[_openai]
+      DINOv2 / CLIP image towers from their released weights in any layout noisy_jax.models.vit_weights reads (timm,
+      facebookresearch/dinov2, HF Dinov2, OpenAI / open_clip, HF CLIP), D = the final-norm CLS token (DINOv2:
+      384 / 768 / 1024) or CLIP's projected embedding (512 / 768). Preprocessing: the family's evaluation
+      transform, bicubic: DINOv2 (dinov2/data/transforms.py) Resize(256) -> CenterCrop(224), ImageNet mean and std;
+      CLIP (clip/clip.py) Resize(224) -> CenterCrop(224), mean 0.48145466, 0.4578275, 0.40821073, std 0.26862954,
+      0.26130258, 0.27577711. The position embedding is resampled from the file's grid to the crop's as the
+      weights' library does.
   run
       a noisy_jax run's workdir (its model/final) or an export directory (noisy_jax.experiment.export), D = the
       input width of its classifier head (export.LoadedModel.embed). Preprocessing: the run's own: its loader's
@@ -55,6 +63,7 @@ from noisy_jax.data import images
 from noisy_jax.data import normalization as normalization_lib
 from noisy_jax.experiment import export
 from noisy_jax.models import pretrained as pretrained_lib
+from noisy_jax.models import vit
 from noisy_jax.parallel import mesh as mesh_lib
 from noisy_jax.parallel import xla_options
 from noisy_jax.train import predict as predict_lib
@@ -333,11 +342,39 @@ def run_builder(path: str | None, image_size: int | None = None) -> Embedder:
   return _with_dim("run", loaded.path, jax.jit(apply, compiler_options=options), variables, preprocessing)
 
 
+def vit_preprocessing(name: str) -> Preprocessing:
+  """The evaluation transform of the ViT backbone `name`'s family (vit.PREPROCESSING: DINOv2 resize 256, crop 224,
+  ImageNet mean / std; CLIP resize 224, crop 224, CLIP mean / std; both bicubic), with torchvision's arithmetic."""
+  family = vit.PREPROCESSING["clip" if "_clip" in name else "dinov2"]
+  return torchvision_eval(
+    family.resize, family.crop, interpolation=family.interpolation, mean=family.mean, std=family.std
+  )
+
+
+def vit_builder(name: str) -> Callable:
+  """builder(weights_path, image_size) of the DINOv2 / CLIP backbone `name` (noisy_jax.models.vit.MODELS) from its
+  released weights (noisy_jax.models.vit_weights.load: any of its layouts; the position grid read from the file and
+  resampled to the crop when the images are embedded); D = the final-norm CLS token (DINOv2) or the projected
+  embedding (CLIP). image_size S: crop S, resize scaled with it (`sized`)."""
+  preprocessing = vit_preprocessing(name)
+
+  def build(path: str | None, image_size: int | None = None) -> Embedder:
+    from noisy_jax.models import vit_weights  # pylint: disable=g-import-not-at-top
+
+    path = _require_weights(name, path, "a DINOv2 or CLIP state_dict (.safetensors, .pth, .pt or .bin)")
+    module, variables = vit_weights.load(name, path)
+    fn = functools.partial(module.apply, method="features")
+    return embedder(name, path, fn, variables, sized(preprocessing, image_size))
+
+  return build
+
+
 BACKBONES: dict[str, Callable[[str | None, int | None], Embedder]] = {
   "imagenet_resnet18": resnet_builder("imagenet_resnet18"),
   "imagenet_resnet34": resnet_builder("imagenet_resnet34"),
   "resnet50": resnet_builder("resnet50"),
   "run": run_builder,
+  **{name: vit_builder(name) for name in vit.MODELS},
 }
 
 
