@@ -326,3 +326,43 @@ def test_check_fits_and_head(timm_base, tmp_path):
     theirs = classifier(_nchw(x)).numpy()
   assert module.num_classes == 4
   _assert_close(jax.jit(module.apply)(variables, x), theirs, TOLERANCE, "logits")
+
+
+def test_fine_tuning_run_starts_from_a_timm_file_with_layer_decay(tmp_path):
+  """--config.model.name=vit_small_patch14_dinov2 --config.model.pretrained=FILE (timm, 2 blocks, trained grid
+  2 x 2 = 28 px) on mock CIFAR-10 (32 px: the patch grid keeps 28 x 28), one epoch of SGD with layer_decay 1e-20:
+  the run starts from the file's weights (its head re-initialised for 10 classes), and the embeddings, 3 layers
+  below the head, keep the file's values bit for bit (update x 1e-60, 0 in float32) while the top layer moves.
+  Without model.kwargs.image_size the run stops before training, saying which value the file needs."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
+  torch.manual_seed(0)
+  net = timm.create_model("vit_small_patch14_dinov2", pretrained=False, img_size=28, depth=2)
+  path = _save(net.state_dict(), str(tmp_path / "vits14.safetensors"))
+  config = tiny.base()
+  config.dataset, config.dataset_kwargs = "cifar10", {"validation_size": 4}
+  config.num_epochs, config.batch_size, config.num_devices = 1, 8, 1
+  config.normalization = "imagenet"
+  config.model = ml_collections.ConfigDict(
+    {"name": "vit_small_patch14_dinov2", "kwargs": {"image_size": 28, "depth": 2}, "pretrained": path}
+  )
+  config.optimizer.learning_rate, config.optimizer.weight_decay = 0.05, 0.0
+  config.optimizer.layer_decay = 1e-20
+  with tfds.testing.mock_data(num_examples=16):
+    summary = runs.run_single(config, keep_arrays=True)
+    params = summary["arrays"]["stage1"]["params"]
+    stored = pretrained.read_state_dict(path)
+    np.testing.assert_array_equal(np.asarray(params["cls_token"]), stored["cls_token"].reshape(-1))
+    np.testing.assert_array_equal(
+      np.asarray(params["patch_embed"]["kernel"]), stored["patch_embed.proj.weight"].transpose(2, 3, 1, 0)
+    )
+    assert np.asarray(params["head"]["kernel"]).shape == (384, 10) and np.abs(params["head"]["kernel"]).max() > 0
+    moved = np.abs(np.asarray(params["norm"]["scale"]) - stored["norm.weight"]).max()
+    assert moved > 0  # the top layer (norm, head) trained at the full lr
+    config.model.kwargs = {"depth": 2}
+    with pytest.raises(errors.InputError, match=r"vits14.safetensors.*kwargs.image_size=28"):
+      runs.run_single(config)

@@ -4,7 +4,9 @@
   'required' (REQUIRED)             a recipe that fine-tunes (clothing1m_paper.py): the run stops, saying how to go on
   FILE.pth / .pt / .bin / .safetensors
                                     a torchvision or timm ResNet-18/34/50 state_dict (noisy_jax.models.pretrained maps
-                                    the names onto `imagenet_resnet18`, `imagenet_resnet34`, `resnet50`)
+                                    the names onto `imagenet_resnet18`, `imagenet_resnet34`, `resnet50`), or a DINOv2 /
+                                    CLIP image tower for a `vit_*` model (noisy_jax.models.vit_weights: timm, dinov2,
+                                    HF or open_clip layouts; model.kwargs.image_size = the file's trained grid x patch)
   DIR                               a noisy_jax run's workdir (its WORKDIR/model/final) or an export directory
                                     (noisy_jax.experiment.export): the variables of one network of the same model
 
@@ -164,6 +166,9 @@ def check_fits(weights: pretrained_lib.StoredWeights, model_config, model, input
     errors.InputError (a ValueError): naming the file, its first variable that does not fit, what the file holds and
       which config.model.name fits it.
   """
+  if weights.layout == "torch" and isinstance(model, models.VisionTransformer):
+    _check_vit(weights, model)
+    return
   if weights.layout == "torch" and not isinstance(model, models.ImageNetResNet):
     raise errors.InputError(
       f"pretrained weights {weights.source}: a PyTorch state_dict fits an ImageNet ResNet only, and "
@@ -173,6 +178,24 @@ def check_fits(weights: pretrained_lib.StoredWeights, model_config, model, input
     pretrained_lib.check_fits(pretrained_lib.variable_shapes(model, input_shape), weights)
   except errors.InputError as error:
     raise errors.InputError(f"{error}{_hint(weights, model_config)}") from None
+
+
+def _check_vit(weights: pretrained_lib.StoredWeights, model) -> None:
+  """vit_weights.check_fits of the run's ViT, with what the file holds and the model kwargs its grid needs.
+
+  Raises:
+    errors.InputError: naming the file when it holds another backbone or does not fill the network.
+  """
+  from noisy_jax.models import vit_weights  # pylint: disable=g-import-not-at-top
+
+  info = vit_weights.describe(weights)
+  if info["image_size"] != model.image_size:
+    raise errors.InputError(
+      f"pretrained weights {weights.source}: their position grid was trained at {info['image_size']} px, the "
+      f"network's at {model.image_size}: --config.model.kwargs.image_size={info['image_size']} builds it for them "
+      "(the grid is resampled to the images' size at run time)."
+    )
+  vit_weights.check_fits(model, weights)
 
 
 def check(
@@ -246,8 +269,16 @@ def initializer(config, weights: pretrained_lib.StoredWeights | None = None) -> 
       config.get("normalization", "per_channel"),
     )
 
+  vit = config.model.name in models.VIT_MODELS and weights.layout == "torch"
+
   def initialize(template):
-    variables, report = pretrained_lib.fit_into(template, weights)
+    if vit:
+      from noisy_jax.models import vit_weights  # pylint: disable=g-import-not-at-top
+
+      variables, report = vit_weights.fill(template, weights)
+      report["stored_classes"] = "-"
+    else:
+      variables, report = pretrained_lib.fit_into(template, weights)
     logging.info(
       "pretrained weights %s: %d variables loaded; head %s (stored classes: %s)",
       report["source"],

@@ -408,6 +408,33 @@ def fit_into(module, weights: pretrained.StoredWeights, key: jax.Array, layout: 
   return flax.traverse_util.unflatten_dict(out), report
 
 
+def fill(template, weights: pretrained.StoredWeights, layout: str | None = None) -> tuple[Any, dict]:
+  """(variables, check_fits's report) of a network's fresh variables `template` ({'params': ...}, arrays) with every
+  variable taken from `weights` in the template's dtypes, except a head the file lacks or has with another shape,
+  which keeps the template's initialisation (a fine-tuning run's classifier for its own classes).
+
+  Raises:
+    errors.InputError: as check_fits.
+  """
+  info = describe(weights, layout)
+  flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(template))
+  values, head_fits = _matched(flat, weights, info)
+  out, loaded = {}, 0
+  for path, leaf in flat.items():
+    if path in values and (head_fits or path[1] != "head"):
+      out[path] = jnp.asarray(values[path][1], dtype=leaf.dtype)
+      loaded += 1
+    else:
+      out[path] = leaf
+  report = {
+    "source": weights.source,
+    "layout": info["layout"],
+    "loaded": loaded,
+    "head": "loaded" if head_fits else "initialised",
+  }
+  return flax.traverse_util.unflatten_dict(out), report
+
+
 def load(
   name: str,
   path: str,
