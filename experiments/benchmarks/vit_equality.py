@@ -42,23 +42,14 @@ BACKBONES = (
 
 
 def import_torchvision() -> None:
-  """Imports torchvision (which timm and open_clip import) beside the CPU build of torch: its wheel registers fake
-  kernels for two C++ operators that the CPU torch never loaded; declaring their schemas first lets the import
-  finish (the same workaround as tests/torchvision_reference.py)."""
-  import torch  # pylint: disable=g-import-not-at-top
+  """Imports torchvision (which timm and open_clip import) beside the CPU build of torch, through
+  tests/torchvision_reference.py's workaround (its wheel registers fake kernels for operators the CPU torch lacks)."""
+  sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests")
+  )
+  from torchvision_reference import import_torchvision as imported  # pylint: disable=g-import-not-at-top
 
-  try:
-    import torchvision  # noqa: F401  # pylint: disable=g-import-not-at-top
-  except RuntimeError as error:
-    if "torchvision::nms" not in str(error):
-      raise
-    library = torch.library.Library("torchvision", "DEF")
-    for name in ("nms", "qnms"):
-      library.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    import_torchvision.library = library  # kept alive
-    for module in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-      del sys.modules[module]
-    import torchvision  # noqa: F401,F811  # pylint: disable=g-import-not-at-top
+  imported()
 
 
 def randomize(model, seed: int) -> None:
