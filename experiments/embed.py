@@ -4,9 +4,18 @@ r"""Embeds every image of a folder with a frozen backbone: streamed, sharded ove
   python -m experiments.embed --images=DIR --backbone=resnet50 --weights=resnet50.safetensors --workdir=W \
     --batch_size=128 --shard_size=50000 --workers=8 --on_bad_file=skip
   python -m experiments.embed --images=DIR --backbone=run --weights=RUN_WORKDIR --workdir=W
+  python -m experiments.embed --config=experiments/configs/ce.py --config.dataset=cifar10 \
+    --backbone=vit_small_patch14_dinov2 --weights=dinov2_vits14_pretrain.pth --workdir=W
 
 Input (--images): every .png / .jpg / .jpeg file under DIR (any depth, hidden names skipped), in sorted order of
 their relative paths. A folder DIR/LABEL/... also gives class ids (the sorted LABEL names).
+Input (--config=CONFIG.py[:ARG], instead of --images; its fields overridable as in experiments.train, e.g.
+--config.dataset=cifar10_n): the training split of the config's dataset as stored (images held in memory, e.g. a
+TFDS dataset; before any validation split is carved out of it), rows named 'DATASET:train[i]', labelled with the
+noisy labels a run of the config trains on (the same noise draw from config.seed; a dataset's own labels, CIFAR-N's
+human ones, under noise type 'dataset'), classes the dataset's names. Each image goes through the backbone's
+preprocessing as a file would (gray repeated to RGB; codes of a dataset whose full intensity is not 255, such as the
+8x8 digits' 16, scaled to 0..255 first).
 
 Backbones (--backbone, --weights; noisy_jax.experiment.embedders has the details):
   imagenet_resnet18 | imagenet_resnet34 | resnet50   a torchvision / timm ImageNet ResNet state_dict (.pth, .pt, .bin
@@ -57,6 +66,7 @@ import time
 
 from absl import app
 from absl import flags
+from ml_collections import config_flags
 import numpy as np
 
 from experiments import cli
@@ -186,7 +196,7 @@ def embed_shards(embedder, source, plan, buffer: _ShardBuffer, mesh, *, workers:
 
 
 def run(
-  images: str,
+  images: str | None,
   backbone: str,
   weights: str | None,
   workdir: str,
@@ -197,8 +207,10 @@ def run(
   on_bad_file: str = "error",
   workers: int = 0,
   progress: bool = True,
+  config=None,
 ) -> Summary:
-  """Embeds the folder `images` into the store `workdir` (module docstring); returns the Summary.
+  """Embeds the folder `images`, or the training split of `config`'s dataset, into the store `workdir` (module
+  docstring); returns the Summary.
 
   Raises:
     errors.InputError, errors.MissingInputError: a bad flag, backbone, weights file or images folder (before anything
@@ -218,8 +230,7 @@ def run(
   mesh = mesh_lib.make_mesh()
   check_sizes(batch_size, shard_size, mesh.devices.size, jax.process_count())
   embedder = embedders.build(backbone, weights, image_size)
-  files = store.list_images(images)
-  labels, classes = store.folder_labels(files)
+  files, labels, classes, source = inputs(images, config, embedder)
   ident = store.identity(
     backbone=backbone,
     weights=store.fingerprint(embedder.weights),
@@ -227,10 +238,10 @@ def run(
     dim=embedder.dim,
     paths=files,
     shard_size=shard_size,
+    labels=labels if config is not None else None,
   )
   writer = store.Writer.open(workdir, ident, files, labels, classes) if jax.process_index() == 0 else None
   todo = _agreed_todo(writer, store.num_shards(len(files), shard_size))
-  source = embedders.ImageSource(tuple(os.path.join(images, f) for f in files), embedder.preprocessing)
   buffer = _ShardBuffer(writer, source, files, embedder.dim, on_bad_file=on_bad_file, shard_size=shard_size)
   plan = batch_plan(todo, shard_size, len(files), batch_size)
   computing = time.perf_counter()
@@ -250,6 +261,66 @@ def run(
   )
 
 
+def inputs(images: str | None, config, embedder):
+  """(row names, labels or None, class names or None, the Grain source of the rows' pixels): the files of the folder
+  `images` (module docstring), or the training split of `config`'s dataset (`config_inputs`).
+
+  Raises:
+    errors.InputError: naming --images and --config when both or neither are given.
+  """
+  from noisy_jax.experiment import embedders  # pylint: disable=g-import-not-at-top
+
+  if (images is None) == (config is None):
+    raise errors.InputError(
+      f"give --images (a folder of image files) or --config (a config whose dataset to embed), one of them; got "
+      f"--images={images!r} and {'a' if config is not None else 'no'} --config."
+    )
+  if config is not None:
+    return config_inputs(config, embedder)
+  files = embedding_store.list_images(images)
+  labels, classes = embedding_store.folder_labels(files)
+  return (
+    files,
+    labels,
+    classes,
+    embedders.ImageSource(tuple(os.path.join(images, f) for f in files), embedder.preprocessing),
+  )
+
+
+def config_inputs(config, embedder):
+  """`inputs` of a config's dataset: its training split as stored (uint8 images in memory), rows named
+  'DATASET:train[i]', labelled with the noisy labels a run of the config trains on (its noise drawn from its seed's
+  noise key, as noisy_jax.experiment.runs.run_single draws it; a dataset's own labels for noise type 'dataset',
+  e.g. CIFAR-N), classes the dataset's names.
+
+  Raises:
+    errors.InputError: naming the config's dataset when its training split is not images in memory (a folder or a
+      streamed split: embed its files with --images) or the backbone reads files only (--backbone=run).
+  """
+  from noisy_jax.experiment import embedders  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs as inputs_lib  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
+  if embedder.preprocessing.style != "torchvision":
+    raise errors.InputError(f"--backbone={embedder.name} embeds image files only: use --images with it.")
+  dataset = inputs_lib.load_dataset(config)
+  pixels = dataset.x_train
+  if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim not in (3, 4):
+    raise errors.InputError(
+      f"--config: dataset {config.dataset!r} does not hold its training images in memory as uint8 [N, H, W, C] "
+      "(a folder or a split read from disk): embed its files with --images=DIR."
+    )
+  pixel_max = float(getattr(dataset, "pixel_max", 255.0))
+  if pixel_max != 255.0:  # codes of another range (the 8x8 digits: 0..16) as 0..255 pixels
+    pixels = np.round(pixels.astype(np.float32) * (255.0 / pixel_max)).clip(0, 255).astype(np.uint8)
+  noisy, _ = inputs_lib.noisy_training_labels(config, dataset, runs.noise_key(config))
+  name = getattr(dataset, "name", None) or str(config.dataset)
+  files = [f"{name}:train[{i}]" for i in range(len(pixels))]
+  names = getattr(dataset, "class_names", None)
+  classes = tuple(names) if names else tuple(str(c) for c in range(int(dataset.num_classes)))
+  return files, np.asarray(noisy, np.int64), classes, embedders.ArraySource(pixels, embedder.preprocessing)
+
+
 def _agreed_todo(writer, count: int) -> list[int]:
   """The shards to compute: process 0's writer decides, the others receive its list."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -267,6 +338,9 @@ def _agreed_todo(writer, count: int) -> list[int]:
 def define_flags() -> None:
   """The command's flags (defined when run as a command only, as experiments.predict does)."""
   flags.DEFINE_string("images", None, "A folder of image files (read recursively; DIR/LABEL/... gives labels).")
+  config_flags.DEFINE_config_file(
+    "config", None, "Instead of --images: a config whose dataset's training split to embed."
+  )
   flags.DEFINE_string("backbone", None, "The backbone: imagenet_resnet18, imagenet_resnet34, resnet50 or run.")
   flags.DEFINE_string("weights", None, "Its weights: a .pth / .safetensors file, or a run's workdir or export.")
   flags.DEFINE_string("workdir", None, "The embedding store written (and resumed).")
@@ -297,11 +371,12 @@ def main(argv):
     on_bad_file=f.on_bad_file,
     workers=streaming.default_workers() if f.workers is None else f.workers,
     progress=f.progress,
+    config=f.config,
   )
   print(summary.line(), flush=True)
 
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flags_as_required(["images", "backbone", "workdir"])
+  flags.mark_flags_as_required(["backbone", "workdir"])
   cli.run(main)

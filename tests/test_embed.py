@@ -399,3 +399,55 @@ def test_dinov2_backbone_embeds_as_timm_does(folder, tmp_path):
   assert relative <= 1e-4, relative
   with pytest.raises(errors.InputError, match="dinov2_vits14.safetensors"):  # another backbone's file, named
     embedders.build("vit_base_patch14_dinov2", path)
+
+
+def test_a_configs_dataset_is_embedded_with_the_runs_noisy_labels(weights, tmp_path):
+  """--config (experiments/configs/tiny.py's digits at 40% symmetric noise): every training image embedded (gray
+  repeated to RGB, the backbone's resize and crop), rows named 'digits:train[i]', labelled with the noisy labels a
+  run of the config trains on; the same workdir with another seed (other noisy labels) is refused by name."""
+  from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs as inputs_lib  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import runs  # pylint: disable=g-import-not-at-top
+
+  config = tiny.base()
+  workdir = str(tmp_path / "store")
+  summary = embed.run(
+    None,
+    "imagenet_resnet18",
+    weights[1],
+    workdir,
+    batch_size=64,
+    shard_size=512,
+    image_size=32,
+    workers=0,
+    progress=False,
+    config=config,
+  )
+  ours, labels, files, classes = embedding_store.read(workdir)
+  dataset = inputs_lib.load_dataset(config)
+  noisy, report = inputs_lib.noisy_training_labels(config, dataset, runs.noise_key(config))
+  assert summary.num_examples == len(dataset.x_train) == len(files) and files[1] == "digits:train[1]"
+  np.testing.assert_array_equal(labels, noisy)
+  assert 0.3 < np.mean(labels != dataset.y_train) < 0.5 and len(classes) == 10
+  embedder = embedders.build("imagenet_resnet18", weights[1], 32)
+  codes = np.round(dataset.x_train[3].astype(np.float32) * 255.0 / 16.0).astype(np.uint8)  # digits: 0..16 -> 0..255
+  first = embedder.preprocessing.prepare(codes)
+  assert first.shape == (32, 32, 3) and np.array_equal(first[..., 0], first[..., 2])  # gray as RGB
+  assert first.max() > 200  # full intensity
+  np.testing.assert_allclose(ours[3], np.asarray(embedder.features(first[None]))[0], rtol=1e-4, atol=1e-5)
+  config.seed = 1
+  with pytest.raises(errors.InputError, match="labels_sha256"):
+    embed.run(
+      None,
+      "imagenet_resnet18",
+      weights[1],
+      workdir,
+      batch_size=64,
+      shard_size=512,
+      image_size=32,
+      workers=0,
+      progress=False,
+      config=config,
+    )
+  with pytest.raises(errors.InputError, match="one of them"):
+    embed.run(None, "imagenet_resnet18", weights[1], str(tmp_path / "none"), workers=0, progress=False)

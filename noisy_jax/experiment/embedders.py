@@ -110,9 +110,18 @@ class Preprocessing:
     height, width, channels = self.output_shape
     if self.style == "noisy_jax":
       return image_files.ImageFiles((), height, width, channels, self.resize).decode(path)
+    return self.prepare(images.decode_file(path), where=repr(path))
+
+  def prepare(self, pixels: np.ndarray, where: str = "an image") -> np.ndarray:
+    """uint8 `output_shape` of decoded pixels uint8 [H, W] or [H, W, C] (style 'torchvision'; gray repeated to RGB):
+    what `decode` does after reading the file (`where` names it in errors)."""
     from PIL import Image  # pylint: disable=g-import-not-at-top
 
-    image = Image.fromarray(images.decode_file(path)).convert("RGB")
+    if self.style != "torchvision":
+      raise ValueError(f"Preprocessing.prepare: style {self.style!r} reads files only (decode).")
+    height, width, _ = self.output_shape
+    pixels = np.asarray(pixels, np.uint8)
+    image = Image.fromarray(pixels[..., 0] if pixels.ndim == 3 and pixels.shape[-1] == 1 else pixels).convert("RGB")
     if self.resize is not None:
       w, h = image.size
       short, long = min(w, h), max(w, h)
@@ -122,7 +131,7 @@ class Preprocessing:
     w, h = image.size
     left, top = int(round((w - width) / 2.0)), int(round((h - height) / 2.0))
     if left < 0 or top < 0:
-      raise errors.InputError(f"{path!r} is {w}x{h} after resizing, smaller than the crop {width}x{height}.")
+      raise errors.InputError(f"{where} is {w}x{h} after resizing, smaller than the crop {width}x{height}.")
     return np.asarray(image.crop((left, top, left + width, top + height)), np.uint8)
 
   def to_json(self) -> dict:
@@ -153,6 +162,25 @@ class ImageSource:
       return self[row], None
     except _BAD as error:
       return np.zeros(self.preprocessing.output_shape, np.uint8), str(error)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySource:
+  """A Grain random-access source of images held in memory, uint8 [N, H, W, C]: row i =
+  `preprocessing.prepare(pixels[i])` (a config's dataset, `python -m experiments.embed --config`)."""
+
+  pixels: np.ndarray
+  preprocessing: Preprocessing
+
+  def __len__(self) -> int:
+    return len(self.pixels)
+
+  def __getitem__(self, row) -> np.ndarray:
+    return self.preprocessing.prepare(self.pixels[int(row)], where=f"row {int(row)}")
+
+  def decode_row(self, row) -> tuple[np.ndarray, str | None]:
+    """(pixels, None): an array in memory always decodes."""
+    return self[row], None
 
 
 def json_ready(value):

@@ -172,9 +172,16 @@ def npy_bytes(array: np.ndarray) -> bytes:
   return buffer.getvalue()
 
 
-def identity(*, backbone: str, weights: dict, preprocessing: dict, dim: int, paths: list[str], shard_size: int) -> dict:
-  """The manifest's identifying fields (IDENTITY) of embeddings of `paths` by a backbone."""
+def identity(
+  *, backbone: str, weights: dict, preprocessing: dict, dim: int, paths: list[str], shard_size: int, labels=None
+) -> dict:
+  """The manifest's identifying fields (IDENTITY) of embeddings of `paths` by a backbone; `labels` (given for a
+  config's dataset, whose rows are named by index only: its noisy labels) add their checksum."""
+  extra = (
+    {} if labels is None else {"labels_sha256": hashlib.sha256(np.asarray(labels, np.int64).tobytes()).hexdigest()}
+  )
   return {
+    **extra,
     "format_version": FORMAT_VERSION,
     "backbone": backbone,
     "weights": weights,
@@ -207,10 +214,10 @@ def _comparable(key: str, value):
 
 def _differences(stored: dict, wanted: dict) -> list[str]:
   out = []
-  for key in IDENTITY:
-    if _comparable(key, stored.get(key)) != _comparable(key, wanted[key]):
+  for key in IDENTITY + ("labels_sha256",):
+    if _comparable(key, stored.get(key)) != _comparable(key, wanted.get(key)):
       shown = {"files_sha256": "the file list", "weights": "the weights"}.get(key, key)
-      out.append(f"{shown}: stored {_short(stored.get(key))}, now {_short(wanted[key])}")
+      out.append(f"{shown}: stored {_short(stored.get(key))}, now {_short(wanted.get(key))}")
   return out
 
 

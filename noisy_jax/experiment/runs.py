@@ -70,6 +70,16 @@ def clean_labels_known(config) -> bool:
   return config.noise.type != "none"
 
 
+def run_keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(stage-1 key, noise key, stage-2 key) of a run: PRNGKey(config.seed) split in three."""
+  return tuple(jax.random.split(jax.random.PRNGKey(int(config.seed)), 3))
+
+
+def noise_key(config) -> jax.Array:
+  """The key from which a run of `config` draws its label noise (`run_keys`)."""
+  return run_keys(config)[1]
+
+
 def run_single(
   config,
   workdir: str | None = None,
@@ -117,8 +127,7 @@ def run_single(
     dataset = load_dataset(config)
   weights = pretrained.check(config, dataset, weights)  # for the data's inputs and classes (a grayscale folder)
   mesh = mesh_lib.make_mesh(config.get("num_devices") or None) if mesh is None else mesh
-  root = jax.random.PRNGKey(int(config.seed))
-  stage1_key, noise_key, stage2_key = jax.random.split(root, 3)
+  stage1_key, noise_key, stage2_key = run_keys(config)
   noisy, report = noisy_training_labels(config, dataset, noise_key)
   dataset = inputs_lib.selection_dataset(config, dataset, noise_key)
   clean = dataset.y_train if clean_labels_known(config) else None
