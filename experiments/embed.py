@@ -4,8 +4,8 @@ r"""Embeds every image of a folder with a frozen backbone: streamed, sharded ove
   python -m experiments.embed --images=DIR --backbone=resnet50 --weights=resnet50.safetensors --workdir=W \
     --batch_size=128 --shard_size=50000 --workers=8 --on_bad_file=skip
   python -m experiments.embed --images=DIR --backbone=run --weights=RUN_WORKDIR --workdir=W
-  python -m experiments.embed --config=experiments/configs/ce.py --config.dataset=cifar10 \
-    --backbone=vit_small_patch14_dinov2 --weights=dinov2_vits14_pretrain.pth --workdir=W
+  python -m experiments.embed --config=experiments/configs/ce.py --config.dataset=cifar10_n \
+    --config.noise.type=dataset --backbone=vit_small_patch14_dinov2 --weights=dinov2_vits14_pretrain.pth --workdir=W
 
 Input (--images): every .png / .jpg / .jpeg file under DIR (any depth, hidden names skipped), in sorted order of
 their relative paths. A folder DIR/LABEL/... also gives class ids (the sorted LABEL names).
