@@ -32,7 +32,8 @@ Computation: images are decoded and resized by Grain (--workers processes; 0: in
 features computed by one jitted program and gathered to the host. A batch never spans two shards; the last batch of
 a shard is padded with its first row and the padding dropped. Several JAX processes (jax.distributed, e.g.
 NOISY_JAX_MULTIHOST=1): each reads its columns of every global batch (grain.sharding.ShardByJaxProcess), all
-compute, and process 0 alone writes (the features are gathered to every process: the simplest correct choice).
+compute, and process 0 alone writes (the features are gathered to every process: the simplest correct choice;
+tests/test_embed.py runs two processes and gets the one-process store).
 
 Output (--workdir; layout in noisy_jax.experiment.embedding_store): files.txt, labels.npy + classes.txt (class
 layout only), shards/embeddings-0000i-of-0000n.npy (float32 [n_i, D], shard i = rows [i S, (i + 1) S) for

@@ -72,6 +72,7 @@ LONG_FILES = (
   "test_losses.py",
   "test_colabs.py",
   "test_pretrained.py",
+  "test_embed.py",
   "test_models.py",
 )
 

@@ -451,3 +451,48 @@ def test_a_configs_dataset_is_embedded_with_the_runs_noisy_labels(weights, tmp_p
     )
   with pytest.raises(errors.InputError, match="one of them"):
     embed.run(None, "imagenet_resnet18", weights[1], str(tmp_path / "none"), workers=0, progress=False)
+
+
+def test_two_processes_embed_as_one(folder, weights, pth_run, tmp_path):
+  """Two JAX processes (jax.distributed over localhost, one CPU device each, NOISY_JAX_MULTIHOST=1) embed the folder
+  into one store: each reads its half of every batch, process 0 alone writes; the store equals the one-process
+  store (same files, labels and shard layout; embeddings to float rounding)."""
+  import socket  # pylint: disable=g-import-not-at-top
+
+  from noisy_jax.parallel import distributed  # pylint: disable=g-import-not-at-top
+
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
+  workdir = str(tmp_path / "store")
+  args = [f"--images={folder}", "--backbone=imagenet_resnet18", f"--weights={weights[1]}", f"--workdir={workdir}"]
+  args += [f"--image_size={SIZE}", f"--batch_size={BATCH}", f"--shard_size={SHARD}", "--workers=0", "--noprogress"]
+  procs = []
+  for pid in range(2):
+    env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", embed.KILL_AFTER_ENV)}
+    env.update(
+      {
+        "XLA_FLAGS": simulated_devices.xla_flags_with_devices(1),
+        "JAX_PLATFORMS": "cpu",
+        distributed.ENV_MULTIHOST: "1",
+        "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": str(pid),
+      }
+    )
+    cmd = [sys.executable, "-m", "experiments.embed", *args]
+    procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+  try:
+    outputs = [p.communicate(timeout=SUBPROCESS_TIMEOUT_S) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  for p, (out, err) in zip(procs, outputs):
+    assert p.returncode == 0, err[-3000:]
+  assert "on 2 device(s)" in outputs[0][0], outputs[0][0]
+  ours, labels, files, classes = embedding_store.read(workdir)
+  single, single_labels, single_files, single_classes = embedding_store.read(pth_run[1])
+  assert (files, classes) == (single_files, single_classes) and np.array_equal(labels, single_labels)
+  assert sorted(_shards(workdir)) == sorted(_shards(pth_run[1]))
+  np.testing.assert_allclose(ours, single, rtol=1e-5, atol=1e-5 * np.abs(single).max())
