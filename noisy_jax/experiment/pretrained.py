@@ -269,7 +269,7 @@ def initializer(config, weights: pretrained_lib.StoredWeights | None = None) -> 
       config.get("normalization", "per_channel"),
     )
 
-  vit = config.model.name in models.VIT_MODELS and weights.layout == "torch"
+  vit = weights.layout == "torch" and config.model.get("name", None) in models.VIT_MODELS
 
   def initialize(template):
     if vit:
