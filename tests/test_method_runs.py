@@ -139,8 +139,17 @@ def four_devices(selected, tmp_path_factory):
   return root, result
 
 
+@pytest.fixture(scope="module")
+def method_runs(reference, resumed, four_devices):
+  """The module's processes, all started by its first test: one test carries their time, which
+  experiments/ci_shares.py gives back to the cases they computed (it re-attributes one carrier per module)."""
+  return reference, resumed, four_devices
+
+
 def _report_seconds(request, case: str, *parts: dict) -> None:
-  """Reports `case`'s seconds summed over the processes' `parts` ({case: seconds}) on this test."""
+  """Reports `case`'s seconds summed over the processes' `parts` ({case: seconds}) on this test: each test its own
+  process's (the golden run the golden process's, the resume test the stopping and resuming workers', the 1 == 4
+  test the 4-device worker's), so that the module's reports sum to the processes' measured work."""
   total = sum(part.get(case, 0.0) for part in parts)
   if total:
     ci_shares.record_case_seconds(request.node, total)
@@ -151,8 +160,8 @@ def _report_seconds(request, case: str, *parts: dict) -> None:
 
 
 @pytest.mark.parametrize("case", GOLDEN_RUNS)
-def test_golden_run(reference, exact, case, request):
-  _, cases, seconds, _ = reference
+def test_golden_run(method_runs, exact, case, request):
+  _, cases, seconds, _ = method_runs[0]
   _report_seconds(request, case, seconds)
   name = f"runs/{case}"
   assert name in cases, f"{name} is stored but no longer computed: `{golden.REGENERATE}`"
@@ -163,8 +172,8 @@ def test_golden_run(reference, exact, case, request):
   )
 
 
-def test_every_golden_run_is_stored_and_every_method_has_one(reference):
-  missing = sorted(set(reference[1]) - set(STORED["cases"]))
+def test_every_golden_run_is_stored_and_every_method_has_one(method_runs):
+  missing = sorted(set(method_runs[0][1]) - set(STORED["cases"]))
   assert not missing, f"computed but not stored: {missing}; `{golden.REGENERATE}`"
   assert set(REGISTERED) <= set(GOLDEN_RUNS)
   assert set(golden.run_configs()) == set(GOLDEN_RUNS)
@@ -175,7 +184,7 @@ def test_every_golden_run_is_stored_and_every_method_has_one(reference):
 
 
 @pytest.mark.parametrize("case", REGISTERED)
-def test_every_method_stopped_before_a_checkpoint_resumes_bit_identical(reference, resumed, case, request):
+def test_every_method_stopped_before_a_checkpoint_resumes_bit_identical(method_runs, case, request):
   """Stopped once stage 1's last epoch (3; PES-semi's stage 1 has 2) is trained and before its checkpoint (epoch
   2's on disk, records of epochs 1-2), resumed by a new process from epoch 2 (epoch 3 trained again), the run ends
   bit-identical to the golden process's run of it. Examples of what that covers: SOP's u, v; Co-teaching's two
@@ -183,9 +192,8 @@ def test_every_method_stopped_before_a_checkpoint_resumes_bit_identical(referenc
   2; ELR+'s networks with their averages and targets; ProMix's networks with their class priors and selections;
   JO's stage 2 after the resumed stage 1. A real SIGKILL and its leftovers are tested on Joint Optimization's two
   stages in test_checkpoint.py and inside an epoch in test_streaming.py."""
-  ref_root, _, ref_seconds, _ = reference
-  root, stop, resume, after_stop, seconds = resumed
-  _report_seconds(request, case, ref_seconds, seconds)
+  (ref_root, _, _, _), (root, stop, resume, after_stop, seconds), _ = method_runs
+  _report_seconds(request, case, seconds)
   assert "stopped " + case in processes.sections(stop[1]).get(case, ""), stop[2][-4000:]
   last = resume_worker.stage1_epochs(tiny.checkpointed(tiny.get_config(case)))
   saved = [e for e in range(1, last) if checkpoint_lib.is_due(e, every=tiny.CHECKPOINT_EVERY, num_epochs=last)]
@@ -248,14 +256,13 @@ def _largest_differences(one: dict, many: dict) -> dict:
 
 
 @pytest.mark.parametrize("case", REGISTERED)
-def test_every_method_one_device_equals_four_devices(reference, four_devices, case, request):
+def test_every_method_one_device_equals_four_devices(method_runs, case, request):
   """Each registered method's golden run trained whole on 4 devices: batch means, selections (Co-teaching's
   small-loss sets, DivideMix's MixMatch permutation and GMM) and per-example state are over the global batch, so
   every array of every stage's final checkpoint (params, batch statistics, optimiser state, table and method rows,
   best-validation variables) and every train loss equal the 1-device run's to float64 rounding."""
-  ref_root, _, ref_seconds, _ = reference
-  root, result = four_devices
-  _report_seconds(request, case, ref_seconds, result["case_seconds"])
+  (ref_root, _, _, _), _, (root, result) = method_runs
+  _report_seconds(request, case, result["case_seconds"])
   assert result["layouts"][case] == ("sharded" if case in multidevice_worker.SHARDED_TABLE_CASES else "replicated")
   one, many = os.path.join(ref_root, case), os.path.join(root, case)
   stages = sorted(os.listdir(os.path.dirname(checkpoint_lib.stage_dir(one, "stage1"))))
@@ -272,7 +279,8 @@ def test_every_method_one_device_equals_four_devices(reference, four_devices, ca
   assert abs(losses[0][0] - losses[-1][0]) > 1e-3 and records_one[-1]["test_accuracy"] > 0.3  # it trained
 
 
-def test_two_network_methods_ran_on_a_row_sharded_table(reference, four_devices):
+def test_two_network_methods_ran_on_a_row_sharded_table(method_runs):
+  four_devices = method_runs[2]
   """The 4-device runs of the SHARDED_TABLE_CASES kept their tables row-sharded, and the tables did their work:
   DivideMix's GMM over the gathered losses divided the examples, ELR+'s targets were written, ProMix's class-wise
   selection chose part of each class."""
