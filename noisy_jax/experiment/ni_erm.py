@@ -21,8 +21,10 @@ Optimisers (optax): 'lbfgs' (the default, the original's solver: full batch, opt
 epoch from the PRNG key). The training of all epochs is one jitted program: a fori_loop over the epochs (their count
 traced, not compiled in), each a lax.scan over its batches (the last batch of an epoch padded and masked). The
 features live on the device for the whole fit.
-Defaults and their sources: DEFAULT_* below. What differs from the original: no grid search (C, the iterations are
-arguments; C = 1 is scikit-learn's default and one point of their grid), optax's L-BFGS (memory 10, zoom line search)
+Defaults and their sources: DEFAULT_* below. What differs from the original: C and the iterations are arguments here
+(C = 1 is scikit-learn's default and one point of their grid; noisy_jax.experiment.ni_erm_grid runs the original's
+grid search over this head, `fit_path` giving a fold's heads of every iteration count from one run), optax's L-BFGS
+(memory 10, zoom line search)
 in place of scipy's (memory 10, More-Thuente-like line search, gradient tolerance 1e-4): the same objective, so the
 same solution once both have converged, not the same iterates.
 
@@ -99,10 +101,11 @@ def step(optimizer, layers, opt_state, x, y, mask, penalty):
 
 
 @functools.partial(jax.jit, static_argnames=("optimizer_name", "learning_rate", "batch_size"))
-def _train(layers, x, y, weight, penalty, key, epochs, *, optimizer_name, learning_rate, batch_size):
-  """All epochs as one program (a fori_loop over `epochs`, traced, so any count shares the compiled program), each
-  a lax.scan over its batches: the trained layers. weight [N]: 1 for a row, 0 for padding (full batch only); epoch
-  e shuffles with fold_in(key, e)."""
+def _train(layers, x, y, weight, penalty, key, stops, *, optimizer_name, learning_rate, batch_size):
+  """All epochs as one program: a lax.scan over the segments between `stops` [S] (increasing epoch counts, traced,
+  so any counts share the compiled program), each a fori_loop over its epochs, each epoch a lax.scan over its
+  batches. Returns the layers after each stop, stacked on a leading axis [S, ...]. weight [N]: 1 for a row, 0 for
+  padding (full batch only); epoch e shuffles with fold_in(key, e)."""
   optimizer = make_optimizer(optimizer_name, learning_rate)
   n = x.shape[0]
   num_batches = -(-n // batch_size)
@@ -122,37 +125,43 @@ def _train(layers, x, y, weight, penalty, key, epochs, *, optimizer_name, learni
     carry, _ = jax.lax.scan(batch, (layers, opt_state), (index, mask))
     return carry
 
-  layers, _ = jax.lax.fori_loop(0, epochs, epoch, (layers, optimizer.init(layers)))
-  return layers
+  def segment(carry, stop):
+    start, layers, opt_state = carry
+    layers, opt_state = jax.lax.fori_loop(start, stop, epoch, (layers, opt_state))
+    return (stop, layers, opt_state), layers
+
+  _, snapshots = jax.lax.scan(segment, (jnp.zeros((), stops.dtype), layers, optimizer.init(layers)), stops)
+  return snapshots
 
 
-def fit(
+def fit_path(
   features,
   labels,
   *,
+  epochs=(DEFAULT_EPOCHS,),
   num_classes: int | None = None,
   key=None,
   hidden_sizes=DEFAULT_HIDDEN_SIZES,
   optimizer: str = DEFAULT_OPTIMIZER,
   learning_rate: float | None = None,
-  epochs: int = DEFAULT_EPOCHS,
   batch_size: int | None = DEFAULT_BATCH_SIZE,
   inverse_regularization: float = DEFAULT_INVERSE_REGULARIZATION,
   standardize: bool = DEFAULT_STANDARDIZE,
   dtype=jnp.float32,
   pad_rows: int | None = None,
-) -> dict:
-  """Fits the NI-ERM head (module docstring) to (X, y); returns its params.
+) -> list[dict]:
+  """Fits the NI-ERM head (module docstring) to (X, y) in one run; returns its params after each epoch count of
+  `epochs` (so (10, 20, 50, 100) gives the four heads of fits of 10, 20, 50 and 100 epochs, from one run of 100).
 
   Args:
     features: X [N, D], real numbers (copied to the device in `dtype`).
     labels: y [N], the given class ids in [0, C).
+    epochs: the epoch counts to return the head at (lbfgs: iterations), each >= 1, in increasing order.
     num_classes: C, the head's outputs; default max(y) + 1.
     key: PRNG key of the MLP's initial weights and the minibatch shuffles; default jax.random.key(0).
     hidden_sizes: widths of the MLP's hidden layers; () for the linear head.
     optimizer: 'lbfgs' (full batch only), 'sgd' or 'adam'.
     learning_rate: the optimiser's; None: lbfgs' line search alone, DEFAULT_LEARNING_RATES otherwise.
-    epochs: passes over the data (lbfgs: iterations), >= 1.
     batch_size: rows per step, >= 1; None: all N.
     inverse_regularization: C > 0 (penalty ||W||^2 / (2 C N)); np.inf: none.
     standardize: centre and scale every feature by the training rows' mean and standard deviation (a constant
@@ -162,15 +171,17 @@ def fit(
       on a few different N (the folds of `out_of_sample_probabilities`) share one compiled program.
 
   Returns:
-    {'layers': [{'w', 'b'}, ...], 'center': [D], 'scale': [D]}.
+    [{'layers': [{'w', 'b'}, ...], 'center': [D], 'scale': [D]}], one per epoch count.
   """
   features, labels = np.asarray(features, np.float64), np.asarray(labels, np.int64)
   n = len(labels)
   num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
   _checks.check_choice("optimizer", optimizer, OPTIMIZERS)
   _checks.check_range("inverse_regularization", inverse_regularization, 0, np.inf, low_open=True)
-  if epochs < 1:
-    raise errors.InputError(f"epochs={epochs}; allowed: >= 1.")
+  stops = [int(e) for e in np.atleast_1d(epochs)]
+  if not stops or stops[0] < 1 or any(b <= a for a, b in zip(stops, stops[1:])):
+    shown = stops[0] if len(stops) == 1 else tuple(stops)
+    raise errors.InputError(f"epochs={shown}; allowed: counts >= 1 (several: in increasing order).")
   batch_size = n if batch_size is None else int(batch_size)
   if batch_size < 1:
     raise errors.InputError(f"batch_size={batch_size}; allowed: >= 1, or None (all N = {n} rows).")
@@ -192,19 +203,30 @@ def fit(
   total = n if pad_rows is None or batch_size < n else max(n, int(pad_rows))
   x = np.zeros((total, features.shape[1]))
   x[:n] = (features - center) / scale
-  layers = _train(
+  snapshots = _train(
     _init_layers(init_key, sizes, dtype),
     jax.device_put(jnp.asarray(x, dtype)),
     jnp.asarray(np.pad(labels, (0, total - n))),
     jnp.asarray(np.arange(total) < n, dtype),
     jnp.asarray(penalty, dtype),
     train_key,
-    jnp.asarray(int(epochs)),
+    jnp.asarray(stops),
     optimizer_name=optimizer,
     learning_rate=None if learning_rate is None else float(learning_rate),
     batch_size=total if batch_size >= n else batch_size,
   )
-  return {"layers": layers, "center": jnp.asarray(center, dtype), "scale": jnp.asarray(scale, dtype)}
+  center, scale = jnp.asarray(center, dtype), jnp.asarray(scale, dtype)
+  return [
+    {"layers": jax.tree.map(lambda leaf, s=s: leaf[s], snapshots), "center": center, "scale": scale}
+    for s in range(len(stops))
+  ]
+
+
+def fit(features, labels, *, epochs: int = DEFAULT_EPOCHS, **settings) -> dict:
+  """The NI-ERM head fitted to (X, y) for `epochs` epochs (lbfgs: iterations), >= 1: `fit_path`'s head at
+  (epochs,), `settings` as fit_path takes them (num_classes, key, hidden_sizes, optimizer, learning_rate, batch_size,
+  inverse_regularization, standardize, dtype, pad_rows)."""
+  return fit_path(features, labels, epochs=(epochs,), **settings)[0]
 
 
 @jax.jit
@@ -216,6 +238,18 @@ def predict_proba(params, features) -> np.ndarray:
   """softmax(f_theta(standardise(X))) [N, C] (float64 NumPy) of a head returned by `fit`."""
   x = jnp.asarray(np.asarray(features, np.float64), params["center"].dtype)
   return np.asarray(_probabilities(params, x), np.float64)
+
+
+@jax.jit
+def _predictions(params, x):
+  return jnp.argmax(logits(params["layers"], (x - params["center"]) / params["scale"]), axis=1)
+
+
+def predict(params, features) -> np.ndarray:
+  """argmax_c f_theta(standardise(X))_c [N] (int64 NumPy; the first of tied logits, as scikit-learn's predict) of a
+  head returned by `fit`."""
+  x = jnp.asarray(np.asarray(features, np.float64), params["center"].dtype)
+  return np.asarray(_predictions(params, x), np.int64)
 
 
 def out_of_sample_probabilities(
