@@ -6,6 +6,8 @@ r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/la
   python -m experiments.label_issues_from_features --features=F.npy --labels=L.npy --workdir=OUT --method=wann
   python -m experiments.label_issues_from_features --images=DIR --model=RUN_WORKDIR --workdir=OUT
   python -m experiments.label_issues_from_features --embeddings=EMBED_WORKDIR --method=ni_erm --workdir=OUT
+  python -m experiments.label_issues_from_features --embeddings=EMBED_WORKDIR --method=ni_erm --ni_erm_grid_search \
+      --workdir=OUT
 
 --features: an .npy array X [N, D] (one embedding per example, finite real numbers), e.g. the penultimate layer of a
   pretrained network or of another run's exported network. --labels: an .npy array y [N] of integer class ids.
@@ -14,7 +16,11 @@ r"""Label issues from frozen features: embeddings and given labels -> WORKDIR/la
   neighbours by cosine similarity, itself excluded (SimiFeat's vote), or 'ni_erm', NI-ERM's head (JAX/optax; a
   linear head by default, --ni_erm_hidden_sizes for an MLP) fitted with cross entropy to the labels as given, out of
   sample over the probe's --num_folds folds (--inverse_regularization, --ni_erm_optimizer, --ni_erm_epochs,
-  --ni_erm_learning_rate, --ni_erm_batch_size, --ni_erm_standardize), or 'wann', WANN's reliability-weighted vote
+  --ni_erm_learning_rate, --ni_erm_batch_size, --ni_erm_standardize; --ni_erm_grid_search: C and the epochs chosen
+  as the NI-ERM code chooses them, by cross-validated accuracy on the labels as given over its grid, C in
+  {1e-4, ..., 100} x epochs in {10, 20, 50, 100}, --num_folds unshuffled stratified folds, scikit-learn
+  GridSearchCV's rule (noisy_jax.experiment.ni_erm_grid); every candidate's fold accuracies in
+  WORKDIR/ni_erm_grid.csv), or 'wann', WANN's reliability-weighted vote
   with adaptive k in [--kmin, --kmax], leave one out: noisy_jax.experiment.feature_issues has the formulas and
   references. Then the label quality (--score), suggested label and flag rule (--rule) of
   noisy_jax.core.label_issues, as after a training run.
@@ -38,7 +44,9 @@ that names the flag, the file and the value, and writes nothing. Prints N, C, th
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import os
 import time
 
@@ -50,6 +58,8 @@ from noisy_jax.core import _checks
 from noisy_jax.core import errors
 from noisy_jax.core import label_issues
 from noisy_jax.experiment import feature_issues
+
+GRID_CSV = "ni_erm_grid.csv"
 
 # experiments.predict, noisy_jax.data.disk and noisy_jax.experiment.export (JAX, Flax, orbax: ~2 s to import) are
 # imported by `embed_folder` only: --features needs none of them (tests/test_feature_issues.py checks it).
@@ -310,6 +320,7 @@ def run(
   kmax: int = feature_issues.DEFAULT_KMAX,
   ni_erm: dict | None = None,
   embeddings: str | None = None,
+  ni_erm_grid_search: bool = False,
 ) -> Summary:
   """Checks every input, computes P and the label issues (feature_issues.find) and writes
   WORKDIR/label_issues.csv. Arguments as the flags of the same names (class_names: the flag's string; ni_erm: the
@@ -319,6 +330,11 @@ def run(
   _checks.check_choice("--method", method, feature_issues.METHODS)
   _checks.check_choice("--score", score, label_issues.SCORES)
   _checks.check_choice("--rule", rule, label_issues.FLAG_RULES)
+  if ni_erm_grid_search and method != "ni_erm":
+    raise errors.InputError(
+      f"--ni_erm_grid_search with --method={method}; the grid search chooses NI-ERM's C and epochs: use "
+      "--method=ni_erm."
+    )
   if not inverse_regularization > 0:
     raise errors.InputError(f"--inverse_regularization={inverse_regularization}; allowed: > 0.")
   if sources_path and (images or model or embeddings):
@@ -342,7 +358,15 @@ def run(
       )
   ni_erm = ni_erm_options() if ni_erm is None else ni_erm
   check_method_settings(method, labels, num_folds=num_folds, k=k, class_names=names, kmin=kmin, kmax=kmax, **ni_erm)
-  _, issues = feature_issues.find(
+  evidence = feature_issues.method_evidence(
+    method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm["hidden_sizes"]
+  )
+  grid = None
+  if ni_erm_grid_search:
+    grid = search_ni_erm_grid(features, labels, num_folds=num_folds, seed=seed, ni_erm=ni_erm)
+    inverse_regularization, ni_erm = grid.best["inverse_regularization"], {**ni_erm, "epochs": grid.best["epochs"]}
+    evidence += f" (C {inverse_regularization:g}, {ni_erm['epochs']} epochs by {num_folds}-fold grid search)"
+  probs, issues = feature_issues.find(
     features,
     labels,
     method=method,
@@ -357,20 +381,43 @@ def run(
     kmax=kmax,
     ni_erm_options=ni_erm,
   )
+  if grid is not None:  # the evidence column names the chosen settings
+    issues = feature_issues.run_issues(probs, labels, evidence=evidence, score=score, rule=rule)
   csv_path = label_issues.write_csv(
     os.path.join(workdir, label_issues.CSV_FILE), issues, sources=sources, class_names=names
   )
+  if grid is not None:
+    write_grid_csv(os.path.join(workdir, GRID_CSV), grid)
   return Summary(
     csv_path=csv_path,
     num_examples=len(labels),
     num_classes=num_classes,
     num_features=features.shape[1],
-    evidence=feature_issues.method_evidence(
-      method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm["hidden_sizes"]
-    ),
+    evidence=evidence,
     num_flagged=int(issues.records["is_issue"].sum()),
     seconds=time.perf_counter() - start,
   )
+
+
+def search_ni_erm_grid(features, labels, *, num_folds: int, seed: int, ni_erm: dict):
+  """ni_erm_grid.search over the NI-ERM code's grid with --num_folds folds and the other --ni_erm_* settings
+  (`ni_erm`, as `ni_erm_options` returns them; its epochs are the grid's)."""
+  from noisy_jax.experiment import ni_erm_grid  # pylint: disable=g-import-not-at-top  (JAX: imported when it runs)
+
+  settings = {name: value for name, value in ni_erm.items() if name != "epochs"}
+  return ni_erm_grid.search(features, labels, num_folds=num_folds, seed=seed, **settings)
+
+
+def write_grid_csv(path: str, grid) -> None:
+  """The grid's rows (ni_erm_grid.GridResult.rows: C, epochs, each fold's accuracy, mean, std, rank), atomically."""
+  from noisy_jax.experiment import embedding_store  # pylint: disable=g-import-not-at-top
+
+  rows = grid.rows()
+  text = io.StringIO()
+  writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+  writer.writeheader()
+  writer.writerows(rows)
+  embedding_store.write_atomic(path, text.getvalue().encode("utf-8"))
 
 
 def format_summary(summary: Summary, *, score: str, rule: str) -> str:
@@ -421,6 +468,12 @@ def define_flags() -> None:
   flags.DEFINE_integer("ni_erm_batch_size", 0, "NI-ERM's minibatch size (sgd, adam); 0: the full batch.")
   flags.DEFINE_string("ni_erm_hidden_sizes", "", "NI-ERM's MLP hidden widths, comma-separated; '': a linear head.")
   flags.DEFINE_bool("ni_erm_standardize", False, "Standardise the features before NI-ERM's head (the paper: no).")
+  flags.DEFINE_bool(
+    "ni_erm_grid_search",
+    False,
+    f"Choose NI-ERM's C and epochs by --num_folds-fold cross-validated accuracy over its code's grid (replaces "
+    f"--inverse_regularization and --ni_erm_epochs); writes WORKDIR/{GRID_CSV}.",
+  )
   flags.DEFINE_string("sources", None, "A text file, one line per example (file path or record id); default index.")
   flags.DEFINE_string("class_names", None, "Class names, comma-separated or a text file with one per line.")
   flags.DEFINE_string("images", None, "Instead of --features/--labels: a folder DIR/LABEL/... of image files.")
@@ -452,6 +505,7 @@ def main(argv):
     embeddings=values.embeddings,
     kmin=values.kmin,
     kmax=values.kmax,
+    ni_erm_grid_search=values.ni_erm_grid_search,
     ni_erm=ni_erm_options(
       optimizer=values.ni_erm_optimizer,
       epochs=values.ni_erm_epochs,

@@ -102,7 +102,9 @@ ROWS = types.MappingProxyType(
 DIFFERENCES = types.MappingProxyType(
   {
     "grid_search": "ni_erm takes C and the iterations as arguments (defaults: C = 1, 100 iterations, one point of "
-    "the original's grid); the original picks both by 5-fold GridSearchCV on the noisy labels.",
+    "the original's grid); the original picks both by 5-fold GridSearchCV on the noisy labels, which "
+    "noisy_jax.experiment.ni_erm_grid.search does over ni_erm's head (label_issues_from_features "
+    "--ni_erm_grid_search): the same folds, scores, ranks and choice, over the heads of ni_erm's solver.",
     "solver": "optax.lbfgs (memory 10, zoom line search, a fixed number of iterations) for scipy's L-BFGS-B inside "
     "scikit-learn (memory 10, stops at gradient tolerance 1e-4 or max_iter): the same objective, other iterates.",
     "objective_scale": "ni_erm minimises the mean CE + ||W||^2 / (2 C N), scikit-learn's summed objective / N: the "
