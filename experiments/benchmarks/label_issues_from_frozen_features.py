@@ -15,7 +15,10 @@ Detectors (noisy_jax.experiment.feature_issues.find, score 'self_confidence'): '
 logistic regression on standardised features; scikit-learn's BLAS/OpenMP pools at --probe_threads, default 1 as the
 probe's own), 'knn' (cosine kNN vote, k = 10, self excluded), 'ni_erm' (NI-ERM's linear head in JAX, 5-fold
 out of sample on the same folds: raw features, L-BFGS, 100 iterations, C = 1, noisy_jax.experiment.ni_erm's
-defaults) and 'wann' (WANN's reliability-weighted vote, k in [11, 51], leave one out); each flagged set by both rules of
+defaults), 'ni_erm_grid' (the same head with C and the iterations chosen as NI-ERM's code chooses them:
+noisy_jax.experiment.ni_erm_grid.search over its grid, C in {1e-4, ..., 100} x {10, 20, 50, 100} iterations, 5
+unshuffled folds of the given labels; then 5-fold out of sample as 'ni_erm') and 'wann' (WANN's reliability-weighted
+vote, k in [11, 51], leave one out); each flagged set by both rules of
 noisy_jax.core.label_issues on the same P: 'argmax' (another class more probable) and 'confident' (confident
 learning's per-class thresholds, as cleanlab's find_label_issues(filter_by='confident_learning')). Metrics:
 label_issues_vs_cleanlab._metrics (flagged, precision, recall and F1 of each flagged set, AP and AUROC of the
@@ -38,7 +41,7 @@ from experiments.benchmarks import label_issues_vs_cleanlab as vs_cleanlab
 
 FEATURE_DENSE_SIZE = 128
 DIGITS_EPOCHS = 20
-DETECTORS = ("probe", "knn", "ni_erm", "wann")
+DETECTORS = ("probe", "knn", "ni_erm", "ni_erm_grid", "wann")
 SCORE, RULE = "self_confidence", "argmax"
 RULES = ("argmax", "confident")
 
@@ -102,11 +105,31 @@ def given_labels(setting: str, *, epochs: int, seed: int):
   return dataset, np.asarray(given, np.int64), np.asarray(dataset.y_train, np.int64), report
 
 
+def detect(x, given, detector: str, *, seed: int, probe_threads: int | None):
+  """(P, issues, chosen) of one detector on features x and given labels; chosen: ni_erm_grid's {C, epochs}, else
+  None. The grid search's seconds count with the detector's."""
+  from noisy_jax.experiment import feature_issues  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import ni_erm_grid  # pylint: disable=g-import-not-at-top
+
+  settings = {"num_classes": 10, "seed": seed, "score": SCORE, "rule": RULE, "threads": probe_threads}
+  if detector != "ni_erm_grid":
+    return (*feature_issues.find(x, given, method=detector, **settings), None)
+  chosen = ni_erm_grid.search(x, given, seed=seed).best
+  probs, issues = feature_issues.find(
+    x,
+    given,
+    method="ni_erm",
+    inverse_regularization=chosen["inverse_regularization"],
+    ni_erm_options={"epochs": chosen["epochs"]},
+    **settings,
+  )
+  return probs, issues, chosen
+
+
 def run(settings, *, epochs: int, seed: int, probe_threads: int | None = 1) -> tuple[dict, dict]:
   """(results per setting, costs): metrics of each (features, detector) and the wall seconds of each part."""
   from noisy_jax.core import label_issues  # pylint: disable=g-import-not-at-top
   from noisy_jax.experiment import export  # pylint: disable=g-import-not-at-top
-  from noisy_jax.experiment import feature_issues  # pylint: disable=g-import-not-at-top
 
   costs = {}
   with tempfile.TemporaryDirectory(prefix="frozen_features_") as workdir:
@@ -126,9 +149,7 @@ def run(settings, *, epochs: int, seed: int, probe_threads: int | None = 1) -> t
     for source, x in features.items():
       for detector in DETECTORS:
         start = time.perf_counter()
-        probs, issues = feature_issues.find(
-          x, given, method=detector, num_classes=10, seed=seed, score=SCORE, rule=RULE, threads=probe_threads
-        )
+        probs, issues, chosen = detect(x, given, detector, seed=seed, probe_threads=probe_threads)
         seconds = time.perf_counter() - start
         found = {
           "quality": {SCORE: vs_cleanlab._quality_by_index(issues)},  # pylint: disable=protected-access
@@ -139,12 +160,14 @@ def run(settings, *, epochs: int, seed: int, probe_threads: int | None = 1) -> t
         }
         metrics = vs_cleanlab._metrics(found, planted, clean, given, probs)  # pylint: disable=protected-access
         metrics["seconds"] = seconds
+        if chosen is not None:
+          metrics["chosen"] = chosen
         out["detectors"][f"{source}_{detector}"] = metrics
         flagged = metrics["flagged"]
         print(
           f"[{setting}] {source} {detector}: F1 {flagged['argmax']['f1']:.3f} (argmax), "
           f"{flagged['confident']['f1']:.3f} (confident), AP {metrics['ranking'][SCORE]['average_precision']:.3f}, "
-          f"{seconds:.2f} s",
+          f"{seconds:.2f} s" + (f", chose {chosen}" if chosen else ""),
           flush=True,
         )
     results[setting] = out
