@@ -6,14 +6,18 @@ r"""Embeds every image of a folder with a frozen backbone: streamed, sharded ove
   python -m experiments.embed --images=DIR --backbone=run --weights=RUN_WORKDIR --workdir=W
   python -m experiments.embed --config=experiments/configs/ce.py --config.dataset=cifar10_n \
     --config.noise.type=dataset --backbone=vit_small_patch14_dinov2 --weights=dinov2_vits14_pretrain.pth --workdir=W
+  python -m experiments.embed --config=experiments/configs/ce.py --config.dataset=cifar10_n --split=test \
+    --backbone=vit_large_patch14_dinov2 --weights=dinov2_vitl14_pretrain.pth --resize=224 --workdir=W_TEST
 
 Input (--images): every .png / .jpg / .jpeg file under DIR (any depth, hidden names skipped), in sorted order of
 their relative paths. A folder DIR/LABEL/... also gives class ids (the sorted LABEL names).
 Input (--config=CONFIG.py[:ARG], instead of --images; its fields overridable as in experiments.train, e.g.
---config.dataset=cifar10_n): the training split of the config's dataset as stored (images held in memory, e.g. a
-TFDS dataset; before any validation split is carved out of it), rows named 'DATASET:train[i]', labelled with the
+--config.dataset=cifar10_n): the training rows of the config's dataset as loaded (images held in memory, e.g. a
+TFDS dataset, whose loader holds --config.dataset_kwargs.validation_size rows out: 5,000 of CIFAR's by default, 0
+keeps all 50,000), rows named 'DATASET:train[i]', labelled with the
 noisy labels a run of the config trains on (the same noise draw from config.seed; a dataset's own labels, CIFAR-N's
-human ones, under noise type 'dataset'), classes the dataset's names. Each image goes through the backbone's
+human ones, under noise type 'dataset'), classes the dataset's names. --split=test embeds the test split instead,
+rows 'DATASET:test[i]' labelled with its (clean) test labels. Each image goes through the backbone's
 preprocessing as a file would (gray repeated to RGB; codes of a dataset whose full intensity is not 255, such as the
 8x8 digits' 16, scaled to 0..255 first).
 
@@ -24,6 +28,9 @@ Backbones (--backbone, --weights; noisy_jax.experiment.embedders has the details
       std. --image_size=S crops S and resizes to round(S * 256 / 224).
   run   a noisy_jax run's workdir or export directory; D = the input width of its classifier head. Preprocessing:
       the run's own (its loader's resize and crop, its normalisation).
+--resize=R, --interpolation=I (torchvision-style backbones): resize the shorter side to R >= the crop with I
+  (nearest | bilinear | bicubic | lanczos) instead of the backbone's own; --resize=224 with a 224 crop stretches a
+  square image whole (Resize((224, 224)), as NI-ERM's code feeds CIFAR's 32 x 32 images to DINOv2).
 Every check of the backbone and its weights (unknown name, missing, truncated or another network's file) comes
 before anything is written: a bad --weights leaves --workdir untouched.
 
@@ -78,6 +85,7 @@ from noisy_jax.experiment import embedding_store
 KILL_AFTER_ENV = "NOISY_JAX_EMBED_KILL_AFTER_SHARDS"
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_SHARD_SIZE = 10_000
+SPLITS = ("train", "test")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +217,9 @@ def run(
   workers: int = 0,
   progress: bool = True,
   config=None,
+  split: str = "train",
+  resize: int | None = None,
+  interpolation: str | None = None,
 ) -> Summary:
   """Embeds the folder `images`, or the training split of `config`'s dataset, into the store `workdir` (module
   docstring); returns the Summary.
@@ -230,8 +241,10 @@ def run(
     raise errors.InputError(f"--{error}") from None
   mesh = mesh_lib.make_mesh()
   check_sizes(batch_size, shard_size, mesh.devices.size, jax.process_count())
-  embedder = embedders.build(backbone, weights, image_size)
-  files, labels, classes, source = inputs(images, config, embedder)
+  if split not in SPLITS or (split != "train" and config is None):
+    raise errors.InputError(f"--split={split!r}; allowed: {', '.join(SPLITS)}, the splits of a --config's dataset.")
+  embedder = embedders.build(backbone, weights, image_size, resize=resize, interpolation=interpolation)
+  files, labels, classes, source = inputs(images, config, embedder, split)
   ident = store.identity(
     backbone=backbone,
     weights=store.fingerprint(embedder.weights),
@@ -262,9 +275,9 @@ def run(
   )
 
 
-def inputs(images: str | None, config, embedder):
+def inputs(images: str | None, config, embedder, split: str = "train"):
   """(row names, labels or None, class names or None, the Grain source of the rows' pixels): the files of the folder
-  `images` (module docstring), or the training split of `config`'s dataset (`config_inputs`).
+  `images` (module docstring), or the `split` of `config`'s dataset (`config_inputs`).
 
   Raises:
     errors.InputError: naming --images and --config when both or neither are given.
@@ -277,7 +290,7 @@ def inputs(images: str | None, config, embedder):
       f"--images={images!r} and {'a' if config is not None else 'no'} --config."
     )
   if config is not None:
-    return config_inputs(config, embedder)
+    return config_inputs(config, embedder, split)
   files = embedding_store.list_images(images)
   labels, classes = embedding_store.folder_labels(files)
   return (
@@ -288,11 +301,12 @@ def inputs(images: str | None, config, embedder):
   )
 
 
-def config_inputs(config, embedder):
+def config_inputs(config, embedder, split: str = "train"):
   """`inputs` of a config's dataset: its training split as stored (uint8 images in memory), rows named
   'DATASET:train[i]', labelled with the noisy labels a run of the config trains on (its noise drawn from its seed's
   noise key, as noisy_jax.experiment.runs.run_single draws it; a dataset's own labels for noise type 'dataset',
-  e.g. CIFAR-N), classes the dataset's names.
+  e.g. CIFAR-N), classes the dataset's names; split 'test': its test split, rows 'DATASET:test[i]', labelled with
+  the test labels.
 
   Raises:
     errors.InputError: naming the config's dataset when its training split is not images in memory (a folder or a
@@ -305,21 +319,24 @@ def config_inputs(config, embedder):
   if embedder.preprocessing.style != "torchvision":
     raise errors.InputError(f"--backbone={embedder.name} embeds image files only: use --images with it.")
   dataset = inputs_lib.load_dataset(config)
-  pixels = dataset.x_train
+  pixels = dataset.x_train if split == "train" else dataset.x_test
   if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim not in (3, 4):
     raise errors.InputError(
-      f"--config: dataset {config.dataset!r} does not hold its training images in memory as uint8 [N, H, W, C] "
+      f"--config: dataset {config.dataset!r} does not hold its {split} images in memory as uint8 [N, H, W, C] "
       "(a folder or a split read from disk): embed its files with --images=DIR."
     )
   pixel_max = float(getattr(dataset, "pixel_max", 255.0))
   if pixel_max != 255.0:  # codes of another range (the 8x8 digits: 0..16) as 0..255 pixels
     pixels = np.round(pixels.astype(np.float32) * (255.0 / pixel_max)).clip(0, 255).astype(np.uint8)
-  noisy, _ = inputs_lib.noisy_training_labels(config, dataset, runs.noise_key(config))
+  if split == "train":
+    labels, _ = inputs_lib.noisy_training_labels(config, dataset, runs.noise_key(config))
+  else:
+    labels = dataset.y_test
   name = getattr(dataset, "name", None) or str(config.dataset)
-  files = [f"{name}:train[{i}]" for i in range(len(pixels))]
+  files = [f"{name}:{split}[{i}]" for i in range(len(pixels))]
   names = getattr(dataset, "class_names", None)
   classes = tuple(names) if names else tuple(str(c) for c in range(int(dataset.num_classes)))
-  return files, np.asarray(noisy, np.int64), classes, embedders.ArraySource(pixels, embedder.preprocessing)
+  return files, np.asarray(labels, np.int64), classes, embedders.ArraySource(pixels, embedder.preprocessing)
 
 
 def _agreed_todo(writer, count: int) -> list[int]:
@@ -348,6 +365,13 @@ def define_flags() -> None:
   flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "Images per global batch (a multiple of the device count).")
   flags.DEFINE_integer("shard_size", DEFAULT_SHARD_SIZE, "Rows per shard file.")
   flags.DEFINE_integer("image_size", None, "Override of the crop size S (resize scaled with it).")
+  flags.DEFINE_integer("resize", None, "Override of the shorter side's resize R >= the crop (R = crop: whole image).")
+  flags.DEFINE_enum(
+    "interpolation", None, ["nearest", "bilinear", "bicubic", "lanczos"], "Override of the resize filter."
+  )
+  flags.DEFINE_enum(
+    "split", "train", list(SPLITS), "With --config: the dataset split to embed (test: its test labels)."
+  )
   flags.DEFINE_enum("on_bad_file", "error", list(bad_files.ON_BAD_FILE), "A file that cannot be decoded: error | skip.")
   flags.DEFINE_integer("workers", None, "Grain worker processes decoding (0: in this process; default min(8, CPUs-1)).")
   flags.DEFINE_bool("progress", True, "Show a progress bar on stderr.")
@@ -373,6 +397,9 @@ def main(argv):
     workers=streaming.default_workers() if f.workers is None else f.workers,
     progress=f.progress,
     config=f.config,
+    split=f.split,
+    resize=f.resize,
+    interpolation=f.interpolation,
   )
   print(summary.line(), flush=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -451,6 +452,53 @@ def test_a_configs_dataset_is_embedded_with_the_runs_noisy_labels(weights, tmp_p
     )
   with pytest.raises(errors.InputError, match="one of them"):
     embed.run(None, "imagenet_resnet18", weights[1], str(tmp_path / "none"), workers=0, progress=False)
+
+
+def test_a_configs_test_split_is_embedded_with_its_test_labels_and_a_resize_override(weights, folder, tmp_path):
+  """--split=test --resize=32 --interpolation=bicubic: the test images of tiny.py's digits, rows 'digits:test[i]',
+  labelled with the clean test labels, each image stretched whole onto the 32 x 32 crop with bicubic (the manifest
+  records it); a split without --config, a resize below the crop and an unknown filter are refused, nothing written."""
+  from experiments.configs import tiny  # pylint: disable=g-import-not-at-top
+  from noisy_jax.experiment import inputs as inputs_lib  # pylint: disable=g-import-not-at-top
+
+  config = tiny.base()
+  workdir = str(tmp_path / "test_store")
+  settings = {"batch_size": 64, "shard_size": 512, "image_size": 32, "workers": 0, "progress": False}
+  embed.run(
+    None,
+    "imagenet_resnet18",
+    weights[1],
+    workdir,
+    config=config,
+    split="test",
+    resize=32,
+    interpolation="bicubic",
+    **settings,
+  )
+  ours, labels, files, _ = embedding_store.read(workdir)
+  dataset = inputs_lib.load_dataset(config)
+  assert len(files) == len(dataset.x_test) and files[2] == "digits:test[2]"
+  np.testing.assert_array_equal(labels, dataset.y_test)
+  embedder = embedders.build("imagenet_resnet18", weights[1], 32, resize=32, interpolation="bicubic")
+  with open(os.path.join(workdir, "manifest.json"), encoding="utf-8") as f:
+    recorded = json.load(f)["preprocessing"]
+  assert (recorded["resize"], recorded["crop"], recorded["interpolation"]) == (32, 32, "bicubic")
+  codes = np.round(dataset.x_test[5].astype(np.float32) * 255.0 / 16.0).astype(np.uint8)
+  whole = embedder.preprocessing.prepare(codes)
+  np.testing.assert_allclose(ours[5], np.asarray(embedder.features(whole[None]))[0], rtol=1e-4, atol=1e-5)
+  default = embedders.build("imagenet_resnet18", weights[1], 32).preprocessing.prepare(codes)
+  assert not np.array_equal(whole, default)  # the backbone's own resize 37 / crop 32 cuts the border off
+  refused = [
+    ({"images": folder, "split": "test"}, "--split='test'; allowed: train, test, the splits of a --config"),
+    ({"config": config, "resize": 31}, "--resize=31; allowed: an integer >= the crop 32"),
+    ({"config": config, "interpolation": "area"}, "--interpolation='area'; allowed: nearest, bilinear"),
+  ]
+  for kwargs, message in refused:
+    with pytest.raises(errors.InputError, match=re.escape(message)):
+      embed.run(
+        kwargs.pop("images", None), "imagenet_resnet18", weights[1], str(tmp_path / "bad"), **kwargs, **settings
+      )
+    assert not os.path.exists(tmp_path / "bad")
 
 
 def test_two_processes_embed_as_one(folder, weights, pth_run, tmp_path):

@@ -214,6 +214,30 @@ def sized(preprocessing: Preprocessing, image_size: int | None) -> Preprocessing
   )
 
 
+def resized(preprocessing: Preprocessing, resize: int | None, interpolation: str | None) -> Preprocessing:
+  """`preprocessing` with the shorter side resized to `resize` (>= its crop) with `interpolation` (INTERPOLATIONS)
+  before the centre crop; None keeps the backbone's own. resize = crop stretches a square image whole onto the crop
+  (torchvision's Resize((S, S)), as NI-ERM's code feeds CIFAR to DINOv2).
+
+  Raises:
+    errors.InputError: naming --resize or --interpolation for a run's own preprocessing (style 'noisy_jax'), a
+      resize below the crop, or an unknown interpolation.
+  """
+  if resize is None and interpolation is None:
+    return preprocessing
+  if preprocessing.style != "torchvision":
+    raise errors.InputError("--resize / --interpolation: --backbone=run embeds with its run's own preprocessing.")
+  if resize is not None and not (isinstance(resize, int) and resize >= preprocessing.crop):
+    raise errors.InputError(f"--resize={resize}; allowed: an integer >= the crop {preprocessing.crop}.")
+  if interpolation is not None and interpolation not in INTERPOLATIONS:
+    raise errors.InputError(f"--interpolation={interpolation!r}; allowed: {', '.join(INTERPOLATIONS)}.")
+  return dataclasses.replace(
+    preprocessing,
+    resize=preprocessing.resize if resize is None else resize,
+    interpolation=interpolation or preprocessing.interpolation,
+  )
+
+
 def per_channel_normalizer(preprocessing: Preprocessing) -> Callable:
   """codes uint8 [..., C] -> float32 (codes / 255 - mean) / std, computed as torchvision's ToTensor + Normalize."""
   mean = jnp.asarray(preprocessing.mean, jnp.float32)
@@ -406,9 +430,17 @@ BACKBONES: dict[str, Callable[[str | None, int | None], Embedder]] = {
 }
 
 
-def build(name: str, weights: str | None, image_size: int | None = None) -> Embedder:
+def build(
+  name: str,
+  weights: str | None,
+  image_size: int | None = None,
+  *,
+  resize: int | None = None,
+  interpolation: str | None = None,
+) -> Embedder:
   """The Embedder of backbone `name` (BACKBONES) with the weights at `weights`, every check of the module docstring
-  made (nothing written, nothing computed but jax.eval_shape).
+  made (nothing written, nothing computed but jax.eval_shape); image_size, resize, interpolation: overrides of its
+  preprocessing (`sized`, then `resized`; None: the backbone's own).
 
   Raises:
     errors.InputError, errors.MissingInputError: as the module docstring lists.
@@ -420,4 +452,7 @@ def build(name: str, weights: str | None, image_size: int | None = None) -> Embe
       images.check_image_size(image_size)
     except ValueError as error:
       raise errors.InputError(f"--image_size: {error}") from None
-  return BACKBONES[name](weights, image_size)
+  built = BACKBONES[name](weights, image_size)
+  if resize is None and interpolation is None:
+    return built
+  return dataclasses.replace(built, preprocessing=resized(built.preprocessing, resize, interpolation))
