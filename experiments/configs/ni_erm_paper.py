@@ -29,7 +29,18 @@ Every value and its source ("code" = github.com/allan-z/label_noise_ignorance at
                                                  paper's text was not readable here; the code prints the accuracy
                                                  but stores none), so None; fill them in from the paper.
 
-DIFFERENCES says what noisy_jax.experiment.ni_erm does otherwise.
+DIFFERENCES says what noisy_jax.experiment.ni_erm does otherwise. `commands(name)` gives the three commands that
+run a row here: embed the training images with the row's labels and the test images with theirs (DINOv2 ViT-L/14,
+the code's whole-image 224 x 224 bilinear resize: --resize=224 --interpolation=bilinear), then fit the head with the
+code's grid search and print its test accuracy, e.g. for cifar10n_worst:
+
+  python -m experiments.embed --config=experiments/configs/gce_paper.py:cifar10_n,ce,worst \
+      --config.dataset_kwargs.data_dir=DATA --config.dataset_kwargs.validation_size=0 \
+      --backbone=vit_large_patch14_dinov2 --weights=dinov2_vitl14_pretrain.pth \
+      --resize=224 --interpolation=bilinear --batch_size=128 --workdir=W/cifar10n_worst_train
+  python -m experiments.embed --config=experiments/configs/gce_paper.py:cifar10_n,ce,worst --split=test ... \
+      --workdir=W/cifar10_test
+  python -m experiments.ni_erm_accuracy --train=W/cifar10n_worst_train --test=W/cifar10_test --grid_search
 """
 
 from __future__ import annotations
@@ -120,3 +131,42 @@ def row(name: str) -> Row:
   if name not in ROWS:
     raise KeyError(f"unknown NI-ERM row {name!r}; allowed: {', '.join(ROWS)}")
   return ROWS[name]
+
+
+GCE_CONFIG = "experiments/configs/gce_paper.py"  # a config that reads CIFAR / CIFAR-N; only its dataset is used
+CONFIG_ROWS = types.MappingProxyType(  # noise_key -> gce_paper's DATASET,METHOD,NOISE (tfds_data's noise keys)
+  {
+    ("cifar10", "clean_label"): "cifar10,ce,symmetric --config.noise.rate=0.0",
+    ("cifar10", "aggre_label"): "cifar10_n,ce,aggregate",
+    ("cifar10", "random_label1"): "cifar10_n,ce,random1",
+    ("cifar10", "random_label2"): "cifar10_n,ce,random2",
+    ("cifar10", "random_label3"): "cifar10_n,ce,random3",
+    ("cifar10", "worse_label"): "cifar10_n,ce,worst",
+    ("cifar100", "clean_label"): "cifar100,ce,symmetric --config.noise.rate=0.0",
+    ("cifar100", "noisy_label"): "cifar100_n,ce,noisy",
+  }
+)
+
+
+def commands(
+  name: str, *, weights: str = "dinov2_vitl14_pretrain.pth", data_dir: str = "$HOME/tensorflow_datasets", workdir="W"
+) -> list[str]:
+  """The commands that embed row `name`'s training images (with its labels) and its test images (clean labels) with
+  its backbone and preprocessing, then print NI-ERM's test accuracy with the code's grid search. All 50,000 training
+  images are embedded (validation_size 0: the code fits on the whole training set); their order is TFDS's, so the
+  grid's unshuffled folds hold other images than the code's (CIFAR's pickle order)."""
+  spec = row(name)
+  backbone = {"dinov2_vitl14": "vit_large_patch14_dinov2"}[spec.backbone]
+  config = CONFIG_ROWS[(spec.dataset, spec.noise_key)]
+  train, test = f"{workdir}/{name}_train", f"{workdir}/{spec.dataset}_test"
+  embed = (
+    f"python -m experiments.embed --config={GCE_CONFIG}:{config} --config.dataset_kwargs.data_dir={data_dir} "
+    "--config.dataset_kwargs.validation_size=0 "
+    f"--backbone={backbone} --weights={weights} --resize={spec.image_size} --interpolation={spec.resize} "
+    f"--batch_size={spec.extraction_batch_size}"
+  )
+  return [
+    f"{embed} --workdir={train}",
+    f"{embed} --split=test --workdir={test}",
+    f"python -m experiments.ni_erm_accuracy --train={train} --test={test} --grid_search",
+  ]
