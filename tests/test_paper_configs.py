@@ -418,6 +418,72 @@ def test_alfs_anl_paper_refuses_unknown_rows():
       alfs_anl_paper.get_config(bad)
 
 
+# Asymmetric noise of the two codes (hitcszx/ALFs@61245e9 lnl/dataset.py "A", Virusdoll/Active-Negative-Loss@0c50009
+# dataset.py "N"), transcribed here: CIFAR-10 pairs (source, target) in the codes' order (A:127-128, N:61-69).
+CODE_CIFAR10_PAIRS = ((9, 1), (2, 0), (3, 5), (5, 3), (4, 7))
+
+
+def _code_block_map_cifar100(rate):
+  """A:15-28, 161-175 and N:73-95: class i keeps 1 - rate, moves rate to the next of its block of 5 consecutive ids."""
+  transition = np.eye(100) * (1 - rate)
+  for i in range(100):
+    transition[i, 5 * (i // 5) + (i + 1) % 5] = rate
+  return transition
+
+
+def _alfs_sequential_cifar10(labels, rate, rng):
+  """A:125-135: pair by pair, int(rate n) of the n examples labelled `source` at that moment become `target`."""
+  labels = labels.copy()
+  for source, target in CODE_CIFAR10_PAIRS:
+    members = np.flatnonzero(labels == source)
+    labels[rng.choice(members, int(rate * len(members)), replace=False)] = target
+  return labels
+
+
+@pytest.mark.parametrize("source", ["alfs", "anl"])
+def test_alfs_anl_cifar100_asymmetric_is_the_superclass_map_not_the_codes_blocks(source):
+  """Difference (a): both codes move RATE to the next of 5 consecutive ids; noisy_jax to the true superclass's next."""
+  noise = alfs_anl_paper.get_config(f"{source},cifar100,nce_agce").noise
+  ours = noise_lib.make_transition("asymmetric", 100, 0.4, dataset=noise.dataset)
+  code = _code_block_map_cifar100(0.4)
+  for matrix in (ours, code):
+    np.testing.assert_allclose(np.diag(matrix), 0.6, atol=1e-12)
+    assert (np.count_nonzero(matrix, axis=1) == 2).all()
+  assert not np.allclose(ours, code)
+  assert noise_lib.cifar100_superclass_map()[4] == 30 and code[4, 0] == 0.4  # beaver -> dolphin; the codes: 4 -> 0
+  assert noise.exact  # ANL's exact counts (N:97-137); ALFs draws per example: --config.noise.exact=False
+
+
+def test_anl_cifar10_asymmetric_counts_are_the_codes():
+  """N:52-71, 97-137: int(T_ij n_i) of each class, all drawn from the clean labels: noisy_jax's exact counts."""
+  noise = alfs_anl_paper.get_config("anl,cifar10,anl_ce").noise
+  off_diagonal = ~np.eye(10, dtype=bool)
+  for rate in (0.1, 0.2, 0.3, 0.4):
+    code = np.eye(10)
+    for source, target in CODE_CIFAR10_PAIRS:
+      code[source, source], code[source, target] = 1 - rate, rate
+    ours = noise_lib.transition_counts(
+      noise_lib.make_transition("asymmetric", 10, rate, dataset=noise.dataset), [5000] * 10
+    )
+    np.testing.assert_array_equal(ours[off_diagonal], (code * 5000).astype(int)[off_diagonal])
+  assert noise.exact
+
+
+def test_alfs_cifar10_asymmetric_flips_one_pair_after_another():
+  """Difference (b), A:125-135: dog -> cat draws from 5,000 + 2,000 dog labels, former cats included (at 0.4)."""
+  noise = alfs_anl_paper.get_config("alfs,cifar10,agce").noise
+  clean = np.repeat(np.arange(10), 5000)
+  transition = noise_lib.make_transition("asymmetric", 10, 0.4, dataset=noise.dataset)
+  ours = noise_lib.corrupt_labels(clean, transition, seed=0, exact=noise.exact)
+  code = _alfs_sequential_cifar10(clean, 0.4, np.random.RandomState(123))
+  assert np.bincount(ours, minlength=10)[[3, 5]].tolist() == [5000, 5000]
+  assert np.bincount(code, minlength=10)[[3, 5]].tolist() == [5800, 4200]  # 5,000 (1 +- RATE^2)
+  cat_to_dog = np.sum((clean == 3) & (code == 5))
+  assert np.sum((clean == 3) & (ours == 5)) == 2000 and 1100 < cat_to_dog < 1300  # RATE (1 - RATE) 5,000 = 1,200
+  for source, target in ((9, 1), (2, 0), (4, 7)):  # the pairs into classes that are never a source: as here
+    assert np.sum((clean == source) & (code == target)) == np.sum((clean == source) & (ours == target)) == 2000
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Smoke runs, one per family, under the TFDS mock
 
