@@ -382,11 +382,9 @@ def load(path: str = GOLDEN_FILE) -> dict:
 def store(cases: dict[str, dict], env: dict, path: str = GOLDEN_FILE) -> None:
   """Writes the golden file (sorted keys, one value per line: a diff shows what moved), via a temp file."""
   payload = {"regenerate": REGENERATE, "environment": env, "cases": cases}
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(payload, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, path)
+  from noisy_jax.core import atomic_files  # pylint: disable=g-import-not-at-top  (main sets XLA_FLAGS first)
+
+  atomic_files.write_text(path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
 def _close(stored: float, current: float, rel: float, abs_: float) -> bool:

@@ -55,6 +55,7 @@ from absl import flags
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import atomic_files
 from noisy_jax.core import errors
 from noisy_jax.core import label_issues
 from noisy_jax.experiment import feature_issues
@@ -410,14 +411,12 @@ def search_ni_erm_grid(features, labels, *, num_folds: int, seed: int, ni_erm: d
 
 def write_grid_csv(path: str, grid) -> None:
   """The grid's rows (ni_erm_grid.GridResult.rows: C, epochs, each fold's accuracy, mean, std, rank), atomically."""
-  from noisy_jax.experiment import embedding_store  # pylint: disable=g-import-not-at-top
-
   rows = grid.rows()
   text = io.StringIO()
   writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
   writer.writeheader()
   writer.writerows(rows)
-  embedding_store.write_atomic(path, text.getvalue().encode("utf-8"))
+  atomic_files.write_text(path, text.getvalue())
 
 
 def format_summary(summary: Summary, *, score: str, rule: str) -> str:

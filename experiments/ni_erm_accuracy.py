@@ -27,6 +27,7 @@ from absl import flags
 import numpy as np
 
 from experiments import cli
+from noisy_jax.core import atomic_files
 from noisy_jax.core import errors
 from noisy_jax.experiment import embedding_store
 
@@ -149,8 +150,7 @@ def main(argv):
   )
   print(format_result(result), flush=True)
   if f.output:
-    os.makedirs(os.path.dirname(os.path.abspath(f.output)), exist_ok=True)
-    embedding_store.write_atomic(f.output, json.dumps(result, indent=1).encode("utf-8"))
+    atomic_files.write_text(f.output, json.dumps(result, indent=1))
     print(f"wrote {f.output}")
 
 

@@ -21,8 +21,8 @@ Output (default W/predictions.csv), one row per input, written atomically (a tem
 from __future__ import annotations
 
 import csv
+import io
 import os
-import tempfile
 
 from absl import app
 from absl import flags
@@ -30,6 +30,7 @@ from absl import logging
 import numpy as np
 
 from experiments import cli
+from noisy_jax.core import atomic_files
 from noisy_jax.core import errors
 from noisy_jax.data import disk
 from noisy_jax.data import image_files
@@ -104,31 +105,16 @@ def read_input(path: str, loaded: export.LoadedModel):
 
 
 def write_csv(path: str, names, probs: np.ndarray, class_names) -> None:
-  """The predictions CSV (module docstring), written to a temporary file in the same folder and renamed."""
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
+  """The predictions CSV (module docstring), written whole or not at all (noisy_jax.core.atomic_files)."""
   predicted = np.argmax(probs, axis=-1) if len(probs) else np.zeros((0,), np.int64)
   header = ["path", "predicted_class"] + (["predicted_name"] if class_names else []) + ["probability"]
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-  try:
-    with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-      writer = csv.writer(f)
-      writer.writerow(header)
-      for name, c, p in zip(names, predicted, probs):
-        row = [name, int(c)] + ([class_names[int(c)]] if class_names else []) + [str(np.float32(p[c]))]
-        writer.writerow(row)
-    os.chmod(tmp, 0o666 & ~_umask())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-
-
-def _umask() -> int:
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
+  text = io.StringIO(newline="")
+  writer = csv.writer(text)
+  writer.writerow(header)
+  for name, c, p in zip(names, predicted, probs):
+    row = [name, int(c)] + ([class_names[int(c)]] if class_names else []) + [str(np.float32(p[c]))]
+    writer.writerow(row)
+  atomic_files.write_text(path, text.getvalue())
 
 
 def run(workdir: str, input_path: str, *, which: str = "final", output: str | None = None, batch_size: int = 500):

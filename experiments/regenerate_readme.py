@@ -46,10 +46,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from experiments import readme_tables
+from noisy_jax.core import atomic_files
 from noisy_jax.experiment import environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -366,17 +366,8 @@ def comparison(table: readme_tables.Table, text: str, new_table: str, new_env: s
 
 
 def write_atomically(path: str, text: str) -> None:
-  """Writes `text` to a temporary file beside `path`, then renames it over `path`."""
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".regen-", suffix=".md")
-  try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  """Writes `text` to `path` whole or not at all (noisy_jax.core.atomic_files.write_text)."""
+  atomic_files.write_text(path, text)
 
 
 def obtain_run(table: readme_tables.Table, root: str, reuse: bool, runs: list[str] | None = None) -> tuple[str, dict]:

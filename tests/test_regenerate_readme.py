@@ -361,7 +361,7 @@ def test_write_round_trip(tmp_path, capsys):
   assert changed == [nce_mae_row, block.env]  # the nce_mae row and the environment line
   assert after[block.env] == regen.env_line(regen.read_record(workdir))
   assert (tmp_path / readme_tables.BENCHMARKS_README).read_text() == read(readme_tables.BENCHMARKS_README)
-  assert not [n for n in os.listdir(tmp_path) if n.startswith(".regen-")]  # no temporary file left
+  assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]  # no temporary file left
 
 
 def test_replace_table_inserts_a_missing_env_line():

@@ -55,13 +55,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import os
-import tempfile
+import io
 from typing import Sequence
 
 import numpy as np
 
 from noisy_jax.core import _checks
+from noisy_jax.core import atomic_files
 
 SCORES = ("self_confidence", "normalized_margin")
 FLAG_RULES = ("argmax", "confident")
@@ -324,36 +324,28 @@ def write_csv(
   path: str, issues: RunIssues, *, sources: Sequence[str] | None = None, class_names: Sequence[str] | None = None
 ) -> str:
   """Writes `issues` to `path` (CSV_COLUMNS; labels as class names when given, else ids; source = sources[index],
-  the example's file path or record id, else its index), atomically: a temporary file in the same folder renamed at
-  the end. Returns the path. With `held_out` rows after the training rows, `sources` is the training rows' followed
-  by the held-out rows'; rows left out (`without`) keep their sources unused."""
+  the example's file path or record id, else its index), whole or not at all (noisy_jax.core.atomic_files).
+  Returns the path. With `held_out` rows after the training rows, `sources` is the training rows' followed by the
+  held-out rows'; rows left out (`without`) keep their sources unused."""
   n = len(issues.records)
   if sources is not None and n and len(sources) <= int(issues.records["index"].max()):
     raise ValueError(f"{len(sources)} sources, but the rows reach index {int(issues.records['index'].max())}.")
   name = (lambda k: class_names[k]) if class_names is not None else (lambda k: int(k))
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".label_issues.", suffix=".csv.tmp", dir=folder)
-  try:
-    with os.fdopen(fd, "w", newline="") as f:
-      writer = csv.writer(f)
-      writer.writerow(CSV_COLUMNS)
-      for row, evidence in zip(issues.records, issues.evidence):
-        i = int(row["index"])
-        writer.writerow(
-          [
-            i,
-            sources[i] if sources is not None else str(i),
-            name(row["given_label"]),
-            name(row["suggested_label"]),
-            f"{float(row['label_quality']):.6f}",
-            bool(row["is_issue"]),
-            evidence,
-          ]
-        )
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  text = io.StringIO(newline="")
+  writer = csv.writer(text)
+  writer.writerow(CSV_COLUMNS)
+  for row, evidence in zip(issues.records, issues.evidence):
+    i = int(row["index"])
+    writer.writerow(
+      [
+        i,
+        sources[i] if sources is not None else str(i),
+        name(row["given_label"]),
+        name(row["suggested_label"]),
+        f"{float(row['label_quality']):.6f}",
+        bool(row["is_issue"]),
+        evidence,
+      ]
+    )
+  atomic_files.write_text(path, text.getvalue())
   return path

@@ -33,6 +33,8 @@ import numbers
 import os
 from typing import Iterable
 
+from noisy_jax.core import atomic_files
+
 ON_BAD_FILE = ("error", "skip")
 DEFAULT_MAX_FRACTION = 0.01
 FILE_NAME = "skipped_files.txt"
@@ -79,13 +81,9 @@ def check_fraction(skipped: Iterable[Skipped], num_files: int, max_bad_fraction:
 
 def write(path: str, skipped: Iterable[Skipped]) -> None:
   """Writes the list to `path` (module docstring's format), whole: a temporary file renamed over it."""
-  rows = sorted(set(skipped))
-  temporary = f"{path}.tmp"
-  with open(temporary, "w", encoding="utf-8") as f:
-    f.write("\t".join(_COLUMNS) + "\n")
-    for s in rows:
-      f.write("\t".join(" ".join(str(v).split()) for v in (s.split, s.file, s.error)) + "\n")
-  os.replace(temporary, path)
+  lines = ["\t".join(_COLUMNS)]
+  lines += ["\t".join(" ".join(str(v).split()) for v in (s.split, s.file, s.error)) for s in sorted(set(skipped))]
+  atomic_files.write_text(path, "".join(f"{line}\n" for line in lines))
 
 
 def read(path: str) -> list[Skipped]:

@@ -36,10 +36,10 @@ import io
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 
+from noisy_jax.core import atomic_files
 from noisy_jax.core import errors
 from noisy_jax.data import disk
 from noisy_jax.data import images
@@ -143,29 +143,6 @@ def files_sha256(paths: list[str]) -> str:
   return hashlib.sha256("".join(f"{p}\n" for p in paths).encode("utf-8")).hexdigest()
 
 
-def write_atomic(path: str, data: bytes) -> None:
-  """Writes `data` to a temporary file beside `path`, flushed to disk, then renames it to `path`."""
-  folder = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(tmp, 0o666 & ~_umask())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-
-
-def _umask() -> int:
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
-
-
 def npy_bytes(array: np.ndarray) -> bytes:
   buffer = io.BytesIO()
   np.save(buffer, array, allow_pickle=False)
@@ -227,7 +204,7 @@ def _short(value) -> str:
 
 
 def _remove_temporaries(workdir: str) -> None:
-  """Deletes the temporary files (.NAME.XXXX.tmp, `write_atomic`) that a killed run left in the store."""
+  """Deletes the temporary files (.NAME.XXXX.tmp, noisy_jax.core.atomic_files) that a killed run left in the store."""
   for folder in (workdir, os.path.join(workdir, SHARDS)):
     if os.path.isdir(folder):
       for name in os.listdir(folder):
@@ -266,10 +243,10 @@ class Writer:
         f"--workdir={workdir} is not empty and holds no {MANIFEST}: not an embedding store; give a new folder."
       )
     os.makedirs(os.path.join(workdir, SHARDS), exist_ok=True)
-    write_atomic(os.path.join(workdir, FILES), "".join(f"{p}\n" for p in paths).encode("utf-8"))
+    atomic_files.write_bytes(os.path.join(workdir, FILES), "".join(f"{p}\n" for p in paths).encode("utf-8"))
     if labels is not None:
-      write_atomic(os.path.join(workdir, LABELS), npy_bytes(np.asarray(labels, np.int64)))
-      write_atomic(os.path.join(workdir, CLASSES), "".join(f"{c}\n" for c in classes).encode("utf-8"))
+      atomic_files.write_bytes(os.path.join(workdir, LABELS), npy_bytes(np.asarray(labels, np.int64)))
+      atomic_files.write_bytes(os.path.join(workdir, CLASSES), "".join(f"{c}\n" for c in classes).encode("utf-8"))
     manifest = dict(ident)
     count = num_shards(len(paths), ident["shard_size"])
     manifest.update(num_shards=count, labels=labels is not None, skipped=[], shards={}, complete=False)
@@ -308,7 +285,7 @@ class Writer:
     if embeddings.shape != (end - start, self.manifest["dim"]):
       raise ValueError(f"shard {index}: embeddings {embeddings.shape}, expected {(end - start, self.manifest['dim'])}.")
     data = npy_bytes(embeddings)
-    write_atomic(self.shard_path(index), data)
+    atomic_files.write_bytes(self.shard_path(index), data)
     entry = {"file": f"{SHARDS}/{shard_name(index, self.count)}", "rows": [start, end], "skipped": skipped}
     entry["sha256"] = hashlib.sha256(data).hexdigest()
     self.manifest["shards"][str(index)] = entry
@@ -322,8 +299,8 @@ class Writer:
     self.manifest["skipped"] = skipped
     if skipped or os.path.exists(os.path.join(self.workdir, SKIPPED)):
       text = "".join(f"{s['row']}\t{s['file']}\t{' '.join(s['error'].split())}\n" for s in skipped)
-      write_atomic(os.path.join(self.workdir, SKIPPED), f"row\tfile\terror\n{text}".encode("utf-8"))
-    write_atomic(os.path.join(self.workdir, MANIFEST), json.dumps(self.manifest, indent=1).encode("utf-8"))
+      atomic_files.write_bytes(os.path.join(self.workdir, SKIPPED), f"row\tfile\terror\n{text}".encode("utf-8"))
+    atomic_files.write_bytes(os.path.join(self.workdir, MANIFEST), json.dumps(self.manifest, indent=1).encode("utf-8"))
 
 
 def _lines(path: str) -> list[str]:
