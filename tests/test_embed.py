@@ -164,27 +164,27 @@ def test_resume_with_other_settings_names_what_differs(folder, weights, pth_run)
     _run(folder, weights[1], workdir, image_size=48)
 
 
-def _command(folder, weights_path, workdir, *, devices=1, kill_after=None, workers=0):
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = simulated_devices.xla_flags_with_devices(devices)
-  env["JAX_PLATFORMS"] = "cpu"
+def _environment(devices=1, **extra):
+  """The environment of an experiments.embed subprocess on `devices` simulated CPU devices, plus `extra`."""
+  env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", embed.KILL_AFTER_ENV)}
+  env.update({"XLA_FLAGS": simulated_devices.xla_flags_with_devices(devices), "JAX_PLATFORMS": "cpu"})
   if devices > 1:
     env["PJRT_NPROC"] = str(2 * devices)
-  env.pop(embed.KILL_AFTER_ENV, None)
-  if kill_after is not None:
-    env[embed.KILL_AFTER_ENV] = str(kill_after)
+  return {**env, **extra}
+
+
+def _command_line(folder, weights_path, workdir, workers=0):
   args = [f"--images={folder}", "--backbone=imagenet_resnet18", f"--weights={weights_path}", f"--workdir={workdir}"]
-  args += [
-    f"--image_size={SIZE}",
-    f"--batch_size={BATCH}",
-    f"--shard_size={SHARD}",
-    f"--workers={workers}",
-    "--noprogress",
-  ]
+  args += [f"--image_size={SIZE}", f"--batch_size={BATCH}", f"--shard_size={SHARD}", f"--workers={workers}"]
+  return [sys.executable, "-m", "experiments.embed", *args, "--noprogress"]
+
+
+def _command(folder, weights_path, workdir, *, devices=1, kill_after=None, workers=0):
+  extra = {} if kill_after is None else {embed.KILL_AFTER_ENV: str(kill_after)}
   return subprocess.run(
-    [sys.executable, "-m", "experiments.embed", *args],
+    _command_line(folder, weights_path, workdir, workers),
     cwd=REPO,
-    env=env,
+    env=_environment(devices, **extra),
     capture_output=True,
     text=True,
     timeout=SUBPROCESS_TIMEOUT_S,
@@ -513,22 +513,18 @@ def test_two_processes_embed_as_one(folder, weights, pth_run, tmp_path):
     s.bind(("localhost", 0))
     port = s.getsockname()[1]
   workdir = str(tmp_path / "store")
-  args = [f"--images={folder}", "--backbone=imagenet_resnet18", f"--weights={weights[1]}", f"--workdir={workdir}"]
-  args += [f"--image_size={SIZE}", f"--batch_size={BATCH}", f"--shard_size={SHARD}", "--workers=0", "--noprogress"]
   procs = []
   for pid in range(2):
-    env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", embed.KILL_AFTER_ENV)}
-    env.update(
-      {
-        "XLA_FLAGS": simulated_devices.xla_flags_with_devices(1),
-        "JAX_PLATFORMS": "cpu",
+    env = _environment(
+      1,
+      **{
         distributed.ENV_MULTIHOST: "1",
         "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
         "JAX_NUM_PROCESSES": "2",
         "JAX_PROCESS_ID": str(pid),
-      }
+      },
     )
-    cmd = [sys.executable, "-m", "experiments.embed", *args]
+    cmd = _command_line(folder, weights[1], workdir)
     procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
   try:
     outputs = [p.communicate(timeout=SUBPROCESS_TIMEOUT_S) for p in procs]
