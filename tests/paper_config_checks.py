@@ -1,6 +1,6 @@
 """Checks every paper config's test makes the same way (tests/test_*_paper_config.py): the docstring's commands load,
-and a row shrunk to a smoke run under `tfds.testing.mock_data`. A plain module imported by the tests, not a test
-file; the shrinking happens here, never in the configs."""
+a row shrunk to a smoke run under `tfds.testing.mock_data`, and PyTorch's cosine lr per epoch as the reference. A
+plain module imported by the tests, not a test file; the shrinking happens here, never in the configs."""
 
 import re
 
@@ -29,3 +29,20 @@ def shrunk(config, *, validation_size: int, sections=()):
   config.dataset_kwargs.validation_size = validation_size
   config.model.kwargs = dict(TINY_RESNET)
   return config
+
+
+def torch_cosine_lrs(lr: float, epochs: int, eta_min: float = 0.0):
+  """The lr PyTorch trains each epoch at with SGD(lr) and CosineAnnealingLR(T_max=epochs, eta_min) stepped after
+  every epoch (the codes' `scheduler.step()` at an epoch's end): float64 [epochs]. Momentum and weight decay do not
+  move the lr, so the reference optimiser has neither."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+
+  optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+  scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs, eta_min=eta_min)
+  out = []
+  for _ in range(epochs):
+    out.append(optimizer.param_groups[0]["lr"])
+    optimizer.step()  # no gradient: nothing moves; keeps PyTorch's step order (no warning)
+    scheduler.step()
+  return np.array(out)

@@ -12,7 +12,6 @@ TFDS feature specs, nothing downloaded); the shrinking happens here, never in th
 
 import math
 import re
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -90,20 +89,6 @@ def test_every_row_is_the_codes(dataset, noise, rate, loss):
   registry.make(config.method, num_classes=100 if dataset == "cifar100" else 10)
 
 
-def _torch_lrs(lr, epochs):
-  """main.py:74-75, 77-93: the lr each epoch trains at, SGD + CosineAnnealingLR(T_max=epochs, eta_min=0) stepped
-  after every epoch."""
-  sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr, momentum=0.9, weight_decay=1e-4)
-  scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=epochs, eta_min=0)
-  out = []
-  with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": no training steps here
-    for _ in range(epochs):
-      out.append(sgd.param_groups[0]["lr"])
-      scheduler.step()
-  return np.array(out)
-
-
 @pytest.mark.parametrize("dataset", ["cifar10", "cifar100"])
 def test_lr_of_every_epoch_is_torchs(dataset):
   config = eps_softmax_paper.get_config(f"{dataset},symmetric,0.4")
@@ -112,7 +97,9 @@ def test_lr_of_every_epoch_is_torchs(dataset):
     settings_lib.optimizer_settings(config.optimizer), STEPS, num_epochs=config.num_epochs
   )
   ours = np.array([float(schedule(e * STEPS + s)) for e in range(epochs) for s in (0, STEPS - 1)])
-  np.testing.assert_allclose(ours, np.repeat(_torch_lrs(lr, epochs), 2), rtol=2e-6, atol=1e-12)
+  np.testing.assert_allclose(
+    ours, np.repeat(paper_config_checks.torch_cosine_lrs(lr, epochs), 2), rtol=2e-6, atol=1e-12
+  )
 
 
 def _code_loss(logits, target, alpha, beta, m, gamma=None):

@@ -13,7 +13,6 @@ happens here, never in the config.
 
 import math
 import re
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -119,20 +118,6 @@ def test_values(arg):
   registry.make(config.method, num_classes=100 if dataset.startswith("cifar100") else 10)
 
 
-def _torch_lrs(lr, epochs):
-  """The lr main.py trains each epoch at: SGD(lr) with CosineAnnealingLR(T_max=epochs, eta_min=0), stepped after
-  every epoch (main.py:69-70, 88)."""
-  optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr, momentum=0.9)
-  scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs, eta_min=0)
-  out = []
-  with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # "scheduler.step() before optimizer.step()": no training steps here
-    for _ in range(epochs):
-      out.append(optimizer.param_groups[0]["lr"])
-      scheduler.step()
-  return np.array(out)
-
-
 @pytest.mark.parametrize("arg", ["cifar10,jal_fl", "cifar100_n,noisy,jal_ce"])
 def test_lr_of_every_epoch_is_torchs(arg):
   config = jal_paper.get_config(arg)
@@ -141,7 +126,7 @@ def test_lr_of_every_epoch_is_torchs(arg):
   schedule = optim.learning_rate_schedule(settings_lib.optimizer_settings(config.optimizer), STEPS, epochs)
   first = np.array([float(schedule(e * STEPS)) for e in range(epochs)])
   last = np.array([float(schedule(e * STEPS + STEPS - 1)) for e in range(epochs)])
-  reference = _torch_lrs(code["lr"], code["epochs"])
+  reference = paper_config_checks.torch_cosine_lrs(code["lr"], code["epochs"])
   np.testing.assert_allclose(first, reference, rtol=1e-6)
   np.testing.assert_array_equal(first, last)
 

@@ -33,6 +33,7 @@ from noisy_jax.methods import pes_semi
 from noisy_jax.methods import registry
 from noisy_jax.methods import spec as spec_lib
 from noisy_jax.train import optim
+import paper_config_checks
 
 STEPS = math.ceil(50000 / 128)  # 391 (no validation split): only the epoch boundaries matter to the schedules
 LOOP_EPOCHS = 300  # PES_semi.py:32 --num_epochs; NL:40
@@ -58,19 +59,6 @@ LAMBDA_U = {
 }
 VARIANTS = list(LAMBDA_U) + [v + ",original" for v in LAMBDA_U]
 REFINES = ((optim.CLASSIFIER,),)  # PES_semi.py:270 noisy_refine(model, train_loader, 0, T2): renew_layers(0)
-
-
-def _torch_loop_lrs():
-  """PES_semi.py's lr of each loop epoch: SGD(lr 0.02, momentum 0.9, wd 5e-4), CosineAnnealingLR(optimizer, 300,
-  0.02 / 100), scheduler.step() after each loop epoch (:258-260, :277)."""
-  optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=LR, momentum=0.9, weight_decay=5e-4)
-  scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, LOOP_EPOCHS, LR / 100)
-  out = []
-  for _ in range(LOOP_EPOCHS):
-    out.append(optimizer.param_groups[0]["lr"])
-    optimizer.step()
-    scheduler.step()
-  return np.array(out)
 
 
 def _original_transition(noise_type, rate, num_classes):
@@ -166,7 +154,7 @@ def test_pes_semi_paper_values(arg):
   # The lr of each epoch against the code's on its loop epoch: the warm-up's epoch e is loop epoch e; stage1's epoch e
   # (1-based) trains with the schedule's count at (epochs_before + e - 1) steps_per_epoch (pes_semi.make_epoch_fn),
   # epochs_before = the earlier stages' clock = T1: loop epoch T1 + e - 1, the refine's loop epoch T1 first.
-  torch_lrs = _torch_loop_lrs()
+  torch_lrs = paper_config_checks.torch_cosine_lrs(LR, LOOP_EPOCHS, LR_MIN)  # PES_semi.py:258-260, 277
   np.testing.assert_allclose(_lr_list(warmup, t1, range(t1)), torch_lrs[:t1], rtol=1e-5)
   epochs_before = sum(clock[:2])
   assert epochs_before == t1
