@@ -412,18 +412,8 @@ def test_a_configs_dataset_is_embedded_with_the_runs_noisy_labels(weights, tmp_p
 
   config = tiny.base()
   workdir = str(tmp_path / "store")
-  summary = embed.run(
-    None,
-    "imagenet_resnet18",
-    weights[1],
-    workdir,
-    batch_size=64,
-    shard_size=512,
-    image_size=32,
-    workers=0,
-    progress=False,
-    config=config,
-  )
+  settings = {"batch_size": 64, "shard_size": 512, "image_size": 32, "workers": 0, "progress": False}
+  summary = embed.run(None, "imagenet_resnet18", weights[1], workdir, config=config, **settings)
   ours, labels, files, classes = embedding_store.read(workdir)
   dataset = inputs_lib.load_dataset(config)
   noisy, report = inputs_lib.noisy_training_labels(config, dataset, runs.noise_key(config))
@@ -438,18 +428,7 @@ def test_a_configs_dataset_is_embedded_with_the_runs_noisy_labels(weights, tmp_p
   np.testing.assert_allclose(ours[3], np.asarray(embedder.features(first[None]))[0], rtol=1e-4, atol=1e-5)
   config.seed = 1
   with pytest.raises(errors.InputError, match="labels_sha256"):
-    embed.run(
-      None,
-      "imagenet_resnet18",
-      weights[1],
-      workdir,
-      batch_size=64,
-      shard_size=512,
-      image_size=32,
-      workers=0,
-      progress=False,
-      config=config,
-    )
+    embed.run(None, "imagenet_resnet18", weights[1], workdir, config=config, **settings)
   with pytest.raises(errors.InputError, match="one of them"):
     embed.run(None, "imagenet_resnet18", weights[1], str(tmp_path / "none"), workers=0, progress=False)
 
