@@ -367,7 +367,7 @@ def run(
     grid = search_ni_erm_grid(features, labels, num_folds=num_folds, seed=seed, ni_erm=ni_erm)
     inverse_regularization, ni_erm = grid.best["inverse_regularization"], {**ni_erm, "epochs": grid.best["epochs"]}
     evidence += f" (C {inverse_regularization:g}, {ni_erm['epochs']} epochs by {num_folds}-fold grid search)"
-  probs, issues = feature_issues.find(
+  _, issues = feature_issues.find(
     features,
     labels,
     method=method,
@@ -381,9 +381,8 @@ def run(
     kmin=kmin,
     kmax=kmax,
     ni_erm_options=ni_erm,
+    evidence=evidence,
   )
-  if grid is not None:  # the evidence column names the chosen settings
-    issues = feature_issues.run_issues(probs, labels, evidence=evidence, score=score, rule=rule)
   csv_path = label_issues.write_csv(
     os.path.join(workdir, label_issues.CSV_FILE), issues, sources=sources, class_names=names
   )

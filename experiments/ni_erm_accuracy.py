@@ -82,13 +82,13 @@ def run(
   from noisy_jax.experiment import ni_erm_grid  # pylint: disable=g-import-not-at-top
 
   start = time.perf_counter()
-  x_train, y_train, train_classes, train_manifest = read_store(train, "train")
-  x_test, y_test, test_classes, test_manifest = read_store(test, "test")
-  check_pair(train_manifest, test_manifest, train_classes, test_classes)
   if not (inverse_regularization > 0 and epochs >= 1):
     raise errors.InputError(
       f"--inverse_regularization={inverse_regularization}, --epochs={epochs}; allowed: C > 0 and epochs >= 1."
     )
+  x_train, y_train, train_classes, train_manifest = read_store(train, "train")
+  x_test, y_test, test_classes, test_manifest = read_store(test, "test")
+  check_pair(train_manifest, test_manifest, train_classes, test_classes)
   settings = {"inverse_regularization": float(inverse_regularization), "epochs": int(epochs)}
   grid = None
   if grid_search:

@@ -352,6 +352,7 @@ def find(
   kmin: int = DEFAULT_KMIN,
   kmax: int = DEFAULT_KMAX,
   ni_erm_options: dict | None = None,
+  evidence: str | None = None,
 ) -> tuple[np.ndarray, label_issues.RunIssues]:
   """Label issues from embeddings: (P [N, C], `run_issues` of P), P from `probe_probabilities`,
   `knn_probabilities`, `ni_erm_probabilities` or `wann_probabilities`.
@@ -372,6 +373,7 @@ def find(
     kmax: WANN's largest k.
     ni_erm_options: NI-ERM's other settings, keyword arguments of ni_erm.fit (optimizer, epochs, learning_rate,
       batch_size, hidden_sizes, standardize); None: its defaults.
+    evidence: the CSV's name of the detector; None: `method_evidence` of these settings.
   """
   _checks.check_choice("method", method, METHODS)
   _checks.check_choice("score", score, label_issues.SCORES)
@@ -401,7 +403,8 @@ def find(
     probs = wann_probabilities(features, labels, num_classes=num_classes, kmin=kmin, kmax=kmax)
   else:
     probs = knn_probabilities(features, labels, num_classes=num_classes, k=k)
-  evidence = method_evidence(
-    method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm_options.get("hidden_sizes", ())
-  )
+  if evidence is None:
+    evidence = method_evidence(
+      method, num_folds=num_folds, k=k, kmin=kmin, kmax=kmax, hidden_sizes=ni_erm_options.get("hidden_sizes", ())
+    )
   return probs, run_issues(probs, np.asarray(labels).astype(np.int64), evidence=evidence, score=score, rule=rule)
